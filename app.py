@@ -1,0 +1,27 @@
+"""Two Bends: the entry point. Routes the pages and draws the shared sidebar (layout only)."""
+import streamlit as st
+
+from ui import widgets
+
+st.set_page_config(page_title="Two Bends — prefill and decode", page_icon="🌉", layout="wide")
+
+PAGES = {
+    "The story": [
+        st.Page("pages/home.py", title="Home — two bends", icon="🏞️", default=True),
+        st.Page("pages/prefill.py", title="Prefill — the valley", icon="🟧"),
+        st.Page("pages/decode.py", title="Decode — the bridge", icon="🟦"),
+        st.Page("pages/timing.py", title="Timing — the ledger", icon="⏱️"),
+    ],
+    "Labs": [
+        st.Page("pages/lab_sweeps.py", title="Sweep lab", icon="📈"),
+        st.Page("pages/lab_batch.py", title="Batch lab", icon="🧺"),
+        st.Page("pages/lab_roofline.py", title="Roofline & hardware", icon="🏔️"),
+        st.Page("pages/lab_remedies.py", title="Remedies lab", icon="🧰"),
+        st.Page("pages/lab_budget.py", title="Old Qin's budget", icon="💰"),
+        st.Page("pages/lab_profile.py", title="Where the time goes", icon="🔬"),
+    ],
+}
+
+page = st.navigation(PAGES)
+widgets.sidebar()
+page.run()

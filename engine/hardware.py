@@ -1,0 +1,72 @@
+"""This machine's own ceilings, measured: memory-copy bandwidth (decode's floor) and matmul FLOP/s at
+the model's shapes (prefill's ceiling). Roofline model: Williams, Waterman, Patterson (2009).
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+import torch
+
+from engine.config import ModelConfig
+
+
+@dataclass(frozen=True)
+class MeasuredPeaks:
+    copy_bytes_per_s: float  # bytes moved (read + written) per second by a large tensor copy
+    matmul_flops_per_s: float  # FLOP/s of (T x C) @ (C x F) matmuls at the model's shapes
+    device: str
+    dtype: str
+
+
+def _sync(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+    elif device.type == "mps":
+        torch.mps.synchronize()
+
+
+def _best_seconds(fn, device: torch.device, repeats: int) -> float:
+    fn()  # warm-up
+    best = float("inf")
+    for _ in range(repeats):
+        _sync(device)
+        start = time.perf_counter()
+        fn()
+        _sync(device)
+        best = min(best, time.perf_counter() - start)
+    return best
+
+
+def measure_copy_bandwidth(device: torch.device, n_bytes: int = 256 * 2**20, repeats: int = 5) -> float:
+    """Bytes per second for dst.copy_(src) of a tensor much larger than the caches (read + write)."""
+    src = torch.ones(n_bytes // 4, dtype=torch.float32, device=device)
+    dst = torch.empty_like(src)
+    seconds = _best_seconds(lambda: dst.copy_(src), device, repeats)
+    return 2 * n_bytes / seconds
+
+
+def measure_matmul_flops(device: torch.device, dtype: torch.dtype, cfg: ModelConfig | None = None,
+                         tokens: int = 1024, repeats: int = 3) -> float:
+    """FLOP/s of the prefill's biggest matmuls: (tokens x d_model) @ (d_model x d_ff) and back."""
+    C = cfg.d_model if cfg else 576
+    F = cfg.d_ff if cfg else 1536
+    x = torch.randn(tokens, C, dtype=dtype, device=device)
+    w_up = torch.randn(C, F, dtype=dtype, device=device)
+    w_down = torch.randn(F, C, dtype=dtype, device=device)
+    h = torch.empty(tokens, F, dtype=dtype, device=device)
+    y = torch.empty(tokens, C, dtype=dtype, device=device)
+
+    def run():
+        torch.mm(x, w_up, out=h)
+        torch.mm(h, w_down, out=y)
+
+    seconds = _best_seconds(run, device, repeats)
+    return 2 * 2 * tokens * C * F / seconds
+
+
+def measure_peaks(device: torch.device | str = "cpu", dtype: torch.dtype = torch.float32,
+                  cfg: ModelConfig | None = None) -> MeasuredPeaks:
+    device = torch.device(device)
+    return MeasuredPeaks(measure_copy_bandwidth(device), measure_matmul_flops(device, dtype, cfg),
+                         device.type, str(dtype).removeprefix("torch."))

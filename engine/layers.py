@@ -1,0 +1,110 @@
+"""The small named pieces where GPT-2 and Llama differ, plus the two attention paths.
+
+GPT-2: LayerNorm, learned positions, GELU MLP, multi-head attention.
+Llama: RMSNorm, rotary positions (RoPE, Su et al. 2021), SwiGLU MLP (Shazeer 2020),
+grouped-query attention (Ainslie et al. 2023). Shape letters: B batch, T new tokens,
+S tokens in the cache (history + new), H query heads, K KV heads, D head dim, C model dim.
+"""
+from __future__ import annotations
+
+import math
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+
+class RMSNorm(nn.Module):
+    def __init__(self, dim: int, eps: float):
+        super().__init__()
+        self.eps = eps
+        self.weight = nn.Parameter(torch.ones(dim))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        # normalise in float32 like the reference implementation, then cast back
+        xf = x.float()
+        xf = xf * torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + self.eps)
+        return self.weight * xf.to(x.dtype)
+
+
+def make_norm(arch: str, dim: int, eps: float) -> nn.Module:
+    return nn.LayerNorm(dim, eps=eps) if arch == "gpt2" else RMSNorm(dim, eps)
+
+
+def rope_tables(head_dim: int, max_len: int, theta: float) -> tuple[torch.Tensor, torch.Tensor]:
+    """cos and sin for every position, each (max_len, D), in the 'rotate half' layout HF uses."""
+    inv_freq = 1.0 / theta ** (torch.arange(0, head_dim, 2, dtype=torch.float32) / head_dim)
+    angles = torch.outer(torch.arange(max_len, dtype=torch.float32), inv_freq)  # (S_max, D/2)
+    angles = torch.cat([angles, angles], dim=-1)  # (S_max, D)
+    return angles.cos(), angles.sin()
+
+
+def apply_rope(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+    """Rotate x (B, heads, T, D) by its positions' angles; cos/sin are (T, D)."""
+    half = x.shape[-1] // 2
+    rotated = torch.cat([-x[..., half:], x[..., :half]], dim=-1)  # (B, heads, T, D)
+    return x * cos + rotated * sin
+
+
+class GeluMLP(nn.Module):
+    """GPT-2: C -> 4C -> GELU(tanh) -> C."""
+
+    def __init__(self, dim: int, hidden: int):
+        super().__init__()
+        self.fc = nn.Linear(dim, hidden)
+        self.proj = nn.Linear(hidden, dim)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.proj(F.gelu(self.fc(x), approximate="tanh"))
+
+
+class SwiGLUMLP(nn.Module):
+    """Llama: gate and up projections fused into one matmul, SiLU(gate) * up, then down."""
+
+    def __init__(self, dim: int, hidden: int):
+        super().__init__()
+        self.gate_up = nn.Linear(dim, 2 * hidden, bias=False)
+        self.down = nn.Linear(hidden, dim, bias=False)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        gate, up = self.gate_up(x).chunk(2, dim=-1)  # (B, T, F) each
+        return self.down(F.silu(gate) * up)
+
+
+def make_mlp(arch: str, dim: int, hidden: int) -> nn.Module:
+    return GeluMLP(dim, hidden) if arch == "gpt2" else SwiGLUMLP(dim, hidden)
+
+
+def causal_mask(n_new: int, n_total: int, device: torch.device) -> torch.Tensor:
+    """(T, S) boolean: new token i (at position S-T+i) may see every position <= its own."""
+    offset = n_total - n_new
+    rows = torch.arange(n_new, device=device)[:, None] + offset
+    cols = torch.arange(n_total, device=device)[None, :]
+    return cols <= rows
+
+
+def attention_fast(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+    """Fused attention for timing. q (B, H, T, D); k, v (B, K, S, D) -> (B, H, T, D)."""
+    T, S = q.shape[2], k.shape[2]
+    gqa = q.shape[1] != k.shape[1]
+    if T == 1:  # decode: the single new token sees the whole history, no mask needed
+        return F.scaled_dot_product_attention(q, k, v, enable_gqa=gqa)
+    if T == S:  # prefill into an empty cache: plain causal
+        return F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=gqa)
+    mask = causal_mask(T, S, q.device)  # prefill on top of a cached prefix
+    return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, enable_gqa=gqa)
+
+
+def attention_explicit(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """softmax(Q K^T / sqrt(D)) V written out, returning the probabilities too.
+
+    q (B, H, T, D); k, v (B, K, S, D) -> out (B, H, T, D), probs (B, H, T, S).
+    """
+    group = q.shape[1] // k.shape[1]
+    k = k.repeat_interleave(group, dim=1)  # (B, H, S, D): each KV head serves `group` query heads
+    v = v.repeat_interleave(group, dim=1)  # (B, H, S, D)
+    scores = (q @ k.transpose(-2, -1)) / math.sqrt(q.shape[-1])  # (B, H, T, S)
+    mask = causal_mask(q.shape[2], k.shape[2], q.device)  # (T, S)
+    scores = scores.masked_fill(~mask, float("-inf"))
+    probs = torch.softmax(scores.float(), dim=-1).to(q.dtype)  # (B, H, T, S)
+    return probs @ v, probs

@@ -1,0 +1,99 @@
+"""`load_model`: pick a device and dtype, build our Transformer and pour a checkpoint's weights into it."""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+
+import torch
+
+from engine.config import ModelConfig
+from engine.errors import EngineError
+from engine.model import Transformer
+from engine.model_store import Progress, load_checkpoint
+from engine.weights import load_into
+
+DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
+
+
+@dataclass
+class LoadedModel:
+    model: Transformer
+    tokenizer: object  # transformers tokenizer (encode/decode, chat template)
+    config: ModelConfig
+    name: str
+    device: torch.device
+    dtype: torch.dtype
+    load_seconds: float = 0.0
+    warm: set = field(default_factory=set)  # which (batch, capture) shapes have been warmed up
+
+    @property
+    def dtype_name(self) -> str:
+        return str(self.dtype).removeprefix("torch.")
+
+    @property
+    def weight_bytes(self) -> int:
+        """Bytes of distinct parameter storage (tied matrices counted once)."""
+        seen = {p.data_ptr(): p.numel() * p.element_size() for p in self.model.parameters()}
+        return sum(seen.values())
+
+
+def pick_device(device: str = "auto") -> torch.device:
+    if device == "auto":
+        if torch.cuda.is_available():
+            return torch.device("cuda")
+        if getattr(torch.backends, "mps", None) and torch.backends.mps.is_available():
+            return torch.device("mps")
+        return torch.device("cpu")
+    try:
+        dev = torch.device(device)
+    except RuntimeError:
+        raise EngineError(f"unknown device '{device}'; use auto, cpu, cuda or mps") from None
+    if dev.type == "cuda" and not torch.cuda.is_available():
+        raise EngineError("device 'cuda' was asked for but no CUDA GPU is available here; use auto or cpu")
+    if dev.type == "mps" and not (getattr(torch.backends, "mps", None) and torch.backends.mps.is_available()):
+        raise EngineError("device 'mps' was asked for but Apple's Metal backend is not available here")
+    return dev
+
+
+def pick_dtype(dtype: str | torch.dtype, device: torch.device) -> torch.dtype:
+    if isinstance(dtype, torch.dtype):
+        dtype = str(dtype).removeprefix("torch.")
+    if dtype not in DTYPES:
+        raise EngineError(f"unknown dtype '{dtype}'; use one of {', '.join(DTYPES)}")
+    dt = DTYPES[dtype]
+    try:  # a matmul and a softmax in that dtype on that device, the two things the model needs
+        a = torch.ones(4, 4, dtype=dt, device=device)
+        torch.softmax(a @ a, dim=-1).sum().item()
+    except (RuntimeError, TypeError) as exc:
+        raise EngineError(f"{dtype} does not run on {device.type} here ({str(exc).splitlines()[0]}); try float32") from None
+    return dt
+
+
+def build_model(cfg: ModelConfig, hf_state_dict: dict, device: torch.device, dtype: torch.dtype) -> Transformer:
+    with torch.device("meta"):
+        model = Transformer(cfg)  # no memory, no random init: the checkpoint fills everything
+    model.to_empty(device="cpu")
+    load_into(model, hf_state_dict)
+    if cfg.tie_embeddings:
+        model.lm_head.weight = model.tok_emb.weight
+    model.reset_buffers()
+    return model.to(device=device, dtype=dtype).eval().requires_grad_(False)
+
+
+def load_model(name_or_path: str = "smollm2-135m", device: str = "auto", dtype: str = "float32",
+               progress: Progress | None = None) -> LoadedModel:
+    """Load a model ready for `prefill`, `decode_step` and `generate`."""
+    start = time.perf_counter()
+    dev = pick_device(device)
+    dt = pick_dtype(dtype, dev)
+    ckpt = load_checkpoint(name_or_path, progress)
+    cfg = ModelConfig.from_hf_config(ckpt.hf_config)
+    tokenizer = ckpt.tokenizer
+    if tokenizer.eos_token_id is not None and tokenizer.eos_token_id not in cfg.eos_token_ids:
+        from dataclasses import replace
+
+        cfg = replace(cfg, eos_token_ids=(*cfg.eos_token_ids, tokenizer.eos_token_id))
+    model = build_model(cfg, ckpt.state_dict, dev, dt)
+    if progress:
+        progress(f"{ckpt.name} ready on {dev.type} ({dtype})", 1.0)
+    return LoadedModel(model, tokenizer, cfg, ckpt.name, dev, dt, time.perf_counter() - start)

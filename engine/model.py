@@ -1,0 +1,104 @@
+"""One decoder-only Transformer for GPT-2 and Llama: embeddings, N identical blocks, final norm, LM head.
+
+The same `forward` serves prefill (T = prompt length, one pass) and decode (T = 1); the KV cache
+passed in decides where the new tokens sit. Compare nanoGPT's model.py and gpt-fast's model.py.
+"""
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+from engine.config import ModelConfig
+from engine.kv_cache import KVCache
+from engine.layers import apply_rope, attention_explicit, attention_fast, make_mlp, make_norm, rope_tables
+
+
+class Attention(nn.Module):
+    def __init__(self, cfg: ModelConfig):
+        super().__init__()
+        self.cfg = cfg
+        H, K, D = cfg.n_heads, cfg.n_kv_heads, cfg.head_dim
+        self.qkv = nn.Linear(cfg.d_model, (H + 2 * K) * D, bias=cfg.qkv_bias)  # fused Q, K, V
+        self.out = nn.Linear(H * D, cfg.d_model, bias=cfg.qkv_bias)
+
+    def forward(self, x, layer: int, cache: KVCache, rope: tuple | None, capture: bool):
+        B, T, _ = x.shape
+        H, K, D = self.cfg.n_heads, self.cfg.n_kv_heads, self.cfg.head_dim
+        q, k, v = self.qkv(x).split([H * D, K * D, K * D], dim=-1)
+        q = q.view(B, T, H, D).transpose(1, 2)  # (B, H, T, D)
+        k = k.view(B, T, K, D).transpose(1, 2)  # (B, K, T, D)
+        v = v.view(B, T, K, D).transpose(1, 2)  # (B, K, T, D)
+        if rope is not None:
+            q, k = apply_rope(q, *rope), apply_rope(k, *rope)
+        k_all, v_all = cache.write(layer, k, v)  # (B, K, S, D): history + these T tokens
+        if capture:
+            y, probs = attention_explicit(q, k_all, v_all)  # probs (B, H, T, S)
+        else:
+            y, probs = attention_fast(q, k_all, v_all), None
+        y = y.transpose(1, 2).reshape(B, T, H * D)  # (B, T, C)
+        return self.out(y), probs
+
+
+class Block(nn.Module):
+    """Pre-norm block, identical in shape for both families: x + attn(norm(x)), then x + mlp(norm(x))."""
+
+    def __init__(self, cfg: ModelConfig):
+        super().__init__()
+        self.attn_norm = make_norm(cfg.arch, cfg.d_model, cfg.norm_eps)
+        self.attn = Attention(cfg)
+        self.mlp_norm = make_norm(cfg.arch, cfg.d_model, cfg.norm_eps)
+        self.mlp = make_mlp(cfg.arch, cfg.d_model, cfg.d_ff)
+
+    def forward(self, x, layer, cache, rope, capture):
+        a, probs = self.attn(self.attn_norm(x), layer, cache, rope, capture)
+        x = x + a
+        return x + self.mlp(self.mlp_norm(x)), probs
+
+
+class Transformer(nn.Module):
+    def __init__(self, cfg: ModelConfig):
+        super().__init__()
+        self.cfg = cfg
+        self.tok_emb = nn.Embedding(cfg.vocab_size, cfg.d_model)
+        self.pos_emb = nn.Embedding(cfg.max_seq_len, cfg.d_model) if cfg.arch == "gpt2" else None
+        self.blocks = nn.ModuleList(Block(cfg) for _ in range(cfg.n_layers))
+        self.final_norm = make_norm(cfg.arch, cfg.d_model, cfg.norm_eps)
+        self.lm_head = nn.Linear(cfg.d_model, cfg.vocab_size, bias=False)
+        if cfg.tie_embeddings:
+            self.lm_head.weight = self.tok_emb.weight
+        if cfg.uses_rope:
+            self.register_buffer("rope_cos", torch.empty(cfg.max_seq_len, cfg.head_dim), persistent=False)
+            self.register_buffer("rope_sin", torch.empty(cfg.max_seq_len, cfg.head_dim), persistent=False)
+            self.reset_buffers()
+
+    def reset_buffers(self) -> None:
+        """(Re)compute the rotary tables, e.g. after building the model on the meta device."""
+        if self.cfg.uses_rope and self.rope_cos.device.type != "meta":
+            cos, sin = rope_tables(self.cfg.head_dim, self.cfg.max_seq_len, self.cfg.rope_theta)
+            self.rope_cos.copy_(cos)  # (S_max, D)
+            self.rope_sin.copy_(sin)  # (S_max, D)
+
+    def forward(self, ids: torch.Tensor, cache: KVCache, *, all_logits: bool = False,
+                capture_layers: tuple[int, ...] = ()) -> tuple[torch.Tensor, dict[int, torch.Tensor]]:
+        """ids (B, T) appended after the cache's `length` tokens.
+
+        Returns logits (B, V) for the last position, or (B, T, V) with all_logits, and the
+        attention probabilities (B, H, T, S) of each layer in `capture_layers`.
+        """
+        B, T = ids.shape
+        start = cache.length
+        x = self.tok_emb(ids)  # (B, T, C)
+        rope = None
+        if self.pos_emb is not None:
+            x = x + self.pos_emb.weight[start:start + T]  # learned positions (T, C)
+        else:
+            rope = (self.rope_cos[start:start + T].to(x.dtype), self.rope_sin[start:start + T].to(x.dtype))
+        captured = {}
+        for i, block in enumerate(self.blocks):
+            x, probs = block(x, i, cache, rope, i in capture_layers)
+            if probs is not None:
+                captured[i] = probs
+        cache.advance(T)
+        if not all_logits:
+            x = x[:, -1]  # (B, C): generation only needs the next-token distribution
+        return self.lm_head(self.final_norm(x)).float(), captured

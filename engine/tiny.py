@@ -1,0 +1,48 @@
+"""Tiny random-weight GPT-2 and Llama checkpoints, built offline in a second, for tests and demos.
+
+They have the real architectures (GPT-2: LayerNorm, learned positions, GELU, Conv1D weights;
+Llama: RoPE, RMSNorm, SwiGLU, grouped-query attention) and a small byte-level BPE tokenizer
+trained here on a paragraph, so everything runs without a network or the bundled model.
+"""
+from __future__ import annotations
+
+import torch
+
+from engine.model_store import TINY_MODELS  # noqa: E402,F401
+
+_CORPUS = (
+    "Two bends on the old post road: the wide valley at Longmen Bay where the whole convoy rides "
+    "side by side, and the single-plank bridge where riders cross one at a time. Prefill reads the "
+    "prompt in one parallel pass; decode writes one token per step and reads the KV cache each time. "
+    "def add(a, b):\n    return a + b\n<p>Bonjour le monde! 你好，世界 🙂</p>"
+)
+
+
+def tiny_tokenizer():
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+    from transformers import PreTrainedTokenizerFast
+
+    tok = Tokenizer(models.BPE())
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tok.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(vocab_size=512, special_tokens=["<|endoftext|>"],
+                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet(), show_progress=False)
+    tok.train_from_iterator([_CORPUS] * 4, trainer)
+    fast = PreTrainedTokenizerFast(tokenizer_object=tok, eos_token="<|endoftext|>", bos_token="<|endoftext|>")
+    fast.chat_template = "{% for m in messages %}{{ m['role'] }}: {{ m['content'] }}\n{% endfor %}assistant:"
+    return fast
+
+
+def tiny_hf_model(arch: str = "llama", seed: int = 0, vocab_size: int = 512):
+    """A transformers model with random weights: the reference our forward pass is checked against."""
+    from transformers import GPT2Config, GPT2LMHeadModel, LlamaConfig, LlamaForCausalLM
+
+    torch.manual_seed(seed)
+    if arch == "gpt2":
+        cfg = GPT2Config(vocab_size=vocab_size, n_positions=256, n_embd=64, n_layer=2, n_head=4,
+                         bos_token_id=0, eos_token_id=0)
+        return GPT2LMHeadModel(cfg).eval()
+    cfg = LlamaConfig(vocab_size=vocab_size, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
+                      num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=256,
+                      rope_theta=10000.0, tie_word_embeddings=False, bos_token_id=0, eos_token_id=0)
+    return LlamaForCausalLM(cfg).eval()
