@@ -1,0 +1,26 @@
+"""Shared fixtures: tiny random models (fast, offline) and the real bundled SmolLM2 (session-wide)."""
+import os
+
+import pytest
+import torch
+
+import engine
+
+os.environ.setdefault("TWO_BENDS_MODEL", "tiny-llama")  # AppTests use the tiny model unless a test says otherwise
+torch.set_num_threads(max(1, min(2, os.cpu_count() or 1)))
+
+
+@pytest.fixture(scope="session")
+def tiny_llama() -> engine.LoadedModel:
+    return engine.load_model("tiny-llama", device="cpu")
+
+
+@pytest.fixture(scope="session")
+def tiny_gpt2() -> engine.LoadedModel:
+    return engine.load_model("tiny-gpt2", device="cpu")
+
+
+@pytest.fixture(scope="session")
+def smollm() -> engine.LoadedModel:
+    """The real SmolLM2-135M (converted once by `python -m engine prepare`, then ~1-4 s to load)."""
+    return engine.load_model("smollm2-135m", device="cpu")
