@@ -11,6 +11,7 @@ import importlib.util
 import json
 import os
 import shutil
+import socket
 import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -77,19 +78,8 @@ def _load_folder(folder: Path, name: str) -> Checkpoint:
 
 
 def _convert_bundled(target: Path, progress: Progress) -> None:
-    from safetensors.torch import save_file
-    from transformers import AutoModelForCausalLM, AutoTokenizer
-
     gguf = bundled_gguf_path()
-    progress("Reading the tokenizer from the bundled GGUF file", 0.05)
-    tokenizer = AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)
-    progress("Dequantising 272 Q4_1 tensors to float32 (about 30-40 s, only the first time)", 0.15)
-    model = AutoModelForCausalLM.from_pretrained(gguf.parent, gguf_file=gguf.name, dtype=torch.float32)
-    progress("Writing the float32 cache (safetensors)", 0.85)
-    state = {k: v.contiguous() for k, v in model.state_dict().items()}
-    if model.config.tie_word_embeddings:
-        state.pop("lm_head.weight", None)  # tied to the embedding; safetensors refuses shared tensors
-    try:
+    try:  # fail in a second, not after a 40 s conversion, when the cache cannot be written
         target.parent.mkdir(parents=True, exist_ok=True)
         tmp = Path(tempfile.mkdtemp(prefix=".converting-", dir=target.parent))
     except OSError as exc:
@@ -98,17 +88,32 @@ def _convert_bundled(target: Path, progress: Progress) -> None:
             "set TWO_BENDS_CACHE to a writable folder"
         ) from None
     try:
-        save_file(state, tmp / "model.safetensors")
-        config = model.config.to_dict()
-        config.pop("quantization_config", None)
-        (tmp / "config.json").write_text(json.dumps(config, indent=2))
-        tokenizer.save_pretrained(tmp)
-        (tmp / "COMPLETE").write_text("conversion finished\n")  # written last
-        if target.exists():
-            shutil.rmtree(target)  # an older or broken cache
-        os.replace(tmp, target)
+        _convert_into(gguf, tmp, target, progress)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
+
+
+def _convert_into(gguf: Path, tmp: Path, target: Path, progress: Progress) -> None:
+    from safetensors.torch import save_file
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    progress("Reading the tokenizer from the bundled GGUF file", 0.05)
+    tokenizer = AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)
+    progress("Dequantising 272 Q4_1 tensors to float32 (about 30-40 s, only the first time)", 0.15)
+    model = AutoModelForCausalLM.from_pretrained(gguf.parent, gguf_file=gguf.name, dtype=torch.float32)
+    progress("Writing the float32 cache (safetensors)", 0.85)
+    state = {k: v.contiguous() for k, v in model.state_dict().items()}
+    if model.config.tie_word_embeddings:
+        state.pop("lm_head.weight", None)  # tied to the embedding; safetensors refuses shared tensors
+    save_file(state, tmp / "model.safetensors")
+    config = model.config.to_dict()
+    config.pop("quantization_config", None)
+    (tmp / "config.json").write_text(json.dumps(config, indent=2))
+    tokenizer.save_pretrained(tmp)
+    (tmp / "COMPLETE").write_text("conversion finished\n")  # written last
+    if target.exists():
+        shutil.rmtree(target)  # an older or broken cache
+    os.replace(tmp, target)
 
 
 def load_bundled(progress: Progress | None = None) -> Checkpoint:
@@ -120,18 +125,38 @@ def load_bundled(progress: Progress | None = None) -> Checkpoint:
     return _load_folder(target, "SmolLM2-135M-Instruct")
 
 
-def _load_transformers(source: str, name: str, progress: Progress) -> Checkpoint:
+def _load_transformers(source: str, name: str, progress: Progress, local_only: bool = False) -> Checkpoint:
     from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
 
     progress(f"Loading {name} with transformers", 0.2)
-    config = AutoConfig.from_pretrained(source)
+    config = AutoConfig.from_pretrained(source, local_files_only=local_only)
     from engine.config import SUPPORTED_ARCHITECTURES
 
     if config.model_type not in SUPPORTED_ARCHITECTURES:
         raise EngineError(f"{name} is a '{config.model_type}' model; supported: {', '.join(SUPPORTED_ARCHITECTURES)}")
-    tokenizer = AutoTokenizer.from_pretrained(source)
-    model = AutoModelForCausalLM.from_pretrained(source, dtype=torch.float32)
+    tokenizer = AutoTokenizer.from_pretrained(source, local_files_only=local_only)
+    model = AutoModelForCausalLM.from_pretrained(source, dtype=torch.float32, local_files_only=local_only)
     return Checkpoint(name, model.config, model.state_dict(), tokenizer)
+
+
+def hub_reachable(timeout: float = 3.0) -> bool:
+    """One quick TCP connection to the Hub, so an offline machine gets its answer in seconds,
+    not after transformers' retries (~25 s)."""
+    from urllib.parse import urlparse
+
+    host = urlparse(os.environ.get("HF_ENDPOINT", "https://huggingface.co")).hostname or "huggingface.co"
+    try:
+        socket.create_connection((host, 443), timeout=timeout).close()
+        return True
+    except OSError:
+        return False
+
+
+def _offline_error(hf_id: str, why: str) -> EngineError:
+    return EngineError(
+        f"could not load '{hf_id}' from the Hugging Face Hub ({why}); it needs internet on first use. "
+        f"Offline, use '{BUNDLED}' (bundled) or a local checkpoint folder."
+    )
 
 
 def load_checkpoint(name_or_path: str, progress: Progress | None = None) -> Checkpoint:
@@ -155,12 +180,11 @@ def load_checkpoint(name_or_path: str, progress: Progress | None = None) -> Chec
             f"unknown model '{key}'. Known: {', '.join(KNOWN_MODELS)}; or give a local folder "
             "or a Hugging Face id such as openai-community/gpt2"
         )
+    offline = os.environ.get("HF_HUB_OFFLINE", "0") not in ("", "0", "false", "False")
+    offline = offline or not hub_reachable()  # then only transformers' local cache is tried, no retries
     try:
-        return _load_transformers(hf_id, hf_id, progress)
+        return _load_transformers(hf_id, hf_id, progress, local_only=offline)
     except EngineError:
         raise
     except (OSError, ValueError) as exc:
-        raise EngineError(
-            f"could not load '{hf_id}' from the Hugging Face Hub ({type(exc).__name__}); it needs "
-            f"internet on first use. Offline, use '{BUNDLED}' (bundled) or a local checkpoint folder."
-        ) from None
+        raise _offline_error(hf_id, "no network and not in the local cache" if offline else type(exc).__name__) from None

@@ -51,11 +51,17 @@ def check_lengths(lm, n_prompt: int, max_new_tokens) -> int:
 
 
 def token_pieces(tokenizer, ids: list[int], context: int = 4) -> list[str]:
-    """The text each token adds, decoded with a little left context so split characters join up."""
-    pieces = []
+    """The text each token adds. A character split over several byte tokens is given to the token
+    that completes it (earlier ones get ""), so the pieces always join up to the decoded text."""
+    pieces: list[str] = []
+    start = 0  # first token whose text has not been emitted yet
     for i in range(len(ids)):
-        window = ids[max(0, i - context): i]
-        before = tokenizer.decode(window, skip_special_tokens=False)
-        after = tokenizer.decode(window + [ids[i]], skip_special_tokens=False)
-        pieces.append(after[len(before):] if after.startswith(before) else tokenizer.decode([ids[i]]))
+        left = max(0, start - context)  # a little left context so merges decode as in the full text
+        before = tokenizer.decode(ids[left:start], skip_special_tokens=False)
+        after = tokenizer.decode(ids[left:i + 1], skip_special_tokens=False)
+        if after.endswith("\ufffd") and i < len(ids) - 1:
+            pieces.append("")  # an incomplete multi-byte character: wait for the next token
+            continue
+        pieces.append(after[len(before):] if after.startswith(before) else tokenizer.decode(ids[start:i + 1]))
+        start = i + 1
     return pieces

@@ -6,6 +6,9 @@ trained here on a paragraph, so everything runs without a network or the bundled
 """
 from __future__ import annotations
 
+import copy
+from functools import lru_cache
+
 import torch
 
 from engine.model_store import TINY_MODELS  # noqa: E402,F401
@@ -19,6 +22,12 @@ _CORPUS = (
 
 
 def tiny_tokenizer():
+    """A fresh copy each call (callers may set attributes); trained only once per process."""
+    return copy.deepcopy(_trained_tokenizer())
+
+
+@lru_cache(maxsize=1)
+def _trained_tokenizer():
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
     from transformers import PreTrainedTokenizerFast
 

@@ -1,0 +1,169 @@
+"""KV-cache accounting, sampling, traces, attention capture and every bad-input error (tiny models)."""
+import json
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+import torch
+
+import engine
+from engine.sampling import make_generator, sample
+
+
+def test_kv_cache_bytes_follow_the_formula(tiny_llama):
+    cfg = tiny_llama.config
+    cache = engine.KVCache(cfg, batch=3, max_len=20, dtype=torch.float32)
+    per_token = 2 * cfg.n_layers * cfg.n_kv_heads * cfg.head_dim * 4
+    assert cache.bytes_per_token == 3 * per_token
+    assert cache.nbytes_allocated == 20 * 3 * per_token == sum(t.numel() * 4 for t in cache.keys + cache.values)
+    cache.advance(7)
+    assert cache.nbytes_used == 7 * 3 * per_token
+    cache.truncate(2)
+    assert cache.length == 2
+    cache.reset()
+    assert cache.nbytes_used == 0
+
+
+def test_smollm2_kv_bytes_per_token_formula():
+    from engine.config import ModelConfig
+
+    cfg = ModelConfig(arch="llama", vocab_size=49152, n_layers=30, d_model=576, n_heads=9, n_kv_heads=3,
+                      head_dim=64, d_ff=1536, max_seq_len=8192, norm_eps=1e-5)
+    assert cfg.kv_bytes_per_token(4) == 46_080
+    assert cfg.kv_bytes_per_token(2) == 23_040
+
+
+def test_trace_steps_record_kv_growth(tiny_llama):
+    trace = engine.generate(tiny_llama, "one plank at a time", 6, ignore_eos=True)
+    assert len(trace.steps) == trace.n_output - 1 == 5
+    assert [s.kv_length for s in trace.steps] == list(range(trace.n_prompt + 1, trace.n_prompt + 6))
+    assert all(s.kv_bytes == s.kv_length * trace.kv_bytes_per_token for s in trace.steps)
+    assert trace.prefill_seconds > 0 and all(s.seconds > 0 for s in trace.steps)
+
+
+def test_greedy_sampling_is_argmax_and_seeded_sampling_repeats():
+    logits = torch.randn(4, 50)
+    assert torch.equal(sample(logits), logits.argmax(-1))
+    draws = [sample(logits, make_generator(7, torch.device("cpu")), 1.0, 10, 0.9) for _ in range(2)]
+    assert torch.equal(draws[0], draws[1])
+
+
+def test_top_k_and_top_p_keep_only_allowed_tokens():
+    logits = torch.tensor([[5.0, 4.0, 1.0, 0.0, -1.0]])
+    gen = make_generator(0, torch.device("cpu"))
+    assert {int(sample(logits, gen, 1.0, top_k=2)) for _ in range(50)} <= {0, 1}
+    assert {int(sample(logits, gen, 1.0, top_p=0.5)) for _ in range(50)} == {0}  # p(token 0) ~ 0.72 > 0.5
+
+
+def test_same_seed_same_text_different_seed_usually_differs(tiny_llama):
+    runs = [engine.generate(tiny_llama, "the valley", 16, temperature=1.0, seed=s, ignore_eos=True).output_ids
+            for s in (3, 3, 4)]
+    assert runs[0] == runs[1]
+    assert runs[0] != runs[2]
+
+
+def test_trace_json_round_trip_keeps_required_keys(tiny_llama):
+    trace = engine.generate(tiny_llama, "Two bends", 5, capture_attention=True)
+    data = json.loads(trace.to_json())
+    for key in ("model", "device", "dtype", "prompt_ids", "output_ids", "text", "prefill_seconds", "steps", "env"):
+        assert key in data
+    assert {"seconds", "kv_length", "kv_bytes"} <= set(data["steps"][0])
+    assert {"torch", "threads", "device_name"} <= set(data["env"])
+    back = engine.Trace.from_json(trace.to_json())
+    assert back.output_ids == trace.output_ids and back.steps == trace.steps
+    np.testing.assert_allclose(back.attention.prefill[0], trace.attention.prefill[0], atol=1e-3)
+
+
+def test_capture_shapes_and_probability_rows(tiny_llama):
+    trace = engine.generate(tiny_llama, "the bridge and the valley", 4, capture_attention=True, ignore_eos=True)
+    T, H = trace.n_prompt, tiny_llama.config.n_heads
+    att = trace.attention
+    assert att.layers == list(range(tiny_llama.config.n_layers))
+    assert att.prefill[0].shape == (H, T, T)
+    assert np.allclose(np.triu(att.prefill[0].astype(np.float32), 1), 0)
+    assert [step[0].shape for step in att.decode] == [(H, T + s + 1) for s in range(3)]
+    assert np.allclose(att.decode[-1][1].astype(np.float32).sum(-1), 1, atol=1e-2)
+    assert trace.capture_seconds > 0
+
+
+@pytest.mark.parametrize("text", [
+    "emoji 🙂🌉 ok", "中文：你好，世界", "tab\tbell\x07 nul-free \x1b[0m", "<script>alert('x')</script> &amp;",
+])
+def test_text_round_trips_through_tokenizer(tiny_llama, text):
+    tok = tiny_llama.tokenizer
+    assert tok.decode(tok.encode(text, add_special_tokens=False)) == text
+    assert "".join(engine.prompting.token_pieces(tok, tok.encode(text, add_special_tokens=False))) == text
+
+
+@pytest.mark.parametrize("prompt,max_new,needle", [
+    ("", 4, "empty"),
+    ("   \n\t ", 4, "empty"),
+    ([], 4, "empty"),
+    ("hello", 0, "at least 1"),
+    ("hello", -3, "at least 1"),
+    ("hello", 10**9, "far beyond"),
+    ("hello", 2.5, "whole number"),
+    ("hello", 300, "at most"),  # tiny models hold 256 tokens
+    ([99999], 4, "outside the vocabulary"),
+])
+def test_bad_input_gives_a_clear_error(tiny_llama, prompt, max_new, needle):
+    with pytest.raises(engine.EngineError, match=needle):
+        engine.generate(tiny_llama, prompt, max_new)
+
+
+def test_prompt_longer_than_context_states_the_limit(tiny_llama):
+    with pytest.raises(engine.EngineError, match=r"allows 256 tokens"):
+        engine.generate(tiny_llama, list(range(1, 300)), 1)
+
+
+def test_unknown_model_lists_known_ones():
+    with pytest.raises(engine.EngineError, match="smollm2-135m"):
+        engine.load_model("no-such-model")
+
+
+def test_unknown_dtype_and_device_are_explained():
+    with pytest.raises(engine.EngineError, match="unknown dtype"):
+        engine.load_model("tiny-llama", dtype="float8")
+    if not torch.cuda.is_available():
+        with pytest.raises(engine.EngineError, match="no CUDA GPU"):
+            engine.load_model("tiny-llama", device="cuda")
+
+
+def test_hf_id_offline_gives_one_line_error(monkeypatch):
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    with pytest.raises(engine.EngineError, match="Offline, use 'smollm2-135m'"):
+        engine.load_model("openai-community/gpt2-does-not-exist")
+
+
+def test_unwritable_cache_dir_is_explained(monkeypatch, tmp_path):
+    from engine import model_store
+
+    blocker = tmp_path / "file-not-dir"
+    blocker.write_text("x")
+    monkeypatch.setenv("TWO_BENDS_CACHE", str(blocker / "sub"))
+    with pytest.raises(engine.EngineError, match="TWO_BENDS_CACHE"):
+        model_store.load_bundled()
+
+
+def test_bf16_runs_and_tracks_dtype_bytes():
+    lm = engine.load_model("tiny-llama", dtype="bfloat16")
+    trace = engine.generate(lm, "valley", 3, ignore_eos=True)
+    assert trace.dtype == "bfloat16"
+    assert trace.kv_bytes_per_token == lm.config.kv_bytes_per_token(2)
+
+
+def test_cli_prints_one_line_errors_not_tracebacks():
+    out = subprocess.run([sys.executable, "-m", "engine", "generate", "--prompt", " ", "--model", "tiny-llama"],
+                         capture_output=True, text=True, timeout=120)
+    assert out.returncode == 2
+    assert out.stderr.strip().splitlines()[-1].startswith("error: the prompt is empty")
+    assert "Traceback" not in out.stderr
+
+
+def test_cli_json_has_the_trace_keys():
+    out = subprocess.run([sys.executable, "-m", "engine", "generate", "--prompt", "two bends", "--model", "tiny-llama",
+                          "--max-new-tokens", "4", "--ignore-eos", "--json"], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    data = json.loads(out.stdout)
+    assert len(data["output_ids"]) == 4 and len(data["steps"]) == 3
