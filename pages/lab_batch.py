@@ -1,5 +1,83 @@
-"""Placeholder until this page is built (see the issues)."""
+"""Batch lab: prefill saturates, decode throughput grows with B until the crossover (layout only)."""
 import streamlit as st
+import torch
 
-st.title("lab_batch")
-st.info("This page is being built.")
+import engine
+from engine import roofline, sweeps
+from engine.hardware import measure_peaks
+from ui import fig_sweeps, lab_text, state, widgets
+
+BATCH_CHOICES = [1, 2, 4, 8, 16, 32, 64]
+GIB = 2**30
+
+st.title("🧺 Batch lab — many riders, one bridge")
+st.markdown(lab_text.BATCH_INTRO)
+
+interrupted = st.session_state.pop(state.BATCH_RUNNING, False)  # still set here = the last run was stopped mid-way
+result = st.session_state.get(state.BATCH_RESULT)
+if interrupted and result is not None:
+    result.cancelled = result.done < len(result.planned)
+
+cols = st.columns([3, 1, 1])
+sizes = sorted(cols[0].multiselect("Batch sizes B", BATCH_CHOICES, default=[1, 2, 4, 8, 16], key=state.BATCH_SIZES))
+n_prompt = int(cols[1].number_input("Prompt tokens", 4, 512, 32, key=state.BATCH_PROMPT))
+n_out = int(cols[2].number_input("Output tokens", 2, 64, 8, key=state.BATCH_OUTPUT))
+
+lm = widgets.current_model()
+if lm is None:
+    st.stop()
+dtype_bytes = torch.empty((), dtype=lm.dtype).element_size()
+if sizes:
+    est = sweeps.estimate_batch_memory(lm, sizes[-1], n_prompt, n_out)
+    free = f"{est.available / GIB:.1f} GiB free now" if est.available is not None else "free memory unknown"
+    st.caption(f"Memory estimate for B = {sizes[-1]}: weights {est.weights / GIB:.2f} GiB (already loaded) + KV cache "
+               f"{est.kv_cache / GIB:.3f} + activations {est.activations / GIB:.3f} + logits {est.logits / GIB:.3f} GiB; "
+               f"{free}. Sizes that would not fit are refused before anything runs.")
+
+buttons = st.columns([1, 1, 4])
+run = buttons[0].button("▶ Run batch sweep", type="primary", key=state.BATCH_RUN, disabled=not sizes)
+buttons[1].button("■ Cancel", key=state.BATCH_CANCEL, help=lab_text.CANCEL_HELP)
+
+peaks_key = (str(lm.device), lm.dtype_name)
+peaks = st.session_state.setdefault(state.PEAKS, {}).get(peaks_key)
+if run:
+    try:
+        for b in sizes:  # refuse before running anything
+            sweeps.check_batch_memory(lm, b, n_prompt, n_out)
+        if peaks is None:
+            with st.spinner("Measuring this machine's copy bandwidth and matmul FLOP/s…"):
+                peaks = measure_peaks(lm.device, lm.dtype, lm.config)
+            st.session_state[state.PEAKS][peaks_key] = peaks
+        bar = st.progress(0.0, text=f"Measuring {len(sizes)} batch sizes on {lm.name}…")
+        st.session_state[state.BATCH_RUNNING] = True
+        st.session_state.pop(state.BATCH_RESULT, None)
+
+        def on_point(res: sweeps.SweepResult) -> None:
+            st.session_state[state.BATCH_RESULT] = res  # partial results survive a Cancel
+            p = res.points[-1]
+            bar.progress(res.done / len(res.planned), text=f"B = {p.batch_size}: step {p.itl_p50_s * 1e3:.0f} ms")
+
+        with st.spinner("Running batched prefill and decode…"):
+            sweeps.sweep_batch_sizes(lm, sizes, n_prompt, n_out, on_point=on_point)
+        bar.empty()
+    except engine.EngineError as exc:
+        st.error(str(exc))
+    st.session_state.pop(state.BATCH_RUNNING, None)
+    result = st.session_state.get(state.BATCH_RESULT)
+
+st.caption(fig_sweeps.sweep_status(result))
+if result is not None and result.points:
+    points = result.points
+    measured = sweeps.measured_crossover(points)
+    ridge = peaks.matmul_flops_per_s / peaks.copy_bytes_per_s if peaks is not None else None
+    predicted = (roofline.predicted_crossover_batch(lm.config, n_prompt + n_out // 2, ridge, dtype_bytes, dtype_bytes)
+                 if ridge is not None else None)
+    left, right = st.columns(2)
+    left.plotly_chart(fig_sweeps.batch_throughput_figure(points), width="stretch")
+    right.plotly_chart(fig_sweeps.batch_latency_figure(points, measured, predicted), width="stretch")
+    st.markdown(lab_text.batch_explanation(measured, predicted, ridge, max(p.batch_size for p in points), dtype_bytes))
+    st.dataframe(fig_sweeps.sweep_table(points), hide_index=True, width="stretch")
+    st.download_button("Download CSV", fig_sweeps.sweep_csv(points), file_name="two_bends_batch_sweep.csv",
+                       mime="text/csv", key=state.BATCH_CSV)
+else:
+    st.info("Pick batch sizes and press **Run batch sweep** (B = 1…16 takes a few seconds with SmolLM2 on CPU).")

@@ -1,5 +1,87 @@
-"""Placeholder until this page is built (see the issues)."""
+"""Sweep lab: TTFT against prompt length and decode cost against output length, measured live (layout only)."""
 import streamlit as st
 
-st.title("lab_sweeps")
-st.info("This page is being built.")
+import engine
+from engine import sweeps
+from engine.fit import fit_ttft
+from ui import fig_sweeps, lab_text, state, widgets
+
+PROMPT_CHOICES = [16, 32, 64, 128, 256, 512, 1024, 2048]
+OUTPUT_CHOICES = [4, 8, 16, 32, 64, 128, 256]
+KINDS = {"prompt": "Prompt-length sweep (TTFT)", "output": "Output-length sweep (decode)"}
+
+st.title("📈 Sweep lab — widen the valley, lengthen the bridge")
+st.markdown(lab_text.SWEEP_INTRO)
+
+results: dict = st.session_state.setdefault(state.SWEEP_RESULTS, {})
+interrupted = st.session_state.pop(state.SWEEP_RUNNING, None)  # still set here = the last sweep was stopped mid-way
+if interrupted in results:
+    results[interrupted].cancelled = results[interrupted].done < len(results[interrupted].planned)
+
+kind = st.radio("Sweep", list(KINDS), format_func=KINDS.get, horizontal=True, key=state.SWEEP_KIND)
+cols = st.columns([3, 1])
+if kind == "prompt":
+    lengths = cols[0].multiselect("Prompt lengths (tokens)", PROMPT_CHOICES, default=[16, 32, 64, 128, 256, 512],
+                                  key=state.SWEEP_PROMPT_LENGTHS)
+    fixed = cols[1].number_input("Output tokens per run", 2, 64, 8, key=state.SWEEP_FIXED_OUTPUT)
+else:
+    lengths = cols[0].multiselect("Output lengths (tokens)", OUTPUT_CHOICES, default=[8, 16, 32, 64],
+                                  key=state.SWEEP_OUTPUT_LENGTHS)
+    fixed = cols[1].number_input("Prompt tokens per run", 4, 1024, 32, key=state.SWEEP_FIXED_PROMPT)
+lengths = sorted(lengths)
+
+buttons = st.columns([1, 1, 4])
+run = buttons[0].button("▶ Run sweep", type="primary", key=state.SWEEP_RUN, disabled=not lengths)
+buttons[1].button("■ Cancel", key=state.SWEEP_CANCEL, help=lab_text.CANCEL_HELP)
+
+lm = widgets.current_model()
+if run and lm is not None:
+    pairs = [(t, int(fixed)) for t in lengths] if kind == "prompt" else [(int(fixed), n) for n in lengths]
+    allowed, refused = sweeps.split_allowed(lm, [p for p, _ in pairs], [n for _, n in pairs])
+    for message in refused:
+        st.warning(f"Skipped: {message}")
+    if allowed:
+        bar = st.progress(0.0, text=f"Measuring {len(allowed)} points on {lm.name}…")
+        st.session_state[state.SWEEP_RUNNING] = kind
+        results.pop(kind, None)
+
+        def on_point(result: sweeps.SweepResult) -> None:
+            results[kind] = result  # kept even if Cancel stops the script before the next point
+            last = result.points[-1]
+            bar.progress(result.done / len(result.planned),
+                         text=f"{result.done}/{len(result.planned)}: {last.prompt_tokens} in, {last.output_tokens} out, "
+                              f"TTFT {last.ttft_s * 1e3:.0f} ms")
+
+        try:
+            with st.spinner("Running the model…"):
+                if kind == "prompt":
+                    sweeps.sweep_prompt_lengths(lm, [t for t, _ in allowed], int(fixed), on_point=on_point)
+                else:
+                    sweeps.sweep_output_lengths(lm, [n for _, n in allowed], int(fixed), on_point=on_point)
+        except engine.EngineError as exc:
+            st.error(str(exc))
+        st.session_state.pop(state.SWEEP_RUNNING, None)
+        bar.empty()
+
+result = results.get(kind)
+st.caption(fig_sweeps.sweep_status(result))
+if result is not None and result.points:
+    points = result.points
+    if kind == "prompt":
+        fit = fit_ttft([p.prompt_tokens for p in points], [p.ttft_s for p in points])
+        left, right = st.columns(2)
+        left.plotly_chart(fig_sweeps.ttft_figure(points, fit), width="stretch")
+        right.plotly_chart(fig_sweeps.decode_latency_figure(points), width="stretch")
+        st.markdown(fig_sweeps.fit_text(fit))
+    else:
+        left, right = st.columns(2)
+        left.plotly_chart(fig_sweeps.decode_latency_figure(points), width="stretch")
+        right.plotly_chart(fig_sweeps.phase_split_figure(points, "output_tokens"), width="stretch")
+    st.markdown(lab_text.DECODE_FLAT)
+    if kind == "prompt":
+        st.plotly_chart(fig_sweeps.phase_split_figure(points, "prompt_tokens"), width="stretch")
+    st.dataframe(fig_sweeps.sweep_table(points), hide_index=True, width="stretch")
+    st.download_button("Download CSV", fig_sweeps.sweep_csv(points), file_name=f"two_bends_{kind}_sweep.csv",
+                       mime="text/csv", key=state.SWEEP_CSV)
+elif lm is not None:
+    st.info("Pick the lengths and press **Run sweep**. The defaults take well under 30 s with SmolLM2 on 2 CPU cores.")

@@ -19,3 +19,53 @@ RUN = "sb_run"
 LAST_TRACE = "last_trace"  # engine.Trace of the latest run
 RUN_HISTORY = "run_history"  # list of engine.Trace, every run of this session
 LAST_ERROR = "last_error"  # message of the latest failed run, shown instead of a traceback
+
+# labs: sweeps, batch, roofline, budget (pages/lab_sweeps.py, lab_batch.py, lab_roofline.py, lab_budget.py)
+SWEEP_KIND = "lab_sweep_kind"  # "prompt" or "output"
+SWEEP_PROMPT_LENGTHS = "lab_sweep_prompt_lengths"
+SWEEP_OUTPUT_LENGTHS = "lab_sweep_output_lengths"
+SWEEP_FIXED_OUTPUT = "lab_sweep_fixed_output"  # output tokens per point of the prompt sweep
+SWEEP_FIXED_PROMPT = "lab_sweep_fixed_prompt"  # prompt tokens per point of the output sweep
+SWEEP_RUN = "lab_sweep_run"
+SWEEP_CANCEL = "lab_sweep_cancel"
+SWEEP_RESULTS = "lab_sweep_results"  # {"prompt": SweepResult, "output": SweepResult}, partial results kept
+SWEEP_RUNNING = "lab_sweep_running"  # kind being measured; still set on the next run = interrupted
+SWEEP_CSV = "lab_sweep_csv"
+BATCH_SIZES = "lab_batch_sizes"
+BATCH_PROMPT = "lab_batch_prompt_tokens"
+BATCH_OUTPUT = "lab_batch_output_tokens"
+BATCH_RUN = "lab_batch_run"
+BATCH_CANCEL = "lab_batch_cancel"
+BATCH_RESULT = "lab_batch_result"  # SweepResult of kind "batch"
+BATCH_RUNNING = "lab_batch_running"
+BATCH_CSV = "lab_batch_csv"
+PEAKS = "lab_measured_peaks"  # engine.hardware.MeasuredPeaks, measured once per session and device
+PEAKS_MEASURE = "lab_peaks_measure"
+ROOF_MODEL = "lab_roof_model"
+ROOF_WORKLOAD = "lab_roof_workload"
+ROOF_BYTES_PER_WEIGHT = "lab_roof_bytes_per_weight"
+ROOF_MFU = "lab_roof_mfu"
+ROOF_BW_EFF = "lab_roof_bw_eff"
+ROOF_TRACE = "lab_roof_trace"  # a small measurement of our own when no dashboard run exists
+ROOF_MEASURE_RUN = "lab_roof_measure_run"
+ROOF_HARDWARE = "lab_roof_hardware"
+BUDGET_SOURCE = "lab_budget_source"
+BUDGET_SHARE = "lab_budget_share"
+BUDGET_HARDWARE = "lab_budget_hardware"
+BUDGET_WORKLOAD = "lab_budget_workload"
+BUDGET_PREFILL_SPEEDUP = "lab_budget_prefill_speedup"
+BUDGET_DECODE_SPEEDUP = "lab_budget_decode_speedup"
+BUDGET_FABLE = "lab_budget_fable"
+
+# prefill ("the valley") and decode ("the bridge") pages
+PREFILL_LAYER = "pf_layer"  # index into trace.attention.layers
+PREFILL_HEAD = "pf_head"  # query head, or None = mean over heads
+DECODE_POSITION = "dc_position"  # step-through position: 0 = first token (prefill), p = decode step p-1
+DECODE_PREV = "dc_prev"
+DECODE_NEXT = "dc_next"
+DECODE_AUTOPLAY = "dc_autoplay"
+DECODE_SPEED = "dc_speed"  # seconds per token while autoplaying
+DECODE_LAYER = "dc_layer"
+DECODE_HEAD = "dc_head"
+DECODE_KV_HEAD = "dc_kv_head"  # KV head shown in the cache picture, or None = mean
+DECODE_LAST_TICK = "dc_last_tick"  # monotonic time of the last autoplay advance

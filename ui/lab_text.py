@@ -1,0 +1,102 @@
+"""Words for the sweep, batch, roofline and budget labs: what each chart proves, in the story's terms.
+
+Plain strings and small text builders (no Streamlit), so pages stay layout-only and texts are testable.
+"""
+from __future__ import annotations
+
+from engine.budget import BudgetResult
+
+SWEEP_INTRO = (
+    "Every point below is a **real run measured now** on this machine (greedy decoding, end-of-text ignored so "
+    "lengths are exact). The **prompt sweep** widens the valley: TTFT grows with the prompt — linearly for the "
+    "weights' matmuls, plus a T² term from attention. The **output sweep** lengthens the bridge: each extra token "
+    "costs one more step of about the same price."
+)
+DECODE_FLAT = (
+    "A decode step reads all the weights once whatever the context, plus the KV cache (small next to the weights "
+    "for this model at these lengths), so its latency hardly moves as the context grows: the bridge is paid **per "
+    "crossing**, not per token already read."
+)
+CANCEL_HELP = "Stops after the point being measured; every point measured so far is kept."
+
+BATCH_INTRO = (
+    "B prompts of equal length run **together**: one batched prefill, then batched decode steps (greedy, measured "
+    "now). A decode step reads the weights once for the whole batch, so while decode is memory-bound, B sequences "
+    "cost about as much as one: throughput grows ~B×. Prefill already works on many tokens at once, so more "
+    "sequences give it nothing new: its tokens/s saturates early."
+)
+
+
+def batch_explanation(measured: int | None, predicted: int | None, ridge: float | None, tried_max: int,
+                      bytes_per_weight: int) -> str:
+    per = {4: "½·B", 2: "B", 1: "2·B"}.get(bytes_per_weight, f"2·B/{bytes_per_weight}")
+    lines = [f"**Arithmetic intensity of a decode step** ≈ 2·params·B FLOPs ÷ (params·{bytes_per_weight} bytes "
+             f"+ KV bytes) ≈ **{per} FLOP per byte**: it grows with the batch."]
+    if ridge is not None:
+        lines.append(f"This machine's **ridge point** (measured matmul FLOP/s ÷ measured copy bandwidth) is "
+                     f"**{ridge:.1f} FLOP/byte**: below it a step waits on memory, above it on arithmetic.")
+    if predicted is not None:
+        lines.append(f"**Predicted crossover (estimate):** B ≈ {predicted}, where decode intensity reaches the ridge.")
+    elif ridge is not None:
+        lines.append("**Predicted crossover (estimate):** none — the KV cache grows with B as fast as the FLOPs do.")
+    if measured is not None:
+        lines.append(f"**Measured crossover:** B = {measured}, the first batch whose median step takes more than "
+                     "1.5× the smallest batch's.")
+    else:
+        lines.append(f"**Measured crossover:** not reached up to B = {tried_max} — every step stayed within 1.5× "
+                     "of the smallest batch's.")
+    lines.append("On a CPU the ridge is low (few FLOP/s per byte/s), so decode turns compute-bound at small B; on a "
+                 "GPU the ridge is 100–300 FLOP/byte and batching stays nearly free for a long way.")
+    return "\n\n".join(lines)
+
+
+ROOFLINE_INTRO = (
+    "A **roofline** says how fast a kernel can run on a machine: at most the peak FLOP/s, and at most its "
+    "arithmetic intensity (FLOPs per byte moved) × memory bandwidth. The corner is the **ridge point**. "
+    "Prefill does 2·params FLOPs per prompt token on one read of the weights, so its intensity grows with T "
+    "(compute-bound, the valley). Decode reads every weight to produce one token per sequence, so its intensity "
+    "is about B (memory-bound, the bridge)."
+)
+FORMULAS = r"""
+**Formulas (estimates; N = parameters, T = prompt tokens, B = batch, S = context, L·H·D = layers·heads·head size):**
+
+- prefill FLOPs = B·(2·N_blocks·T + 2·V·C + 4·L·H·D·T(T+1)/2) — matmuls, LM head on the last token, causal attention
+- prefill bytes = weights + B·T·KV bytes per token (the cache is written once)
+- decode FLOPs = B·(2·N_blocks + 2·V·C + 4·L·H·D·S); decode bytes = weights + B·S·KV bytes per token
+- **TTFT ≈ max(prefill FLOPs / (peak FLOP/s · MFU), prefill bytes / (bandwidth · efficiency))** ≈ 2·N·T / (FLOP/s · MFU)
+- **TPOT ≈ max((weight bytes + KV bytes) / (bandwidth · efficiency), decode FLOPs / (FLOP/s · MFU))**, at context S = T + output/2
+- total ≈ TTFT + (output − 1) · TPOT
+"""
+HARDWARE_NOTE = (
+    "Hardware numbers are **spec-sheet** values (dense bf16/fp16 tensor TFLOP/s without sparsity, and memory "
+    "bandwidth), not measured here; the laptop CPU is a typical 8-core DDR5 machine. Predictions use 2-byte KV "
+    "entries and the bytes per weight chosen above. All rows are **estimates**."
+)
+MEASURED_NOTE = (
+    "The two dots are **measured**: FLOPs and bytes come from the formulas for this model and shape, divided by "
+    "the time measured for the prefill pass and for the median decode step. The roof comes from this machine's "
+    "measured peaks (a 256 MiB tensor copy; a matmul at the model's MLP shapes)."
+)
+
+BUDGET_INTRO = (
+    "Old Qin has money for faster horses (prefill speed-ups: more FLOP/s, better kernels) and for a better bridge "
+    "(decode speed-ups: more bandwidth, fewer bytes per weight, batching, speculative decoding). Each only shortens "
+    "its own segment. **Amdahl's law:** new time = p / s_prefill + (1 − p) / s_decode, with p the valley's share."
+)
+
+
+def budget_text(r: BudgetResult) -> str:
+    return (f"Prefill share p = **{r.prefill_share:.0%}**. New time = {r.prefill_share:.2f} / {r.prefill_speedup:g} + "
+            f"{1 - r.prefill_share:.2f} / {r.decode_speedup:g} = {r.new_prefill:.3f} + {r.new_decode:.3f} = "
+            f"**{r.new_time:.3f}** of the original: **{r.saving:.0%} saved** ({r.speedup:.2f}× end to end). "
+            f"Even an infinitely fast valley could give at most {r.limit_if_only_prefill:.2f}×.")
+
+
+def fable_text(results: dict[str, BudgetResult]) -> str:
+    lines = ["**The fable's numbers** (the valley is 20% of the journey, p = 0.2):"]
+    for name, r in results.items():
+        lines.append(f"- {name}: 1 − ({r.new_prefill:.2f} + {r.new_decode:.2f}) = **{r.saving:.0%} saved**")
+    lines.append("Doubling only the valley saves a tenth: the horsepower is spent where the journey isn't. "
+                 "Put money on the bridge too and the same journey is 40% shorter (doubling only the bridge "
+                 "would already save 1 − (0.2 + 0.4) = 40%).")
+    return "\n".join(lines)
