@@ -1,5 +1,69 @@
-"""Placeholder until this page is built (see the issues)."""
+"""Prefill — the valley: the whole prompt crosses side by side in one pass (layout only; numbers come from ui/)."""
 import streamlit as st
 
-st.title("prefill")
-st.info("This page is being built.")
+from ui import fig_attention, phase_numbers, state, widgets
+
+st.title("Prefill — the valley")
+st.markdown(
+    "At the first bend the whole convoy rides through a **wide valley side by side**: every prompt token goes "
+    "through the model **in one forward pass**. Each layer multiplies a *T × d* block of activations by its "
+    "weight matrices (matrix × matrix products), so every weight fetched from memory is reused for all *T* tokens: "
+    "the arithmetic, not the memory traffic, sets the pace — prefill is **compute-bound**, and its cost is the "
+    "time to first token (TTFT)."
+)
+
+trace = st.session_state.get(state.LAST_TRACE)
+if trace is None:
+    st.info("👈 Press **Run** in the sidebar: this page then shows the real attention matrix of your prompt, "
+            "the prefill time and the FLOP/s the valley achieved.")
+    st.stop()
+if trace.attention is None or not trace.attention.prefill:
+    st.warning("This run has no attention capture, so there is no matrix to draw. Run again from the sidebar.")
+    st.stop()
+
+# --- the measured time and the estimated work -------------------------------------------------------------
+lm = widgets.current_model()
+config = lm.config if lm is not None and lm.name == trace.model and lm.config.n_params == trace.n_params else None
+flops = phase_numbers.prefill_flops_for(trace, config)
+cols = st.columns([0.8, 1.1, 1.1, 1.4])
+cols[0].metric("Prompt tokens (T)", f"{trace.n_prompt}" + (f" × {trace.batch_size}" if trace.batch_size > 1 else ""))
+cols[1].metric("Prefill time = TTFT (measured)", f"{trace.prefill_seconds * 1000:.1f} ms")
+cols[2].metric("Prefill work (estimate)", phase_numbers.si(flops.total, "FLOP"))
+cols[3].metric("Achieved (estimate ÷ measured)", phase_numbers.si(flops.total / max(trace.prefill_seconds, 1e-12), "FLOP/s"))
+shapes = phase_numbers.shapes_from_trace(trace)
+st.caption(
+    f"Estimate: {flops.formula}, with N = {trace.n_params:,} parameters, L = {shapes.n_layers} layers, "
+    f"H·D = {shapes.n_heads}·{shapes.head_dim}, T = {trace.n_prompt}: matrix products "
+    f"{phase_numbers.si(flops.matmul, 'FLOP')} + attention {phase_numbers.si(flops.attention, 'FLOP')}. "
+    f"Time measured in this run on {trace.env.get('device_name', trace.device)} ({trace.dtype})."
+)
+
+# --- layer / head pickers (redrawing never re-runs the model: everything comes from the trace) -------------
+layer_options = list(range(len(trace.attention.layers)))
+head_options = [None] + list(range(shapes.n_heads))
+for key, options in ((state.PREFILL_LAYER, layer_options), (state.PREFILL_HEAD, head_options)):
+    if key in st.session_state and st.session_state[key] not in options:
+        del st.session_state[key]  # a new run with another model: fall back to the default
+pick = st.columns([1, 1, 2])
+layer = pick[0].selectbox("Layer", layer_options, key=state.PREFILL_LAYER,
+                          format_func=lambda i: f"layer {trace.attention.layers[i]}")
+head = pick[1].selectbox("Head", head_options, key=state.PREFILL_HEAD,
+                         format_func=lambda h: "mean over heads" if h is None else f"head {h}")
+pick[2].caption("Each row is one query token; it may only look left (earlier tokens). The grey upper "
+                "triangle is the causal mask: positions a token cannot see, not zeros.")
+
+matrix_tab, animation_tab = st.tabs(["The T × T matrix", "Prefill vs decode on the same matrix"])
+with matrix_tab:
+    st.plotly_chart(fig_attention.attention_heatmap(trace, layer, head))
+    st.caption("All rows of this matrix were computed **at the same time**, in one pass: that is the valley.")
+with animation_tab:
+    st.plotly_chart(fig_attention.phase_animation(trace, layer, head))
+    st.caption(
+        f"Press ▶ Play or drag the slider. Frame 0: prefill fills all {trace.n_prompt} orange rows in one pass. "
+        f"Each later frame is one decode step adding a single blue row ({len(trace.attention.decode)} steps): "
+        "the bridge, one rider at a time."
+    )
+
+if trace.capture_seconds:
+    st.caption(f"Attention was captured by replaying the run with the explicit softmax path afterwards "
+               f"({trace.capture_seconds:.2f} s, not included in the timings above).")

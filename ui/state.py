@@ -69,3 +69,16 @@ DECODE_LAYER = "dc_layer"
 DECODE_HEAD = "dc_head"
 DECODE_KV_HEAD = "dc_kv_head"  # KV head shown in the cache picture, or None = mean
 DECODE_LAST_TICK = "dc_last_tick"  # monotonic time of the last autoplay advance
+
+# prefill ("the valley") and decode ("the bridge") pages
+PREFILL_LAYER = "pf_layer"  # index into trace.attention.layers
+PREFILL_HEAD = "pf_head"  # query head, or None = mean over heads
+DECODE_POSITION = "dc_position"  # step-through position: 0 = first token (prefill), p = decode step p-1
+DECODE_PREV = "dc_prev"
+DECODE_NEXT = "dc_next"
+DECODE_AUTOPLAY = "dc_autoplay"
+DECODE_SPEED = "dc_speed"  # seconds per token while autoplaying
+DECODE_LAYER = "dc_layer"
+DECODE_HEAD = "dc_head"
+DECODE_KV_HEAD = "dc_kv_head"  # KV head shown in the cache picture, or None = mean
+DECODE_LAST_TICK = "dc_last_tick"  # monotonic time of the last autoplay advance

@@ -1,0 +1,188 @@
+"""Attention as pictures: the T×T causal matrix prefill fills at once, and the rows decode adds one by one.
+
+Streamlit-free Plotly builders over `trace.attention` (AttentionCapture: prefill[l] is (H, T, T),
+decode[s][l] is (H, T+s+1)). The masked upper triangle is NaN, so it stays blank instead of
+looking like "zero attention". Long sequences are average-pooled into blocks so a figure stays light.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import plotly.graph_objects as go
+
+from ui.phase_numbers import tick_labels, visible_piece
+from ui.theme import DECODE_COLOR, FONT_SIZE, PREFILL_COLOR, base_layout
+
+MAX_SIDE = 160  # largest matrix side drawn cell by cell; longer sequences are pooled
+MAX_SIDE_ANIMATION = 120  # frames repeat the data, so the animation is pooled sooner
+PREFILL_SCALE = [[0.0, "#FFFFFF"], [1.0, PREFILL_COLOR]]
+DECODE_SCALE = [[0.0, "#FFFFFF"], [1.0, DECODE_COLOR]]
+
+
+def head_select(probs: np.ndarray, head: int | None) -> np.ndarray:
+    """(H, ...) -> (...) for one head, or the mean over heads when head is None (float32)."""
+    probs = np.asarray(probs, dtype=np.float32)
+    return probs.mean(axis=0) if head is None else probs[head]
+
+
+def prefill_matrix(trace, layer_index: int, head: int | None) -> np.ndarray:
+    """(T, T) attention of the prompt on itself, NaN above the diagonal (positions a token cannot see)."""
+    matrix = head_select(trace.attention.prefill[layer_index], head).copy()  # (T, T)
+    matrix[np.triu_indices_from(matrix, k=1)] = np.nan
+    return matrix
+
+
+def full_matrix(trace, layer_index: int, head: int | None) -> np.ndarray:
+    """(T+n, T+n): prefill rows, then one row per decode step (row T+s has T+s+1 entries); NaN elsewhere."""
+    T, n = trace.n_prompt, len(trace.attention.decode)
+    matrix = np.full((T + n, T + n), np.nan, dtype=np.float32)
+    matrix[:T, :T] = prefill_matrix(trace, layer_index, head)
+    for s, rows in enumerate(trace.attention.decode):
+        row = head_select(rows[layer_index], head)  # (T+s+1,)
+        matrix[T + s, : row.shape[0]] = row
+    return matrix
+
+
+def block_size(n: int, max_side: int) -> int:
+    return max(1, math.ceil(n / max_side))
+
+
+def pool(matrix: np.ndarray, block: int) -> np.ndarray:
+    """Average blocks of `block`×`block` cells, ignoring NaN (masked) cells; all-NaN blocks stay NaN."""
+    if block == 1:
+        return matrix
+    rows, cols = matrix.shape
+    R, C = math.ceil(rows / block), math.ceil(cols / block)
+    padded = np.full((R * block, C * block), np.nan, dtype=np.float32)
+    padded[:rows, :cols] = matrix
+    blocks = padded.reshape(R, block, C, block)  # (R, b, C, b)
+    counts = np.sum(~np.isnan(blocks), axis=(1, 3))
+    sums = np.nansum(blocks, axis=(1, 3))
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.where(counts > 0, sums / np.maximum(counts, 1), np.nan).astype(np.float32)
+
+
+def _axis_ticks(pieces: list[str], block: int, max_labels: int = 32) -> tuple[list[float], list[str]]:
+    """Tick positions in (pooled) cell units with readable token texts."""
+    positions, texts = tick_labels(pieces, max_labels=max_labels)
+    return [p / block for p in positions], texts
+
+
+def _matrix_layout(fig: go.Figure, title: str, pieces: list[str], block: int, height: int) -> None:
+    fig.update_layout(**base_layout(title, "key position: the token being looked at",
+                                    "query position: the token looking", height))
+    xt, xs = _axis_ticks(pieces, block)
+    fig.update_xaxes(tickmode="array", tickvals=xt, ticktext=xs, tickangle=-60, tickfont=dict(size=FONT_SIZE - 4),
+                     showgrid=False, zeroline=False)
+    fig.update_yaxes(tickmode="array", tickvals=xt, ticktext=xs, tickfont=dict(size=FONT_SIZE - 4),
+                     autorange="reversed", showgrid=False, zeroline=False, scaleanchor="x", constrain="domain")
+    fig.update_layout(plot_bgcolor="#F4F4F4")  # masked cells show this grey: visibly empty, not "zero"
+
+
+def _hover_labels(pieces: list[str], block: int) -> list[str]:
+    if block == 1:
+        return [f"{i}: {visible_piece(p, 16)}" for i, p in enumerate(pieces)]
+    return [f"{i}–{min(i + block, len(pieces)) - 1}" for i in range(0, len(pieces), block)]
+
+
+def attention_heatmap(trace, layer_index: int, head: int | None, height: int = 640) -> go.Figure:
+    """The prefill T×T causal attention of one layer and head (or the mean over heads), with a colour bar."""
+    matrix = prefill_matrix(trace, layer_index, head)
+    block = block_size(matrix.shape[0], MAX_SIDE)
+    shown = pool(matrix, block)
+    labels = _hover_labels(trace.prompt_tokens, block)
+    fig = go.Figure(go.Heatmap(
+        z=shown, colorscale=PREFILL_SCALE, zmin=0.0, zmax=float(np.nanmax(shown)) if np.isfinite(shown).any() else 1.0,
+        colorbar=dict(title=dict(text="attention<br>weight"), thickness=18), customdata=_grid(labels),
+        hovertemplate="query %{customdata[0]}<br>key %{customdata[1]}<br>weight %{z:.3f}<extra></extra>",
+        hoverongaps=False,
+    ))
+    layer = trace.attention.layers[layer_index]
+    who = "mean over heads" if head is None else f"head {head}"
+    pooled = f" · averaged in {block}×{block} token blocks" if block > 1 else ""
+    _matrix_layout(fig, f"Prefill attention, layer {layer}, {who}: {matrix.shape[0]}×{matrix.shape[0]}{pooled}",
+                   trace.prompt_tokens, block, height)
+    return fig
+
+
+def _grid(labels: list[str]) -> np.ndarray:
+    """(n, n, 2) hover labels: [query label, key label] for every cell."""
+    n = len(labels)
+    rows = np.repeat(np.array(labels, dtype=object)[:, None], n, axis=1)
+    return np.stack([rows, rows.T], axis=-1)
+
+
+def phase_animation(trace, layer_index: int, head: int | None, height: int = 640) -> go.Figure:
+    """Same matrix, two phases: frame 0 = prefill fills all T rows at once; frame k = k decode rows, one per step.
+
+    Two heatmap traces share the axes: prompt rows in prefill orange, generated rows in decode blue.
+    Frames only carry the decode trace, so frame count = 1 + decode steps.
+    """
+    T, n = trace.n_prompt, len(trace.attention.decode)
+    full = full_matrix(trace, layer_index, head)  # (T+n, T+n)
+    block = block_size(T + n, MAX_SIDE_ANIMATION)
+    zmax = float(np.nanmax(full)) if np.isfinite(full).any() else 1.0
+    prompt_part = full.copy()
+    prompt_part[T:] = np.nan
+    pieces = list(trace.prompt_tokens) + list(trace.output_tokens[:n])
+
+    def decode_part(k: int) -> np.ndarray:
+        part = np.full_like(full, np.nan)
+        part[T: T + k] = full[T: T + k]
+        return pool(part, block)
+
+    common = dict(zmin=0.0, zmax=zmax, hoverongaps=False, hovertemplate="weight %{z:.3f}<extra></extra>")
+    fig = go.Figure([
+        go.Heatmap(z=pool(prompt_part, block), colorscale=PREFILL_SCALE, name="prefill rows",
+                   colorbar=dict(title=dict(text="prefill"), x=1.0, thickness=14), **common),
+        go.Heatmap(z=decode_part(0), colorscale=DECODE_SCALE, name="decode rows",
+                   colorbar=dict(title=dict(text="decode"), x=1.12, thickness=14), **common),
+    ])
+    fig.frames = [go.Frame(data=[go.Heatmap(z=decode_part(k))], traces=[1], name=str(k)) for k in range(n + 1)]
+    labels = ["prefill: all rows"] + [f"decode {k}" for k in range(1, n + 1)]
+    steps = [dict(method="animate", label=label, args=[[str(k)], dict(mode="immediate", frame=dict(duration=0, redraw=True))])
+             for k, label in enumerate(labels)]
+    layer = trace.attention.layers[layer_index]
+    who = "mean over heads" if head is None else f"head {head}"
+    _matrix_layout(fig, f"Layer {layer}, {who}: prefill fills {T} rows in one pass, decode adds 1 row per step",
+                   pieces, block, height)
+    fig.update_layout(
+        sliders=[dict(active=0, steps=steps, currentvalue=dict(prefix="frame: "), pad=dict(t=90), font=dict(size=14))],
+        updatemenus=[dict(type="buttons", direction="left", x=0.0, y=-0.22, xanchor="left", showactive=False, buttons=[
+            dict(label="▶ Play", method="animate",
+                 args=[None, dict(frame=dict(duration=400, redraw=True), transition=dict(duration=0), fromcurrent=True)]),
+            dict(label="⏸ Pause", method="animate", args=[[None], dict(mode="immediate", frame=dict(duration=0))]),
+        ])],
+        margin=dict(l=70, r=110, t=70, b=170),
+    )
+    return fig
+
+
+def history_row(trace, position: int, layer_index: int, head: int | None) -> np.ndarray:
+    """Attention row of the token fed at step-through position p over its T+p keys.
+
+    p = 0: the last prompt token's prefill row (it produced the first token); p ≥ 1: decode step p−1.
+    """
+    if position == 0:
+        return head_select(trace.attention.prefill[layer_index][:, -1, :], head)  # (T,)
+    return head_select(trace.attention.decode[position - 1][layer_index], head)  # (T+p,)
+
+
+def attention_row_figure(trace, position: int, layer_index: int, head: int | None, height: int = 380) -> go.Figure:
+    """Bars over the history: how much the new query attends to each cached token (prompt orange, generated blue)."""
+    row = history_row(trace, position, layer_index, head)
+    T = trace.n_prompt
+    pieces = (list(trace.prompt_tokens) + list(trace.output_tokens))[: row.shape[0]]
+    colors = [PREFILL_COLOR if i < T else DECODE_COLOR for i in range(row.shape[0])]
+    hover = [f"{i}: {visible_piece(p, 16)}" for i, p in enumerate(pieces)]
+    fig = go.Figure(go.Bar(x=list(range(row.shape[0])), y=row, marker_color=colors, customdata=hover,
+                           hovertemplate="%{customdata}<br>weight %{y:.3f}<extra></extra>"))
+    layer = trace.attention.layers[layer_index]
+    who = "mean over heads" if head is None else f"head {head}"
+    fig.update_layout(**base_layout(f"Where the new query looks (layer {layer}, {who}) — {row.shape[0]} cached tokens",
+                                    "cached token (orange = prompt, blue = generated)", "attention weight", height))
+    tv, tt = tick_labels(pieces, max_labels=36)
+    fig.update_xaxes(tickmode="array", tickvals=tv, ticktext=tt, tickangle=-60, tickfont=dict(size=FONT_SIZE - 4))
+    fig.update_layout(bargap=0.05, showlegend=False)
+    return fig
