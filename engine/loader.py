@@ -24,6 +24,7 @@ class LoadedModel:
     device: torch.device
     dtype: torch.dtype
     load_seconds: float = 0.0
+    source: str = ""  # what load_model was given (name, HF id or folder), to load the same weights again
     warm: set = field(default_factory=set)  # which (batch, capture) shapes have been warmed up
 
     @property
@@ -96,4 +97,4 @@ def load_model(name_or_path: str = "smollm2-135m", device: str = "auto", dtype: 
     model = build_model(cfg, ckpt.state_dict, dev, dt)
     if progress:
         progress(f"{ckpt.name} ready on {dev.type} ({dtype})", 1.0)
-    return LoadedModel(model, tokenizer, cfg, ckpt.name, dev, dt, time.perf_counter() - start)
+    return LoadedModel(model, tokenizer, cfg, ckpt.name, dev, dt, time.perf_counter() - start, str(name_or_path))

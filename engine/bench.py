@@ -1,0 +1,166 @@
+"""`python -m engine bench`: our engine vs transformers on the same weights, and both vs this machine's floors.
+
+Every ratio is measured side by side in one run, alternating ours/theirs, median of `--repeats`
+rounds. Floors: decode can't beat (weight + KV bytes) / measured copy bandwidth; prefill can't beat
+FLOPs / measured matmul FLOP/s at the model's shapes.
+"""
+from __future__ import annotations
+
+import statistics
+import subprocess
+import sys
+import time
+
+import torch
+
+from engine.flops import decode_step_bytes, prefill_flops
+from engine.generate import decode_step, generate, new_cache, now, prefill
+from engine.hardware import measure_peaks
+from engine.loader import load_model
+from engine.sampling import sample
+
+
+def hf_reference(lm):
+    """A transformers model holding exactly our weights (same dtype and device)."""
+    from transformers import AutoModelForCausalLM
+
+    from engine.model_store import load_checkpoint
+
+    ckpt = load_checkpoint(lm.source)
+    model = AutoModelForCausalLM.from_config(ckpt.hf_config, dtype=torch.float32)
+    model.load_state_dict(ckpt.state_dict, strict=False)
+    model.tie_weights()
+    return model.to(lm.device, lm.dtype).eval()
+
+
+def median_pair(repeats: int, ours, theirs) -> tuple[float, float]:
+    """Alternate the two callables; each returns seconds. Medians of both."""
+    a, b = [], []
+    for _ in range(repeats):
+        a.append(ours())
+        b.append(theirs())
+    return statistics.median(a), statistics.median(b)
+
+
+def prompt_ids(lm, n: int) -> torch.Tensor:
+    base = lm.tokenizer.encode("The single-plank bridge carries one rider at a time, while the valley is wide. ")
+    return torch.tensor([(base * (n // len(base) + 1))[:n]], device=lm.device)  # (1, n)
+
+
+@torch.inference_mode()
+def time_prefill_ours(lm, ids) -> float:
+    cache = new_cache(lm, 1, ids.shape[1] + 1)
+    start = now(lm.device)
+    prefill(lm, ids, cache)
+    return now(lm.device) - start
+
+
+@torch.inference_mode()
+def time_prefill_hf(hf, ids) -> float:
+    from transformers import DynamicCache
+
+    start = now(ids.device)
+    hf(ids, cache=DynamicCache(), use_cache=True, logits_to_keep=1)
+    return now(ids.device) - start
+
+
+@torch.inference_mode()
+def time_decode_ours(lm, ids, steps: int) -> float:
+    cache = new_cache(lm, 1, ids.shape[1] + steps)
+    token = sample(prefill(lm, ids, cache))
+    start = now(lm.device)
+    for _ in range(steps):
+        token = sample(decode_step(lm, token, cache))
+    return (now(lm.device) - start) / steps
+
+
+@torch.inference_mode()
+def time_decode_hf(hf, ids, steps: int) -> float:
+    from transformers import DynamicCache
+
+    cache = DynamicCache()
+    out = hf(ids, cache=cache, use_cache=True, logits_to_keep=1)  # the cache object fills in place
+    token = out.logits[:, -1].argmax(-1, keepdim=True)
+    start = now(ids.device)
+    for _ in range(steps):
+        out = hf(token, cache=cache, use_cache=True)
+        token = out.logits[:, -1].argmax(-1, keepdim=True)
+    return (now(ids.device) - start) / steps
+
+
+@torch.inference_mode()
+def bare_loop_seconds(lm, ids: list[int], new_tokens: int) -> float:
+    """generate()'s work without any Trace bookkeeping: to price the bookkeeping."""
+    x = torch.tensor([ids], device=lm.device)
+    start = now(lm.device)
+    cache = new_cache(lm, 1, len(ids) + new_tokens)
+    token = sample(prefill(lm, x, cache))
+    token.tolist()
+    for _ in range(new_tokens - 1):
+        token = sample(decode_step(lm, token, cache))
+        token.tolist()
+    return now(lm.device) - start
+
+
+def cold_load_seconds(model: str) -> tuple[float, float]:
+    """import + load_model in a fresh process, from the cache: (import seconds, load seconds)."""
+    code = ("import time; t=time.perf_counter(); import engine; i=time.perf_counter()-t; "
+            f"lm=engine.load_model({model!r}, device='cpu'); print(i, lm.load_seconds)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    imp, load = out.stdout.split()[-2:]
+    return float(imp), float(load)
+
+
+def row(label: str, ours: float, theirs: float | None, floor: float | None, unit: str = "ms") -> str:
+    scale = 1000.0 if unit == "ms" else 1.0
+    parts = [f"{label:<28}", f"{ours * scale:10.1f}"]
+    parts.append(f"{theirs * scale:10.1f}" if theirs else f"{'-':>10}")
+    parts.append(f"{ours / theirs:8.2f}" if theirs else f"{'-':>8}")
+    parts.append(f"{floor * scale:10.1f}" if floor else f"{'-':>10}")
+    parts.append(f"{ours / floor:8.2f}" if floor else f"{'-':>8}")
+    return "  ".join(parts)
+
+
+def run_bench(args) -> None:
+    lm = load_model(args.model, args.device, args.dtype)
+    print(f"# {lm.name} | {lm.device} {lm.dtype_name} | torch {torch.__version__} | {torch.get_num_threads()} threads | "
+          f"{time.strftime('%Y-%m-%d')}")
+    hf = hf_reference(lm)
+    peaks = measure_peaks(lm.device, lm.dtype, lm.config)
+    print(f"# measured floors: copy {peaks.copy_bytes_per_s / 1e9:.1f} GB/s (read+write), "
+          f"matmul {peaks.matmul_flops_per_s / 1e9:.0f} GFLOP/s at ({lm.config.d_model}x{lm.config.d_ff}) shapes")
+    print(f"# weights {lm.weight_bytes / 1e6:.0f} MB; ratios < 1.00 mean we are faster than transformers")
+    print(f"{'measurement':<28}  {'ours ms':>10}  {'hf ms':>10}  {'ours/hf':>8}  {'floor ms':>10}  {'ours/fl':>8}")
+    sizes = (32, 128) if args.quick else (128, 512, 1024)
+    contexts = (32, 128) if args.quick else (128, 1024)
+    reps, steps = args.repeats, (4 if args.quick else 16)
+    dtype_bytes = torch.tensor([], dtype=lm.dtype).element_size()
+    for n in sizes:
+        ids = prompt_ids(lm, n)
+        ours, theirs = median_pair(reps, lambda: time_prefill_ours(lm, ids), lambda: time_prefill_hf(hf, ids))
+        floor = prefill_flops(lm.config, n) / peaks.matmul_flops_per_s
+        print(row(f"prefill {n} tokens", ours, theirs, floor))
+    for ctx in contexts:
+        ids = prompt_ids(lm, ctx)
+        ours, theirs = median_pair(reps, lambda: time_decode_ours(lm, ids, steps), lambda: time_decode_hf(hf, ids, steps))
+        floor = decode_step_bytes(lm.weight_bytes, lm.config, ctx, dtype_bytes) / peaks.copy_bytes_per_s
+        print(row(f"decode step @ context {ctx}", ours, theirs, floor))
+    ids = prompt_ids(lm, 64)[0].tolist()
+    new = 8 if args.quick else 32
+
+    def ours_e2e() -> float:
+        return generate(lm, ids, new, ignore_eos=True).total_seconds
+
+    def hf_e2e() -> float:
+        start = now(lm.device)
+        hf.generate(torch.tensor([ids], device=lm.device), max_new_tokens=new, min_new_tokens=new, do_sample=False)
+        return now(lm.device) - start
+
+    ours, theirs = median_pair(reps, ours_e2e, hf_e2e)
+    print(row(f"generate 64 + {new} tokens", ours, theirs, None))
+    traced, bare = median_pair(reps + 2, ours_e2e, lambda: bare_loop_seconds(lm, ids, new))
+    print(f"# Trace bookkeeping: generate() {traced * 1000:.1f} ms vs bare loop {bare * 1000:.1f} ms "
+          f"-> overhead {100 * (traced / bare - 1):+.1f}%")
+    if lm.device.type == "cpu" and not args.quick:
+        imp, load = cold_load_seconds(args.model)
+        print(f"# cold start from the cache in a fresh process: import {imp:.2f} s, load_model {load:.2f} s")

@@ -1,0 +1,75 @@
+"""End-to-end checks on the real bundled SmolLM2-135M-Instruct (CPU, fp32)."""
+import numpy as np
+import pytest
+import torch
+
+import engine
+from engine.model_store import CACHE_FOLDER, cache_root
+
+pytestmark = pytest.mark.slow
+
+PROMPTS = [
+    "The capital of France is",
+    "def fibonacci(n):",
+    "Translate to French: The bridge is narrow and the valley is wide.",
+]
+
+
+@pytest.fixture(scope="module")
+def hf_reference():
+    from transformers import AutoModelForCausalLM
+
+    return AutoModelForCausalLM.from_pretrained(cache_root() / CACHE_FOLDER, dtype=torch.float32).eval()
+
+
+@pytest.mark.parametrize("prompt", PROMPTS)
+def test_greedy_tokens_identical_to_transformers_generate(smollm, hf_reference, prompt):
+    ids = smollm.tokenizer.encode(prompt)
+    ours = engine.generate(smollm, ids, 20, ignore_eos=True).output_ids
+    theirs = hf_reference.generate(torch.tensor([ids]), max_new_tokens=20, min_new_tokens=20, do_sample=False)
+    assert ours == theirs[0, len(ids):].tolist()
+
+
+def test_cached_and_no_cache_paths_agree(smollm):
+    ids = smollm.tokenizer.encode(PROMPTS[0])
+    cached = engine.generate(smollm, ids, 8, ignore_eos=True)
+    uncached = engine.generate_no_cache(smollm, ids, 8)
+    assert uncached.output_ids == cached.output_ids[: len(uncached.output_ids)]
+    assert len(uncached.output_ids) >= 4
+
+
+def test_captured_decode_rows_equal_rows_of_the_full_sequence_matrix(smollm):
+    trace = engine.generate(smollm, PROMPTS[2], 6, capture_attention=True, capture_layers=[0, 17, 29], ignore_eos=True)
+    full_ids = trace.prompt_ids + trace.output_ids[:-1]  # every token that went through the model
+    cache = engine.KVCache(smollm.config, 1, len(full_ids), smollm.dtype)
+    _, probs = smollm.model(torch.tensor([full_ids]), cache, capture_layers=(0, 17, 29))
+    T = trace.n_prompt
+    for li, layer in enumerate((0, 17, 29)):
+        full = probs[layer][0].numpy()  # (H, S, S)
+        np.testing.assert_allclose(trace.attention.prefill[li], full[:, :T, :T], atol=2e-3)
+        for s, rows in enumerate(trace.attention.decode):
+            np.testing.assert_allclose(rows[li], full[:, T + s, : T + s + 1], atol=2e-3)
+
+
+def test_kv_bytes_follow_the_formula(smollm):
+    trace = engine.generate(smollm, PROMPTS[1], 5, ignore_eos=True)
+    assert trace.kv_bytes_per_token == 2 * 30 * 3 * 64 * 4 == 46_080
+    assert trace.steps[-1].kv_bytes == (trace.n_prompt + 4) * 46_080
+
+
+def test_same_seed_same_text(smollm):
+    texts = [engine.generate(smollm, PROMPTS[0], 12, temperature=0.8, top_p=0.95, seed=11).text for _ in range(2)]
+    assert texts[0] == texts[1]
+
+
+def test_chat_template_and_limits(smollm):
+    trace = engine.generate(smollm, "Say hello.", 8, chat=True)
+    assert smollm.tokenizer.decode(trace.prompt_ids).count("<|im_start|>") >= 2
+    with pytest.raises(engine.EngineError, match="allows 8192 tokens"):
+        engine.generate(smollm, list(range(10, 8300)), 1)
+    with pytest.raises(engine.EngineError, match="at most 8092"):
+        engine.generate(smollm, list(range(10, 110)), 9000)
+    for text in ["🙂🌉 ок 中文", "<b>bold</b>\x07"]:
+        ids = smollm.tokenizer.encode(text, add_special_tokens=False)
+        assert smollm.tokenizer.decode(ids) == text
+        assert "".join(engine.prompting.token_pieces(smollm.tokenizer, ids)) == text
