@@ -10,6 +10,7 @@ import statistics
 import subprocess
 import sys
 import time
+from functools import partial
 
 import torch
 
@@ -137,12 +138,13 @@ def run_bench(args) -> None:
     dtype_bytes = torch.tensor([], dtype=lm.dtype).element_size()
     for n in sizes:
         ids = prompt_ids(lm, n)
-        ours, theirs = median_pair(reps, lambda: time_prefill_ours(lm, ids), lambda: time_prefill_hf(hf, ids))
+        ours, theirs = median_pair(reps, partial(time_prefill_ours, lm, ids), partial(time_prefill_hf, hf, ids))
         floor = prefill_flops(lm.config, n) / peaks.matmul_flops_per_s
         print(row(f"prefill {n} tokens", ours, theirs, floor))
     for ctx in contexts:
         ids = prompt_ids(lm, ctx)
-        ours, theirs = median_pair(reps, lambda: time_decode_ours(lm, ids, steps), lambda: time_decode_hf(hf, ids, steps))
+        ours, theirs = median_pair(reps, partial(time_decode_ours, lm, ids, steps),
+                                   partial(time_decode_hf, hf, ids, steps))
         floor = decode_step_bytes(lm.weight_bytes, lm.config, ctx, dtype_bytes) / peaks.copy_bytes_per_s
         print(row(f"decode step @ context {ctx}", ours, theirs, floor))
     ids = prompt_ids(lm, 64)[0].tolist()

@@ -21,10 +21,11 @@ class RMSNorm(nn.Module):
         self.weight = nn.Parameter(torch.ones(dim))
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        # normalise in float32 like the reference implementation, then cast back
-        xf = x.float()
-        xf = xf * torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + self.eps)
-        return self.weight * xf.to(x.dtype)
+        # x / sqrt(mean(x^2) + eps), computed in float32 like the reference, then scaled by weight
+        if x.dtype == torch.float32:
+            return F.rms_norm(x, self.weight.shape, self.weight, self.eps)  # one fused kernel
+        normed = F.rms_norm(x.float(), self.weight.shape, None, self.eps)
+        return self.weight * normed.to(x.dtype)
 
 
 def make_norm(arch: str, dim: int, eps: float) -> nn.Module:
@@ -88,7 +89,11 @@ def attention_fast(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.T
     T, S = q.shape[2], k.shape[2]
     gqa = q.shape[1] != k.shape[1]
     if T == 1:  # decode: the single new token sees the whole history, no mask needed
-        return F.scaled_dot_product_attention(q, k, v, enable_gqa=gqa)
+        B, H, _, D = q.shape
+        K = k.shape[1]
+        # fold each KV head's query heads into the "token" axis: KV is read once, never repeated
+        grouped = q.view(B, K, H // K, D)  # (B, K, H/K, D)
+        return F.scaled_dot_product_attention(grouped, k, v).view(B, H, 1, D)
     if T == S:  # prefill into an empty cache: plain causal
         return F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=gqa)
     mask = causal_mask(T, S, q.device)  # prefill on top of a cached prefix

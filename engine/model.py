@@ -24,12 +24,11 @@ class Attention(nn.Module):
     def forward(self, x, layer: int, cache: KVCache, rope: tuple | None, capture: bool):
         B, T, _ = x.shape
         H, K, D = self.cfg.n_heads, self.cfg.n_kv_heads, self.cfg.head_dim
-        q, k, v = self.qkv(x).split([H * D, K * D, K * D], dim=-1)
-        q = q.view(B, T, H, D).transpose(1, 2)  # (B, H, T, D)
-        k = k.view(B, T, K, D).transpose(1, 2)  # (B, K, T, D)
-        v = v.view(B, T, K, D).transpose(1, 2)  # (B, K, T, D)
+        qkv = self.qkv(x).view(B, T, H + 2 * K, D).transpose(1, 2)  # (B, H+2K, T, D)
+        qk, v = qkv[:, : H + K], qkv[:, H + K:]  # (B, H+K, T, D), (B, K, T, D)
         if rope is not None:
-            q, k = apply_rope(q, *rope), apply_rope(k, *rope)
+            qk = apply_rope(qk, *rope)  # queries and keys rotated together: one set of kernels
+        q, k = qk[:, :H], qk[:, H:]  # (B, H, T, D), (B, K, T, D)
         k_all, v_all = cache.write(layer, k, v)  # (B, K, S, D): history + these T tokens
         if capture:
             y, probs = attention_explicit(q, k_all, v_all)  # probs (B, H, T, S)
