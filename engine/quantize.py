@@ -4,8 +4,9 @@ Each output row of a weight matrix W (N, K) gets one scale s = max|W_row| / 127 
 round(W / s) in int8 (symmetric, per output channel), so the matrix is 4x smaller than float32.
 Activations stay in float. Decode reads every weight once per token, so it gets faster roughly in
 proportion to the bytes saved; prefill is bound by arithmetic, which int8 storage does not reduce.
-The matmul uses PyTorch's own int8-weight kernel (`aten._weight_int8pack_mm`, the one gpt-fast
-uses on CPU) where the device has it; elsewhere the weight is dequantised on the fly.
+Decode's matrix-vector products use PyTorch's own int8-weight kernel (`aten._weight_int8pack_mm`,
+as gpt-fast does) where the device has it; prefill's wide matmuls (and devices without the kernel)
+dequantise the weight on the fly and run an ordinary float GEMM.
 """
 from __future__ import annotations
 
@@ -15,6 +16,8 @@ from dataclasses import dataclass
 
 import torch
 from torch import nn
+
+KERNEL_MAX_ROWS = 8  # above this many rows (prefill), dequantise + float GEMM beat the int8 kernel on CPU
 
 
 def quantize_weight(weight: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -57,9 +60,9 @@ class Int8Linear(nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         shape = x.shape
         x2 = x.reshape(-1, self.in_features).to(self.scales.dtype)  # (M, K) with M = B * T
-        if self.use_kernel:
+        if self.use_kernel and x2.shape[0] <= KERNEL_MAX_ROWS:  # decode: a few rows, the int8 kernel
             y = torch.ops.aten._weight_int8pack_mm(x2.contiguous(), self.weight_int8, self.scales)  # (M, N)
-        else:  # dequantise on the fly: the bytes read are int8, the arithmetic is float
+        else:  # prefill (or no kernel): dequantise, then an ordinary float GEMM; the bytes read are int8
             y = x2 @ (self.weight_int8.to(x2.dtype) * self.scales[:, None]).T  # (M, N)
         if self.bias is not None:
             y = y + self.bias
@@ -104,7 +107,8 @@ def quantize_model(lm, include_lm_head: bool = True):
     if include_lm_head:
         model.lm_head = Int8Linear(model.lm_head, use_kernel)
     model.eval().requires_grad_(False)
-    kernel = "aten._weight_int8pack_mm (PyTorch int8-weight kernel)" if use_kernel else "dequantise on the fly (no int8 kernel here)"
+    kernel = (f"aten._weight_int8pack_mm for up to {KERNEL_MAX_ROWS} rows (decode), dequantise + float GEMM above"
+              if use_kernel else "dequantise on the fly + float GEMM (no int8-weight kernel for this device/dtype)")
     qlm = dataclasses.replace(lm, model=model, name=f"{lm.name} int8", warm=set())
     return qlm, kernel
 

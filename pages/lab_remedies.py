@@ -1,5 +1,115 @@
-"""Placeholder until this page is built (see the issues)."""
+"""Remedies lab: each remedy measured on this machine and labelled with the phase it helps (layout only)."""
 import streamlit as st
 
-st.title("lab_remedies")
-st.info("This page is being built.")
+import engine
+from engine import remedies
+from ui import fig_remedies as fr
+from ui import remedy_text as rt
+from ui import state, widgets
+
+st.title("Remedies lab — a strategy for each segment")
+st.markdown(f"Each remedy is measured here, now, on this machine: the baseline and the remedy run the same request. {rt.LESSON}")
+
+results: dict = st.session_state.setdefault(state.REMEDY_RESULTS, {})
+lm = widgets.current_model()
+top = st.columns([1, 1, 3])
+n_tokens = int(top[0].number_input("Output tokens per request", 4, 128, 24, key=state.REMEDY_TOKENS))
+top[1].button("■ Cancel", key=state.REMEDY_CANCEL, help="Stops the measurement that is running; earlier results stay.")
+
+
+def measure(key: str, run) -> None:
+    """A Measure button; on click, `run(progress)` with a progress bar, the result kept in session state."""
+    if not st.button("▶ Measure", key=state.REMEDY_MEASURE + key, type="primary", disabled=lm is None):
+        return
+    bar = st.progress(0.0, text=f"Measuring on {lm.name}…")
+    try:
+        with st.spinner("Running the model…"):
+            results[key] = run(lambda message, fraction: bar.progress(min(max(fraction, 0.0), 1.0), text=message))
+    except remedies.Cancelled:
+        st.warning("Cancelled; nothing was stored.")
+    except engine.EngineError as exc:
+        st.error(str(exc))
+    except (RuntimeError, MemoryError, ValueError) as exc:
+        st.error(f"The measurement failed: {str(exc).splitlines()[0]}")
+    bar.empty()
+
+
+def header(key: str) -> None:
+    st.markdown(f"{rt.badge(key)} &nbsp; {rt.HELPS[key][1]}")
+
+
+tabs = st.tabs([rt.TITLES[k] for k in ("kv_cache", "speculative", "prefix", "dtype", "int8", "overhead", "matrix")])
+
+with tabs[0]:
+    header("kv_cache")
+    measure("kv_cache", lambda p: remedies.measure_kv_cache(lm, rt.OPEN_PROMPT, n_tokens, progress=p))
+    if r := results.get("kv_cache"):
+        st.plotly_chart(fr.kv_cache_figure(r), width="stretch")
+        st.markdown(rt.kv_cache_summary(r))
+
+with tabs[1]:
+    header("speculative")
+    c = st.columns([2, 2, 1])
+    copy_prompt = c[0].text_area("Prompt whose answer copies from it", rt.COPY_PROMPT, height=150, key=state.REMEDY_COPY_PROMPT)
+    open_prompt = c[1].text_area("Open-ended prompt", rt.OPEN_PROMPT, height=150, key=state.REMEDY_OPEN_PROMPT)
+    k = int(c[2].number_input("Draft tokens k", 1, 10, 4, key=state.REMEDY_DRAFT_K))
+    st.caption("Drafts: the k tokens that followed the latest earlier match of the last 3 (then 2, then 1) tokens (Saxena 2023). "
+               "All drafts are checked in one forward pass; the longest prefix equal to greedy is kept (Leviathan et al. 2023).")
+    prompts = {"copy / summarise": copy_prompt, "open-ended": open_prompt}
+    measure("speculative", lambda p: remedies.measure_speculative(lm, prompts, n_tokens, k, progress=p))
+    if r := results.get("speculative"):
+        st.plotly_chart(fr.speculative_figure(r), width="stretch")
+        st.markdown(rt.speculative_summary(r))
+
+with tabs[2]:
+    header("prefix")
+    c = st.columns(2)
+    turn1 = c[0].text_input("Turn 1 (user)", rt.TURN1, key=state.REMEDY_TURN1)
+    turn2 = c[1].text_input("Turn 2 (user)", rt.TURN2, key=state.REMEDY_TURN2)
+    measure("prefix", lambda p: remedies.measure_prefix_cache(lm, turn1, turn2, answer_tokens=n_tokens, progress=p))
+    if r := results.get("prefix"):
+        st.plotly_chart(fr.phase_pair_figure([r.full, r.reused], "Turn 2: from scratch vs reusing turn 1's cache (measured)"),
+                        width="stretch")
+        st.markdown(rt.prefix_summary(r))
+
+with tabs[3]:
+    header("dtype")
+    st.markdown(rt.DTYPE_NOTE)
+
+    def run_dtypes(progress):
+        name = st.session_state.get(state.MODEL, widgets.DEFAULT_MODEL)
+        device = st.session_state.get(state.DEVICE, "auto")
+        models = {dt: widgets._load(name, device, dt) for dt in ("float32", "bfloat16")}
+        return remedies.measure_models(models, rt.OPEN_PROMPT, n_tokens, progress=progress)
+
+    measure("dtype", run_dtypes)
+    if r := results.get("dtype"):
+        st.plotly_chart(fr.phase_pair_figure(r, "float32 vs bfloat16 on this device (measured)"), width="stretch")
+        st.markdown(rt.phase_rows_summary(r))
+
+with tabs[4]:
+    header("int8")
+    measure("int8", lambda p: remedies.measure_int8(lm, rt.OPEN_PROMPT, n_tokens, progress=p))
+    if r := results.get("int8"):
+        st.plotly_chart(fr.phase_pair_figure(r.rows, "Weights in float vs int8 (measured)"), width="stretch")
+        st.markdown(rt.phase_rows_summary(r.rows))
+        st.markdown(rt.int8_summary(r))
+    st.caption(rt.LLAMA_CPP_CITATION)
+
+with tabs[5]:
+    header("overhead")
+    measure("overhead", lambda p: remedies.measure_overhead(lm, progress=p))
+    if r := results.get("overhead"):
+        st.plotly_chart(fr.overhead_figure(r), width="stretch")
+        st.markdown(rt.overhead_summary(r))
+    if lm is None or lm.device.type != "cuda":
+        st.info(rt.CUDA_NOTE)
+
+with tabs[6]:
+    st.markdown("Rows: the remedies measured so far in this session; columns: their measured effect on each phase. "
+                "A remedy meant for one segment shows grey on the other: budget spent there buys nothing.")
+    st.plotly_chart(fr.indicator_matrix_figure(results), width="stretch")
+    table = fr.effects_table(results)
+    if not table.empty:
+        st.dataframe(table.style.format({"TTFT speed-up": "×{:.2f}", "TPOT speed-up": "×{:.2f}"}), hide_index=True)
+    st.markdown(f"**{rt.LESSON}**")

@@ -82,3 +82,17 @@ DECODE_LAYER = "dc_layer"
 DECODE_HEAD = "dc_head"
 DECODE_KV_HEAD = "dc_kv_head"  # KV head shown in the cache picture, or None = mean
 DECODE_LAST_TICK = "dc_last_tick"  # monotonic time of the last autoplay advance
+
+# labs: remedies, profile
+REMEDY_RESULTS = "remedy_results"  # dict remedy key -> measured result (engine.remedies dataclasses)
+REMEDY_TOKENS = "rem_tokens"  # output tokens per measured request
+REMEDY_DRAFT_K = "rem_draft_k"  # prompt lookup: draft tokens per pass
+REMEDY_COPY_PROMPT = "rem_copy_prompt"
+REMEDY_OPEN_PROMPT = "rem_open_prompt"
+REMEDY_TURN1 = "rem_turn1"
+REMEDY_TURN2 = "rem_turn2"
+REMEDY_MEASURE = "rem_measure_"  # + remedy key: each section's Measure button
+PROFILE_RESULT = "profile_result"  # engine.profiling.ProfileResult of the latest run
+PROFILE_TOKENS = "prof_tokens"  # prompt tokens of the profiled prefill
+PROFILE_RUN = "prof_run"
+REMEDY_CANCEL = "rem_cancel"

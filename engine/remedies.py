@@ -1,0 +1,242 @@
+"""Measure each remedy on this machine, per phase: does it shorten TTFT (the valley), TPOT (the bridge), or neither?
+
+Every function runs the baseline and the remedy on the same prompt and returns plain rows of
+measured numbers; `progress(message, fraction)` reports along the way and may return False to
+cancel (raises `Cancelled`). No number here is estimated. Lesson: find which segment is stuck,
+then use that segment's strategy.
+"""
+from __future__ import annotations
+
+import dataclasses
+import statistics
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import torch
+
+import engine
+from engine.generate import decode_step, new_cache, now, prefill
+from engine.metrics import summarize
+from engine.prefix_cache import two_turn_chat
+from engine.prompting import encode_prompt
+from engine.quantize import Agreement, compare_logits, matrix_bytes, quantize_model
+from engine.speculative import generate_speculative
+
+Progress = Callable[[str, float], bool | None]
+
+
+class Cancelled(Exception):
+    """The user pressed Cancel; partial results are dropped."""
+
+
+def _tick(progress: Progress | None, message: str, fraction: float) -> None:
+    if progress is not None and progress(message, fraction) is False:
+        raise Cancelled(message)
+
+
+def _on_step(progress: Progress | None, message: str, lo: float, hi: float, total: int):
+    """An engine `on_step` callback mapping generated tokens onto the progress range [lo, hi]."""
+    def on_step(trace) -> bool:
+        done = len(trace.output_ids) / max(total, 1)
+        return progress is None or progress(message, lo + (hi - lo) * min(done, 1.0)) is not False
+    return on_step
+
+
+@dataclass
+class PhaseRow:
+    """One configuration's two phase costs, measured."""
+    label: str
+    ttft_s: float
+    tpot_s: float
+    prompt_tokens: int
+    output_tokens: int
+    matrix_bytes: int = 0  # bytes of weight matrices a decode step reads (0 when not relevant)
+
+    @classmethod
+    def from_trace(cls, label: str, trace, matrix_bytes: int = 0) -> PhaseRow:
+        s = summarize(trace)
+        return cls(label, s.ttft_s, s.tpot_s, s.prompt_tokens, s.output_tokens, matrix_bytes)
+
+
+# --- KV cache on vs off ------------------------------------------------------------------------------
+
+@dataclass
+class KVCacheResult:
+    cached: engine.Trace
+    uncached: engine.Trace
+    same_tokens: bool
+
+
+def measure_kv_cache(lm, prompt: str, n_tokens: int = 24, chat: bool = True, progress: Progress | None = None) -> KVCacheResult:
+    """Greedy with the KV cache vs recomputing the whole sequence every step; same tokens expected."""
+    ids = encode_prompt(lm, prompt, chat)
+    cached = engine.generate(lm, ids, n_tokens, on_step=_on_step(progress, "with the KV cache", 0.0, 0.3, n_tokens))
+    if cached.stop_reason == "cancelled":
+        raise Cancelled("KV cache run")
+    uncached = engine.generate_no_cache(lm, ids, n_tokens, on_step=_on_step(progress, "without a cache", 0.3, 1.0, n_tokens))
+    if uncached.stop_reason == "cancelled":
+        raise Cancelled("no-cache run")
+    return KVCacheResult(cached, uncached, cached.output_ids == uncached.output_ids)
+
+
+# --- speculative decoding by prompt lookup --------------------------------------------------------------
+
+@dataclass
+class SpeculativeRow:
+    label: str
+    greedy: PhaseRow
+    speculative: PhaseRow
+    acceptance_rate: float  # accepted / drafted
+    tokens_per_pass: float  # decode tokens per forward pass (1.0 = plain decoding)
+    passes: int
+    identical: bool  # same tokens as plain greedy
+
+    @property
+    def speedup(self) -> float:
+        return self.greedy.tpot_s / self.speculative.tpot_s if self.speculative.tpot_s > 0 else float("nan")
+
+
+def measure_speculative(lm, prompts: dict[str, str], n_tokens: int = 48, k: int = 4, chat: bool = True,
+                        progress: Progress | None = None) -> list[SpeculativeRow]:
+    rows = []
+    for i, (label, prompt) in enumerate(prompts.items()):
+        lo, hi = i / len(prompts), (i + 1) / len(prompts)
+        mid = (lo + hi) / 2
+        greedy = engine.generate(lm, prompt, n_tokens, chat=chat, on_step=_on_step(progress, f"{label}: greedy", lo, mid, n_tokens))
+        spec = generate_speculative(lm, prompt, n_tokens, k=k, chat=chat,
+                                    on_step=_on_step(progress, f"{label}: prompt lookup", mid, hi, n_tokens))
+        if "cancelled" in (greedy.stop_reason, spec.trace.stop_reason):
+            raise Cancelled(label)
+        rows.append(SpeculativeRow(label, PhaseRow.from_trace("greedy", greedy), PhaseRow.from_trace("prompt lookup", spec.trace),
+                                   spec.acceptance_rate, spec.tokens_per_pass, len(spec.passes),
+                                   greedy.output_ids == spec.trace.output_ids))
+    return rows
+
+
+# --- prefix caching across chat turns ----------------------------------------------------------------
+
+@dataclass
+class PrefixResult:
+    full: PhaseRow  # turn 2 prefilled from scratch
+    reused: PhaseRow  # turn 2 on top of turn 1's cache
+    turn2_tokens: int
+    reused_tokens: int
+    computed_tokens: int
+    max_logit_diff: float
+
+
+def measure_prefix_cache(lm, user1: str, user2: str, answer_tokens: int = 24, decode_tokens: int = 8, repeats: int = 2,
+                         progress: Progress | None = None) -> PrefixResult:
+    """Turn 2's TTFT from scratch vs reusing turn 1's KV cache (best of `repeats`), and decode after each."""
+    runs = []
+    for r in range(repeats):
+        _tick(progress, f"two-turn chat, run {r + 1} of {repeats}", r / repeats)
+        runs.append(two_turn_chat(lm, user1, user2, answer_tokens, decode_tokens))
+    best_full = min(runs, key=lambda x: x.full.seconds)
+    best_reused = min(runs, key=lambda x: x.reused.seconds)
+    n2 = len(best_full.turn2_ids)
+
+    def tpot(steps: list[list[float]]) -> float:
+        flat = [s for run in steps for s in run]
+        return statistics.median(flat) if flat else float("nan")
+
+    full = PhaseRow("from scratch", best_full.full.seconds, tpot([x.decode_full_s for x in runs]), n2, decode_tokens)
+    reused = PhaseRow("prefix reused", best_reused.reused.seconds, tpot([x.decode_reused_s for x in runs]), n2, decode_tokens)
+    return PrefixResult(full, reused, n2, best_reused.reused.reused_tokens, best_reused.reused.computed_tokens,
+                        max(x.max_logit_diff for x in runs))
+
+
+# --- dtype and int8 weights ----------------------------------------------------------------------------
+
+def measure_models(models: dict[str, object], prompt: str, n_tokens: int = 24, chat: bool = True, repeats: int = 2,
+                   progress: Progress | None = None) -> list[PhaseRow]:
+    """The same greedy request on each model (e.g. float32 vs bfloat16), interleaved, best TTFT / TPOT of `repeats`."""
+    best: dict[str, PhaseRow] = {}
+    total = repeats * len(models)
+    for r in range(repeats):
+        for i, (label, m) in enumerate(models.items()):
+            at = (r * len(models) + i) / total
+            trace = engine.generate(m, prompt, n_tokens, chat=chat,
+                                    on_step=_on_step(progress, f"{label}, run {r + 1}", at, at + 1 / total, n_tokens))
+            if trace.stop_reason == "cancelled":
+                raise Cancelled(label)
+            row = PhaseRow.from_trace(label, trace, matrix_bytes(m.model))
+            old = best.get(label)
+            if old is None:
+                best[label] = row
+            else:
+                best[label] = dataclasses.replace(old, ttft_s=min(old.ttft_s, row.ttft_s), tpot_s=min(old.tpot_s, row.tpot_s))
+    return list(best.values())
+
+
+@dataclass
+class Int8Result:
+    rows: list[PhaseRow]  # float first, then int8
+    kernel: str  # which matmul ran the int8 weights
+    agreement: Agreement
+    quantize_seconds: float
+
+
+def measure_int8(lm, prompt: str, n_tokens: int = 24, chat: bool = True, repeats: int = 2,
+                 progress: Progress | None = None) -> Int8Result:
+    """Quantise a copy of `lm` to int8 weights, check it against float, then time both phases of both."""
+    _tick(progress, "quantising a copy of the model to int8", 0.02)
+    start = now(lm.device)
+    qlm, kernel = quantize_model(lm)
+    seconds = now(lm.device) - start
+    _tick(progress, "comparing int8 logits with float", 0.15)
+    ids = encode_prompt(lm, prompt, chat)
+    check = [ids, encode_prompt(lm, "The wide valley lets the whole convoy ride side by side, one plank at a time.")]
+    agreement = compare_logits(lm, qlm, check)
+    rows = measure_models({lm.dtype_name: lm, "int8 weights": qlm}, prompt, n_tokens, chat, repeats,
+                          progress=None if progress is None else (lambda m, f: progress(m, 0.2 + 0.8 * f)))
+    return Int8Result(rows, kernel, agreement, seconds)
+
+
+# --- the gap between steps ------------------------------------------------------------------------------
+
+@dataclass
+class OverheadResult:
+    real_step_s: float  # median decode step of the real model
+    skeleton_step_s: float  # median decode step of a same-depth model whose matrices are tiny
+    n_layers: int
+    method: str
+
+    @property
+    def overhead_share(self) -> float:
+        return self.skeleton_step_s / self.real_step_s if self.real_step_s > 0 else float("nan")
+
+
+def skeleton_of(lm):
+    """Same layers, heads and operator sequence as `lm`, but every matrix shrunk: its math costs ~nothing."""
+    from engine.model import Transformer
+
+    cfg = dataclasses.replace(lm.config, d_model=2 * lm.config.n_heads, head_dim=2, d_ff=8, vocab_size=256)
+    torch.manual_seed(0)
+    model = Transformer(cfg).to(device=lm.device, dtype=lm.dtype).eval().requires_grad_(False)
+    return dataclasses.replace(lm, model=model, config=cfg, name=f"{lm.name} skeleton", warm=set())
+
+
+@torch.inference_mode()
+def median_decode_step(lm, context: int, steps: int) -> float:
+    ids = torch.arange(context, device=lm.device).reshape(1, context) % 256  # (1, T)
+    cache = new_cache(lm, 1, context + steps + 2)
+    token = prefill(lm, ids, cache).argmax(-1)  # (1,)
+    token = decode_step(lm, token, cache).argmax(-1)  # one untimed warm-up step
+    times = []
+    for _ in range(steps):
+        start = now(lm.device)
+        token = decode_step(lm, token, cache).argmax(-1)
+        times.append(now(lm.device) - start)
+    return statistics.median(times)
+
+
+def measure_overhead(lm, context: int = 64, steps: int = 16, progress: Progress | None = None) -> OverheadResult:
+    _tick(progress, "timing decode steps of the real model", 0.1)
+    real = median_decode_step(lm, context, steps)
+    _tick(progress, "timing decode steps of the same-depth skeleton", 0.6)
+    skeleton = median_decode_step(skeleton_of(lm), context, steps)
+    method = (f"Median of {steps} decode steps at context {context}. The skeleton has the same {lm.config.n_layers} layers and "
+              f"the same operators in the same order, but {2 * lm.config.n_heads}-wide matrices, so its step time is almost "
+              "pure per-step overhead (Python, operator dispatch, launches); real step − skeleton step ≈ the math.")
+    return OverheadResult(real, skeleton, lm.config.n_layers, method)

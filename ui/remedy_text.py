@@ -1,0 +1,110 @@
+"""Words for the Remedies and Profile labs: which phase each remedy helps, and what the measurements say."""
+from __future__ import annotations
+
+import math
+
+HELPS = {  # remedy key -> (phase it is meant to help, one-line idea)
+    "kv_cache": ("decode", "Keep every past token's keys and values so each step computes one token, not the whole text."),
+    "speculative": ("decode", "Guess several tokens by copying from the prompt, check them all in ONE forward pass."),
+    "prefix": ("prefill", "Turn 2 reuses turn 1's KV cache: only the new tokens go through the valley."),
+    "dtype": ("both", "Half the bytes per number (bfloat16): fewer bytes for the bridge, faster math only where the chip has it."),
+    "int8": ("decode", "int8 weights: 4x fewer bytes per weight for the bridge to carry; the valley's arithmetic is unchanged."),
+    "overhead": ("decode", "Time between the math: Python, operator dispatch, kernel launches — paid once per step."),
+}
+TITLES = {
+    "kv_cache": "KV cache on vs off", "speculative": "Speculative decoding (prompt lookup)", "prefix": "Prefix caching across chat turns",
+    "dtype": "float32 vs bfloat16", "int8": "int8 weights", "overhead": "The gap between steps", "matrix": "Indicator lights",
+}
+COPY_PROMPT = ("Summarise the following text in one sentence, reusing its words.\n\n"
+               "The single-plank bridge lets riders cross one at a time: each rider waits for the one before to reach the "
+               "far bank. The wide valley lets the whole convoy ride side by side, so a thousand horses pass in the time of one.")
+OPEN_PROMPT = "Write a short poem about the sea."
+TURN1, TURN2 = "What is a KV cache? Answer in two sentences.", "Why does it make decoding faster?"
+LLAMA_CPP_CITATION = ("For scale (a citation, not measured here): llama.cpp running SmolLM2 at ~4.5 bits per weight (Q4) decodes "
+                      "several times faster than float32 on the same CPU, while its prefill is no faster — the bridge cares about "
+                      "bytes, the valley about FLOPs.")
+CUDA_NOTE = ("Needs a CUDA GPU. On a GPU each decode step launches hundreds of small kernels; CUDA graphs "
+             "(`torch.compile(mode='reduce-overhead')`) record them once and replay the whole step with one launch, removing "
+             "most of the launch/dispatch gap measured above. Not available on this machine, so nothing is claimed here.")
+LESSON = "Find which segment is stuck, then use that segment's strategy: money poured into the valley does nothing for the bridge."
+
+
+def badge(key: str) -> str:
+    """Streamlit badge markdown, coloured by phase: orange prefill, blue decode, grey both."""
+    phase = HELPS[key][0]
+    color = {"prefill": "orange", "decode": "blue"}.get(phase, "gray")
+    return f":{color}-badge[helps: {phase}]"
+
+
+def ms(seconds: float) -> str:
+    return "—" if seconds is None or (isinstance(seconds, float) and math.isnan(seconds)) else f"{seconds * 1e3:.1f} ms"
+
+
+def ratio(baseline: float, remedy: float) -> float:
+    """Speed-up: baseline time / remedy time (> 1 helps, < 1 hurts); NaN when not measurable."""
+    if not baseline or not remedy or math.isnan(baseline) or math.isnan(remedy) or remedy <= 0:
+        return float("nan")
+    return baseline / remedy
+
+
+def kv_cache_summary(r) -> str:
+    c, u = r.cached.steps, r.uncached.steps
+    if not c or not u:
+        return "Too few tokens to compare decode steps."
+    return (f"With the cache, decode steps took {ms(sum(s.seconds for s in c) / len(c))} on average; without it, "
+            f"{ms(sum(s.seconds for s in u) / len(u))} — and the last step ({ms(u[-1].seconds)}) cost more than the first "
+            f"({ms(u[0].seconds)}) because it re-reads all {u[-1].kv_length} tokens. Same tokens: {'yes' if r.same_tokens else 'NO'}.")
+
+
+def speculative_summary(rows) -> str:
+    parts = [f"**{r.label}**: {r.acceptance_rate:.0%} of drafts accepted, {r.tokens_per_pass:.2f} tokens per forward pass, "
+             f"TPOT {ms(r.greedy.tpot_s)} → {ms(r.speculative.tpot_s)} (×{r.speedup:.2f}); identical to greedy: "
+             f"{'yes' if r.identical else 'NO'}" for r in rows]
+    return "  \n".join(parts)
+
+
+def prefix_summary(r) -> str:
+    return (f"Turn 2 has {r.turn2_tokens} tokens; {r.reused_tokens} came from turn 1's cache and only {r.computed_tokens} were "
+            f"prefilled. TTFT {ms(r.full.ttft_s)} → {ms(r.reused.ttft_s)} (×{ratio(r.full.ttft_s, r.reused.ttft_s):.2f}); decode "
+            f"per token {ms(r.full.tpot_s)} vs {ms(r.reused.tpot_s)} (unchanged by design). Largest logit difference vs a full "
+            f"prefill: {r.max_logit_diff:.1e}.")
+
+
+def phase_rows_summary(rows) -> str:
+    base = rows[0]
+    parts = [f"**{r.label}** vs {base.label}: TTFT ×{ratio(base.ttft_s, r.ttft_s):.2f}, TPOT ×{ratio(base.tpot_s, r.tpot_s):.2f}"
+             for r in rows[1:]]
+    return "  \n".join(parts) + "  \n(×>1 = faster, ×<1 = slower; best of the repeated runs.)"
+
+
+DTYPE_NOTE = ("bfloat16 halves the bytes per weight, which should help the bridge. But many CPUs have no native bfloat16 "
+              "arithmetic: PyTorch then converts on the fly, and both phases can get SLOWER. On GPUs with bf16 tensor cores "
+              "(A100, H100, …) both phases speed up. What you see below is what this machine did.")
+
+
+def int8_summary(r) -> str:
+    f, q = r.rows
+    a = r.agreement
+    return (f"Matrix bytes read per decode step: {f.matrix_bytes / 1e6:.1f} MB → {q.matrix_bytes / 1e6:.1f} MB "
+            f"(÷{f.matrix_bytes / max(q.matrix_bytes, 1):.1f}). Kernel: {r.kernel}. Output check on {a.positions} positions: "
+            f"top-1 agreement {a.top1_agreement:.0%}, largest logit difference {a.max_abs_logit_diff:.3f}, relative error "
+            f"{a.rel_error:.3f}. If decode did not speed up here, the int8 kernel on this device is not reaching memory "
+            f"bandwidth: the bytes are fewer but the kernel is slower than the float GEMV.")
+
+
+def overhead_summary(r) -> str:
+    return (f"Real decode step: {ms(r.real_step_s)}. Same-depth skeleton (math ≈ 0): {ms(r.skeleton_step_s)}. So about "
+            f"{r.overhead_share:.0%} of each step is overhead that no bandwidth or FLOP budget buys back. Method: {r.method}")
+
+
+PROFILE_INTRO = ("torch.profiler records every operator of one prefill and of a few decode steps. Prefill's matrix "
+                 "products have many rows (one per prompt token): GEMM, the wide valley. Decode's have one row: GEMV, "
+                 "the single-plank bridge, where each weight is read for one multiply-add.")
+
+
+def profile_summary(result) -> str:
+    p, d = result.prefill, result.decode
+    gemm = p.by_kind.get("GEMM (matrix × matrix)", 0.0) / p.wall_ms if p.wall_ms else 0.0
+    gemv = d.by_kind.get("GEMV (matrix × vector)", 0.0) / d.wall_ms if d.wall_ms else 0.0
+    return (f"Prefill of {result.n_prompt} tokens: {p.wall_ms:.1f} ms, {gemm:.0%} in GEMM. One decode step: {d.wall_ms:.1f} ms, "
+            f"{gemv:.0%} in GEMV. {result.note}")
