@@ -23,5 +23,6 @@ PAGES = {
 }
 
 page = st.navigation(PAGES)
-widgets.sidebar()
+request = widgets.sidebar()
+widgets.run_panel(request)  # runs the model when Run was pressed, live, above any page
 page.run()

@@ -1,5 +1,64 @@
-"""Placeholder until this page is built (see the issues)."""
+"""Timing — the dispatcher's ledger: each token's latency, cumulative time, vLLM's metrics, runs compared."""
 import streamlit as st
 
-st.title("timing")
-st.info("This page is being built.")
+import engine
+from ui import fig_timing, runs, state
+
+st.title("The dispatcher's ledger")
+st.markdown(
+    "Old Qin times each segment of the road on its own. Here every token is a line in the ledger: the first one "
+    "after the whole prompt has crossed the valley (**TTFT**), every later one after a single crossing of the "
+    "bridge (**ITL**). While a run is in progress, the live chart above shows the steps as they happen."
+)
+with st.expander("Definitions (the same as vLLM's benchmarks)", expanded=False):
+    for name, definition in runs.DEFINITIONS.items():
+        st.markdown(f"- **{name}** — {definition}")
+    st.markdown("Warm-up (one small run before timing) and the attention capture (a replay after timing, for the "
+                "Prefill and Decode pages) are measured but **excluded** from every number here.")
+
+trace = st.session_state.get(state.LAST_TRACE)
+if trace is None:
+    st.info("👈 **Press Run in the sidebar**: the ledger fills in as the model generates.", icon="⏱️")
+    st.stop()
+
+summary = engine.summarize(trace)
+st.subheader(f"Last run: {trace.n_prompt} prompt tokens → {trace.n_output} output tokens (measured)")
+st.caption(f"{trace.model} · {trace.device} ({trace.env.get('device_name', '?')}) · {trace.dtype} · "
+           f"{trace.env.get('threads', '?')} threads · torch {trace.env.get('torch', '?')} · "
+           f"warm-up {trace.warmup_seconds:.3f} s and attention capture {trace.capture_seconds:.3f} s excluded · "
+           f"stopped by: {trace.stop_reason}")
+
+itl_col, cum_col = st.columns(2, gap="large")
+itl_col.plotly_chart(fig_timing.itl_figure(trace.prefill_seconds, [s.seconds for s in trace.steps]),
+                     width="stretch", key="timing_itl")
+cum_col.plotly_chart(fig_timing.cumulative_figure(trace), width="stretch", key="timing_cumulative")
+
+table_col, steps_col = st.columns([3, 2], gap="large")
+with table_col:
+    st.markdown("**Metrics of the last run**")
+    st.dataframe(runs.metrics_table(summary), hide_index=True, width="stretch",
+                 column_config={"value": st.column_config.NumberColumn(format="%.2f")})
+with steps_col:
+    st.markdown("**Token by token**")
+    steps = runs.steps_table(trace)
+    st.dataframe(steps, hide_index=True, width="stretch", height=320,
+                 column_config={"latency (ms)": st.column_config.NumberColumn(format="%.2f")})
+    st.download_button("Download this run's steps (CSV)", runs.to_csv(steps), file_name="two_bends_steps.csv",
+                       mime="text/csv", key=state.TIMING_STEPS_CSV)
+
+st.divider()
+history = st.session_state.get(state.RUN_HISTORY, [])
+st.subheader(f"Every run of this session ({len(history)})")
+st.markdown("Change the prompt length or the output length in the sidebar and press Run again: long prompts grow "
+            "the orange (valley) part, long answers grow the blue (bridge) part.")
+table = runs.runs_table(history)
+st.plotly_chart(fig_timing.runs_figure(table), width="stretch", key="timing_runs")
+st.dataframe(table, hide_index=True, width="stretch",
+             column_config={c: st.column_config.NumberColumn(format="%.1f") for c in table.columns if "(ms)" in c or "/s" in c}
+             | {"prefill share": st.column_config.NumberColumn(format="percent")})
+left, right = st.columns(2)
+left.download_button("Download all runs (CSV)", runs.to_csv(table), file_name="two_bends_runs.csv", mime="text/csv",
+                     key=state.TIMING_RUNS_CSV)
+if right.button("Clear the run history", key=state.TIMING_CLEAR):
+    st.session_state[state.RUN_HISTORY] = [trace]
+    st.rerun()

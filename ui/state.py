@@ -20,6 +20,12 @@ LAST_TRACE = "last_trace"  # engine.Trace of the latest run
 RUN_HISTORY = "run_history"  # list of engine.Trace, every run of this session
 LAST_ERROR = "last_error"  # message of the latest failed run, shown instead of a traceback
 
+# sidebar + run panel + home/timing pages (ui/widgets.py, pages/home.py, pages/timing.py)
+FIT_PROMPT = "sb_fit_prompt"  # True: send exactly PROMPT_TOKENS tokens (trim or repeat the text)
+TIMING_RUNS_CSV = "timing_runs_csv"
+TIMING_STEPS_CSV = "timing_steps_csv"
+TIMING_CLEAR = "timing_clear_history"
+
 # labs: sweeps, batch, roofline, budget (pages/lab_sweeps.py, lab_batch.py, lab_roofline.py, lab_budget.py)
 SWEEP_KIND = "lab_sweep_kind"  # "prompt" or "output"
 SWEEP_PROMPT_LENGTHS = "lab_sweep_prompt_lengths"
@@ -49,6 +55,7 @@ ROOF_BW_EFF = "lab_roof_bw_eff"
 ROOF_TRACE = "lab_roof_trace"  # a small measurement of our own when no dashboard run exists
 ROOF_MEASURE_RUN = "lab_roof_measure_run"
 ROOF_HARDWARE = "lab_roof_hardware"
+ROOF_BATCH = "lab_roof_batch"
 BUDGET_SOURCE = "lab_budget_source"
 BUDGET_SHARE = "lab_budget_share"
 BUDGET_HARDWARE = "lab_budget_hardware"
@@ -60,19 +67,7 @@ BUDGET_FABLE = "lab_budget_fable"
 # prefill ("the valley") and decode ("the bridge") pages
 PREFILL_LAYER = "pf_layer"  # index into trace.attention.layers
 PREFILL_HEAD = "pf_head"  # query head, or None = mean over heads
-DECODE_POSITION = "dc_position"  # step-through position: 0 = first token (prefill), p = decode step p-1
-DECODE_PREV = "dc_prev"
-DECODE_NEXT = "dc_next"
-DECODE_AUTOPLAY = "dc_autoplay"
-DECODE_SPEED = "dc_speed"  # seconds per token while autoplaying
-DECODE_LAYER = "dc_layer"
-DECODE_HEAD = "dc_head"
-DECODE_KV_HEAD = "dc_kv_head"  # KV head shown in the cache picture, or None = mean
-DECODE_LAST_TICK = "dc_last_tick"  # monotonic time of the last autoplay advance
-
-# prefill ("the valley") and decode ("the bridge") pages
-PREFILL_LAYER = "pf_layer"  # index into trace.attention.layers
-PREFILL_HEAD = "pf_head"  # query head, or None = mean over heads
+PREFILL_SCALE = "pf_scale"  # colour scale of the matrix: "linear" or "log"
 DECODE_POSITION = "dc_position"  # step-through position: 0 = first token (prefill), p = decode step p-1
 DECODE_PREV = "dc_prev"
 DECODE_NEXT = "dc_next"

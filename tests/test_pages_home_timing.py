@@ -1,0 +1,139 @@
+"""AppTest for the shared sidebar, the run panel, Home and Timing (tiny model; one real-model test marked slow)."""
+from pathlib import Path
+
+import pytest
+import streamlit.testing.v1.app_test as app_test_module
+from streamlit.runtime.pages_manager import PagesManager
+from streamlit.testing.v1 import AppTest
+
+from ui import state
+
+APP = str(Path(__file__).resolve().parent.parent / "app.py")
+
+
+class _NavigationOnly(PagesManager):
+    """AppTest resets the 'pages/ directory' flag before every run, so from the second run on it would run
+    pages/<page>.py on its own, without app.py (no sidebar, no run panel). st.navigation apps never use that
+    mode; this keeps every test run going through app.py, as a real server does."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        PagesManager.uses_pages_directory = False
+
+
+@pytest.fixture
+def app(monkeypatch):
+    monkeypatch.setattr(app_test_module, "PagesManager", _NavigationOnly)
+    at = AppTest.from_file(APP, default_timeout=120)
+    at.session_state[state.MODEL] = "tiny-llama"
+    return at.run()
+
+
+def run(at: AppTest) -> AppTest:
+    return at.sidebar.button(key=state.RUN).click().run()
+
+
+def texts(at: AppTest) -> str:
+    return "\n".join(t.value for t in at.text)
+
+
+def test_home_before_run_calls_to_action(app):
+    assert not app.exception
+    assert any("Press Run" in i.value for i in app.info)
+    assert "64 tokens" in app.sidebar.markdown[0].value
+
+
+def test_timing_before_run(app):
+    app.switch_page("pages/timing.py").run()
+    assert not app.exception
+    assert any("Press Run" in i.value for i in app.info)
+
+
+def test_run_shows_metrics_text_and_ledger(app):
+    run(app)
+    assert not app.exception and not app.error
+    trace = app.session_state[state.LAST_TRACE]
+    metrics = {m.label: m.value for m in app.metric}
+    assert metrics["TTFT (prefill)"].endswith(" ms") and metrics["Tokens in"] == "64"
+    assert metrics["Tokens out"] == str(trace.n_output)
+    assert trace.text.strip() and trace.text.strip() in texts(app)
+    assert trace.attention is not None  # captured for the Prefill/Decode pages
+    assert any("dominates" in m.value for m in app.markdown)
+
+    app.switch_page("pages/timing.py").run()  # switching pages does not re-run the model
+    assert not app.exception
+    assert app.session_state[state.LAST_TRACE] is trace and len(app.session_state[state.RUN_HISTORY]) == 1
+    assert len(app.dataframe) == 3
+    metric_rows = app.dataframe[0].value.set_index("metric")
+    assert metric_rows.loc["TTFT", "value"] == pytest.approx(trace.prefill_seconds * 1000)
+
+    run(app)  # a second run lands in the history; the older one drops its bulky attention capture
+    history = app.session_state[state.RUN_HISTORY]
+    assert len(history) == 2 and history[0].attention is None and history[1].attention is not None
+    assert list(app.dataframe[2].value["run"]) == [1, 2]
+
+
+def test_output_length_slider_changes_output_tokens(app):
+    counts = []
+    for n in (4, 11):
+        app.sidebar.slider(key=state.MAX_NEW_TOKENS).set_value(n)
+        run(app)
+        trace = app.session_state[state.LAST_TRACE]
+        assert not app.exception and trace.settings["max_new_tokens"] == n
+        counts.append(trace.n_output)
+        if trace.stop_reason == "length":
+            assert trace.n_output == n
+    assert counts[0] != counts[1]
+
+
+def test_prompt_length_slider_sets_exact_prompt_tokens(app):
+    app.sidebar.slider(key=state.PROMPT_TOKENS).set_value(100)
+    run(app)
+    assert app.session_state[state.LAST_TRACE].n_prompt == 100
+    assert {m.label: m.value for m in app.metric}["Tokens in"] == "100"
+
+
+def test_empty_prompt_is_a_friendly_message(app):
+    app.sidebar.text_area(key=state.PROMPT).set_value("   ").run()
+    assert not app.exception
+    assert any("empty" in w.value for w in app.sidebar.warning)
+    run(app)
+    assert not app.exception
+    assert any("empty" in e.value for e in app.error)
+    assert state.LAST_TRACE not in app.session_state or app.session_state[state.LAST_TRACE] is None
+
+
+def test_too_long_prompt_is_refused_with_the_limit(app):
+    app.sidebar.slider(key=state.PROMPT_TOKENS).set_value(300)  # the tiny model holds 256 tokens
+    run(app)
+    assert not app.exception
+    assert any("256" in e.value for e in app.error)
+
+
+def test_script_in_prompt_is_shown_as_text(app):
+    prompt = "<script>alert(1)</script>"
+    app.sidebar.checkbox(key=state.FIT_PROMPT).uncheck()
+    app.sidebar.text_area(key=state.PROMPT).set_value(prompt)
+    run(app)
+    assert not app.exception and not app.error
+    assert prompt in texts(app)  # st.text: shown literally
+    assert not any("<script" in m.value for m in app.markdown)  # never handed to Markdown/HTML
+
+
+def test_example_picker_fills_the_prompt(app):
+    app.sidebar.selectbox(key=state.EXAMPLE).set_value("code").run()
+    assert app.sidebar.text_area(key=state.PROMPT).value.startswith("Explain what the following Python code does")
+
+
+@pytest.mark.slow
+def test_default_run_on_real_smollm(monkeypatch):
+    monkeypatch.setattr(app_test_module, "PagesManager", _NavigationOnly)
+    at = AppTest.from_file(APP, default_timeout=180)
+    at.session_state[state.MODEL] = "smollm2-135m"
+    run(at.run())
+    assert not at.exception and not at.error
+    trace = at.session_state[state.LAST_TRACE]
+    assert "SmolLM2" in trace.model and trace.n_prompt == 64 and trace.n_output >= 1
+    assert trace.text.strip() and trace.text.strip() in texts(at)
+    print(f"\nSmolLM2 default run: TTFT {trace.prefill_seconds * 1000:.1f} ms, "
+          f"{trace.n_output} tokens, total {trace.total_seconds:.2f} s, capture {trace.capture_seconds:.2f} s")

@@ -1,0 +1,93 @@
+"""Old Qin's reading of the ledger: which segment held this request back, what helps it, what is wasted.
+
+Built from an `engine.PhaseSummary` only (measured numbers), as plain text and Markdown with no user
+text inside, so the page can render it safely. Streamlit-free.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+# remedies per phase: (name, why it helps this phase)
+PREFILL_REMEDIES = [
+    ("Batching prompts", "many prompts share one wide forward pass, so the matrix units stay busy"),
+    ("More parallel compute (FLOP/s)", "prefill is compute-bound: a faster matmul engine shortens TTFT directly"),
+    ("Chunked prefill", "splits a long prompt into pieces so other requests' decode steps are not stalled behind it"),
+    ("Prefix caching", "a prompt prefix seen before (system prompt, earlier chat turns) is not computed again"),
+]
+DECODE_REMEDIES = [
+    ("KV-cache layout and quantisation", "each step reads the whole KV cache: fewer bytes per cached token, less traffic"),
+    ("Fewer bytes per weight (int8 / 4-bit)", "each step reads every weight once: halving the bytes nearly halves the step"),
+    ("Batching many requests", "one read of the weights serves every sequence in the batch, so tokens/s grows almost for free"),
+    ("Speculative decoding", "several tokens are checked in one pass, so fewer serial trips across the bridge"),
+    ("CUDA graphs / fewer launch gaps", "removes the fixed per-step overhead between one token and the next"),
+]
+# remedies that would be wasted on a request dominated by the OTHER phase
+WASTED_ON_DECODE = [
+    ("More FLOP/s, a bigger compute engine", "the bridge doesn't recognise horsepower: a memory-bound decode step waits on "
+                                             "bytes, not on arithmetic"),
+    ("Chunked prefill or prefix caching", "they shorten TTFT, which is already the small part of this request"),
+]
+WASTED_ON_PREFILL = [
+    ("A faster decoder (quantised KV cache, speculative decoding, CUDA graphs)",
+     "they speed up the bridge, but this request spends most of its time in the valley"),
+    ("More memory bandwidth alone", "prefill reuses each weight across all prompt tokens, so it is limited by compute, "
+                                    "not by bytes"),
+]
+BALANCE_BAND = 0.1  # within 50% +/- 10% both segments matter: say so
+
+
+@dataclass(frozen=True)
+class Diagnosis:
+    dominant: str  # "prefill" or "decode"
+    share: float  # the dominant phase's share of end-to-end time
+    balanced: bool  # both phases within BALANCE_BAND of half
+    headline: str
+    details: str
+    helps: list[tuple[str, str]]
+    wasted: list[tuple[str, str]]
+    max_gain_other: float  # fraction of time saved if the OTHER phase became instant (Amdahl bound)
+
+    def to_markdown(self) -> str:
+        lines = [f"### {self.headline}", "", self.details, "", "**Remedies that help this request:**"]
+        lines += [f"- **{name}** — {why}" for name, why in self.helps]
+        lines += ["", "**Remedies that would be wasted here:**"]
+        lines += [f"- ~~{name}~~ — {why}" for name, why in self.wasted]
+        return "\n".join(lines)
+
+
+def _ms(seconds: float) -> str:
+    if not math.isfinite(seconds):
+        return "n/a"
+    return f"{seconds * 1000:,.0f} ms" if seconds >= 0.1 else f"{seconds * 1000:,.1f} ms"
+
+
+def diagnose(summary) -> Diagnosis:
+    """Which phase dominated this request (by measured share of end-to-end time) and what to do about it."""
+    share_prefill = summary.prefill_share if math.isfinite(summary.prefill_share) else 0.0
+    dominant = "prefill" if share_prefill >= 0.5 else "decode"
+    share = share_prefill if dominant == "prefill" else 1.0 - share_prefill
+    balanced = abs(share_prefill - 0.5) <= BALANCE_BAND
+    other_share = 1.0 - share
+    if dominant == "prefill":
+        name, place = "Prefill", "the wide valley"
+        helps, wasted = PREFILL_REMEDIES, WASTED_ON_PREFILL
+        cost = (f"Prefill read {summary.prompt_tokens} prompt tokens in one pass: TTFT {_ms(summary.ttft_s)} "
+                f"({summary.prefill_tokens_per_s:,.0f} tokens/s). Decode then produced {summary.output_tokens} tokens "
+                f"in {_ms(summary.decode_s)}.")
+    else:
+        name, place = "Decode", "the single-plank bridge"
+        helps, wasted = DECODE_REMEDIES, WASTED_ON_DECODE
+        cost = (f"Decode produced {summary.output_tokens} tokens one at a time: TPOT {_ms(summary.tpot_s)} per token, "
+                f"{_ms(summary.decode_s)} in all. Prefill of the {summary.prompt_tokens}-token prompt took only "
+                f"{_ms(summary.ttft_s)} (TTFT).")
+    headline = f"{name} dominates: {share:.0%} of this request's {_ms(summary.total_s)} was spent in {place}."
+    amdahl = (f"Even if the other segment became instant, this request would finish at most {other_share:.0%} sooner "
+              f"(Amdahl): spend on {name.lower()} first.")
+    if balanced:
+        amdahl = ("The two segments are close to even, so both sets of remedies pay off; improving only one "
+                  f"can save at most {other_share:.0%} or {share:.0%} of the time.")
+        helps = PREFILL_REMEDIES + DECODE_REMEDIES
+        wasted = [("Pouring the whole budget into one segment", "with an even split, each side alone caps the gain near half")]
+    return Diagnosis(dominant=dominant, share=share, balanced=balanced, headline=headline, details=f"{cost} {amdahl}",
+                     helps=list(helps), wasted=list(wasted), max_gain_other=other_share)

@@ -1,0 +1,68 @@
+"""The ledger's rows: every run of the session as a table, the last run's steps, and CSV for download.
+
+Columns follow vLLM's metric names (TTFT, TPOT, ITL) so numbers compare with real servers.
+Streamlit-free; built from engine Traces with engine.metrics.summarize.
+"""
+from __future__ import annotations
+
+import pandas as pd
+
+from engine.metrics import summarize
+
+MS = 1000.0
+
+DEFINITIONS = {
+    "TTFT": "time to first token: request start to the first generated token (prefill + first sampling)",
+    "TPOT": "time per output token: (end-to-end − TTFT) / (output tokens − 1)",
+    "ITL": "inter-token latency: the gap between two consecutive generated tokens (one decode step)",
+    "prefill tokens/s": "prompt tokens / prefill time",
+    "decode tokens/s": "batch size / TPOT",
+}
+
+
+def runs_table(traces) -> pd.DataFrame:
+    """One row per run, in order: what was asked and what each phase cost."""
+    rows = []
+    for i, trace in enumerate(traces, start=1):
+        s = summarize(trace)
+        rows.append({
+            "run": i, "model": trace.model, "device": trace.device, "dtype": trace.dtype,
+            "prompt tokens": s.prompt_tokens, "output tokens": s.output_tokens,
+            "TTFT (ms)": s.ttft_s * MS, "TPOT (ms)": s.tpot_s * MS,
+            "ITL p50 (ms)": s.itl_p50_s * MS, "ITL p99 (ms)": s.itl_p99_s * MS,
+            "decode (ms)": s.decode_s * MS, "total (ms)": s.total_s * MS,
+            "prefill share": s.prefill_share,
+            "prefill tokens/s": s.prefill_tokens_per_s, "decode tokens/s": s.decode_tokens_per_s,
+            "stop": trace.stop_reason, "temperature": trace.settings.get("temperature"),
+            "chat": trace.settings.get("chat"),
+        })
+    return pd.DataFrame(rows)
+
+
+def steps_table(trace) -> pd.DataFrame:
+    """The last run token by token: row 0 is the first token (TTFT), then one row per decode step."""
+    rows = [{"token": 0, "phase": "prefill", "latency (ms)": trace.prefill_seconds * MS,
+             "KV length": trace.n_prompt, "KV bytes": trace.n_prompt * trace.kv_bytes_per_token * trace.batch_size}]
+    rows += [{"token": k, "phase": "decode", "latency (ms)": step.seconds * MS, "KV length": step.kv_length,
+              "KV bytes": step.kv_bytes} for k, step in enumerate(trace.steps, start=1)]
+    return pd.DataFrame(rows)
+
+
+def metrics_table(summary) -> pd.DataFrame:
+    """TTFT, TPOT, ITL percentiles and throughputs with units and their definitions."""
+    rows = [
+        ("TTFT", summary.ttft_s * MS, "ms", DEFINITIONS["TTFT"]),
+        ("TPOT", summary.tpot_s * MS, "ms", DEFINITIONS["TPOT"]),
+        ("ITL p50", summary.itl_p50_s * MS, "ms", DEFINITIONS["ITL"]),
+        ("ITL p90", summary.itl_p90_s * MS, "ms", "90% of decode steps were at least this fast"),
+        ("ITL p99", summary.itl_p99_s * MS, "ms", "99% of decode steps were at least this fast"),
+        ("ITL max", summary.itl_max_s * MS, "ms", "the slowest decode step"),
+        ("prefill tokens/s", summary.prefill_tokens_per_s, "tokens/s", DEFINITIONS["prefill tokens/s"]),
+        ("decode tokens/s", summary.decode_tokens_per_s, "tokens/s", DEFINITIONS["decode tokens/s"]),
+        ("end-to-end", summary.total_s * MS, "ms", "TTFT + all decode steps (warm-up and attention capture excluded)"),
+    ]
+    return pd.DataFrame(rows, columns=["metric", "value", "unit", "definition"])
+
+
+def to_csv(table: pd.DataFrame) -> str:
+    return table.to_csv(index=False, float_format="%.4f")
