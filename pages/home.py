@@ -8,6 +8,30 @@ from ui import diagnosis, fig_timing, state
 
 ASSETS = Path(__file__).resolve().parent.parent / "assets"
 
+
+def show_request(trace) -> None:
+    """The measured ledger of the last run: metrics, phase split, diagnosis, prompt and output."""
+    summary = engine.summarize(trace)
+    st.subheader(f"This request — {trace.model} on {trace.device}, {trace.dtype} (measured)")
+    cols = st.columns(5)
+    cols[0].metric("TTFT (prefill)", f"{summary.ttft_s * 1000:,.1f} ms", help="request start to the first generated token")
+    cols[1].metric("TPOT (decode)", f"{summary.tpot_s * 1000:,.1f} ms" if summary.output_tokens > 1 else "n/a",
+                   help="(end-to-end − TTFT) / (output tokens − 1)")
+    cols[2].metric("Total time", f"{summary.total_s:,.2f} s", help="TTFT + every decode step; warm-up and capture excluded")
+    cols[3].metric("Tokens in", f"{summary.prompt_tokens:,}")
+    cols[4].metric("Tokens out", f"{summary.output_tokens:,}", help=f"stopped by: {trace.stop_reason}")
+    st.plotly_chart(fig_timing.phase_split_figure(summary), width="stretch", key="home_split", theme=None)
+
+    left, right = st.columns([3, 2], gap="large")
+    with left:
+        st.markdown(diagnosis.diagnose(summary).to_markdown())
+    with right:
+        st.markdown("**The generated text**")
+        st.text(trace.text or "(only special tokens were generated)")
+        with st.expander(f"The prompt sent ({trace.n_prompt} tokens, as the model saw it)"):
+            st.text(trace.prompt_text)
+
+
 st.title("Two bends on the old post road")
 st.markdown(
     "An old post road reaches its destination through two bends. At the first, the road opens into a "
@@ -16,6 +40,14 @@ st.markdown(
     "request travels the same road: first it reads your whole prompt, then it writes its answer one token "
     "after another."
 )
+
+trace = st.session_state.get(state.LAST_TRACE)
+if trace is None:
+    st.info("**Press Run in the sidebar** to send the prompt through the model. The measured time of each "
+            "segment, and a diagnosis of this request, will appear here.", icon=":material/arrow_back:")
+else:
+    show_request(trace)
+st.divider()
 
 valley, bridge = st.columns(2, gap="large")
 with valley:
@@ -41,30 +73,3 @@ st.markdown(
     "different and cured by something different: fresh horses speed up the valley, but *the bridge doesn't "
     "recognise horsepower*. This dashboard keeps the same two columns for every request you run."
 )
-st.divider()
-
-trace = st.session_state.get(state.LAST_TRACE)
-if trace is None:
-    st.info("👈 **Press Run in the sidebar** to send the prompt through the model. "
-            "The measured time of each segment, and a diagnosis of this request, will appear here.", icon="🏇")
-    st.stop()
-
-summary = engine.summarize(trace)
-st.subheader(f"This request — {trace.model} on {trace.device}, {trace.dtype} (measured)")
-cols = st.columns(5)
-cols[0].metric("TTFT (prefill)", f"{summary.ttft_s * 1000:,.1f} ms", help="request start to the first generated token")
-cols[1].metric("TPOT (decode)", f"{summary.tpot_s * 1000:,.1f} ms" if summary.output_tokens > 1 else "n/a",
-               help="(end-to-end − TTFT) / (output tokens − 1)")
-cols[2].metric("Total time", f"{summary.total_s:,.2f} s", help="TTFT + every decode step; warm-up and capture excluded")
-cols[3].metric("Tokens in", f"{summary.prompt_tokens:,}")
-cols[4].metric("Tokens out", f"{summary.output_tokens:,}", help=f"stopped by: {trace.stop_reason}")
-st.plotly_chart(fig_timing.phase_split_figure(summary), width="stretch", key="home_split")
-
-left, right = st.columns([3, 2], gap="large")
-with left:
-    st.markdown(diagnosis.diagnose(summary).to_markdown())
-with right:
-    st.markdown("**The prompt sent** (as the model saw it)")
-    st.text(trace.prompt_text)
-    st.markdown("**The generated text**")
-    st.text(trace.text or "(only special tokens were generated)")

@@ -18,7 +18,7 @@ with st.expander("Definitions (the same as vLLM's benchmarks)", expanded=False):
 
 trace = st.session_state.get(state.LAST_TRACE)
 if trace is None:
-    st.info("👈 **Press Run in the sidebar**: the ledger fills in as the model generates.", icon="⏱️")
+    st.info("**Press Run in the sidebar**: the ledger fills in as the model generates.", icon=":material/arrow_back:")
     st.stop()
 
 summary = engine.summarize(trace)
@@ -30,8 +30,8 @@ st.caption(f"{trace.model} · {trace.device} ({trace.env.get('device_name', '?')
 
 itl_col, cum_col = st.columns(2, gap="large")
 itl_col.plotly_chart(fig_timing.itl_figure(trace.prefill_seconds, [s.seconds for s in trace.steps]),
-                     width="stretch", key="timing_itl")
-cum_col.plotly_chart(fig_timing.cumulative_figure(trace), width="stretch", key="timing_cumulative")
+                     width="stretch", key="timing_itl", theme=None)
+cum_col.plotly_chart(fig_timing.cumulative_figure(trace), width="stretch", key="timing_cumulative", theme=None)
 
 table_col, steps_col = st.columns([3, 2], gap="large")
 with table_col:
@@ -52,7 +52,7 @@ st.subheader(f"Every run of this session ({len(history)})")
 st.markdown("Change the prompt length or the output length in the sidebar and press Run again: long prompts grow "
             "the orange (valley) part, long answers grow the blue (bridge) part.")
 table = runs.runs_table(history)
-st.plotly_chart(fig_timing.runs_figure(table), width="stretch", key="timing_runs")
+st.plotly_chart(fig_timing.runs_figure(table), width="stretch", key="timing_runs", theme=None)
 st.dataframe(table, hide_index=True, width="stretch",
              column_config={c: st.column_config.NumberColumn(format="%.1f") for c in table.columns if "(ms)" in c or "/s" in c}
              | {"prefill share": st.column_config.NumberColumn(format="percent")})

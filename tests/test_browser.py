@@ -43,7 +43,8 @@ def server():
         pytest.skip(f"{CHROMIUM} is missing (the test command installs Debian's chromium); browser test skipped")
     pytest.importorskip("playwright.sync_api", reason="playwright (python) is not installed")
     port = _free_port()
-    env = dict(os.environ, TWO_BENDS_MODEL="smollm2-135m", PYTHONUNBUFFERED="1")
+    model = os.environ.get("TWO_BENDS_BROWSER_MODEL", "smollm2-135m")  # the real model unless overridden for a quick look
+    env = dict(os.environ, TWO_BENDS_MODEL=model, PYTHONUNBUFFERED="1")
     log = open(ROOT / "artifacts" / "streamlit-browser-test.log", "w") if (ROOT / "artifacts").exists() else subprocess.DEVNULL
     proc = subprocess.Popen(
         [sys.executable, "-m", "streamlit", "run", "app.py", "--server.headless", "true", "--server.port", str(port),

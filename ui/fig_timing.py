@@ -13,6 +13,7 @@ import plotly.graph_objects as go
 from ui.theme import DECODE_COLOR, NEUTRAL_COLOR, PREFILL_COLOR, base_layout
 
 MS = 1000.0
+MIN_LABEL_SHARE = 0.15  # narrower bar segments get no text inside (their numbers are in the title)
 OFF_SCALE = 3.0  # a TTFT bar more than this many times the largest ITL is clipped, with its value written on it
 
 
@@ -24,10 +25,12 @@ def phase_split_figure(summary, height: int = 190) -> go.Figure:
     for name, value, color, frac in (("Prefill (TTFT)", prefill_ms, PREFILL_COLOR, share),
                                      ("Decode", decode_ms, DECODE_COLOR, 1.0 - share)):
         fig.add_trace(go.Bar(y=["this request"], x=[value], name=name, orientation="h", marker_color=color,
-                             text=[f"{name}: {value:,.0f} ms ({frac:.0%})"], textposition="inside",
+                             text=[f"{name}: {value:,.0f} ms ({frac:.0%})" if frac >= MIN_LABEL_SHARE else ""],
+                             textposition="inside",
                              insidetextanchor="middle", textfont=dict(color="white"),
                              hovertemplate=f"{name}: %{{x:,.1f}} ms<extra></extra>"))
-    layout = base_layout("Where the time went", "time (ms)", "", height)
+    title = f"Where the time went: prefill {prefill_ms:,.0f} ms ({share:.0%}) · decode {decode_ms:,.0f} ms ({1 - share:.0%})"
+    layout = base_layout(title, "time (ms)", "", height)
     layout["margin"] = dict(l=20, r=30, t=60, b=55)
     fig.update_layout(**layout, barmode="stack", showlegend=False)
     fig.update_yaxes(showticklabels=False)
@@ -47,16 +50,17 @@ def itl_figure(ttft_s: float, itl_s, title: str = "Each token's latency", height
     top = float(itl_ms.max()) if itl_ms.size else ttft_ms
     clipped = itl_ms.size > 0 and ttft_ms > OFF_SCALE * top
     label = f"TTFT {ttft_ms:,.0f} ms" + (" ↑ off scale" if clipped else "")
-    fig.add_trace(go.Bar(x=[0], y=[ttft_ms], name="TTFT (prefill)", marker_color=PREFILL_COLOR, text=[label],
-                         textposition="inside" if clipped else "outside", cliponaxis=False,
+    fig.add_trace(go.Bar(x=[0], y=[ttft_ms], name="TTFT (prefill)", marker_color=PREFILL_COLOR,
                          hovertemplate="TTFT: %{y:,.1f} ms<extra></extra>"))
+    fig.add_annotation(x=0, y=top * 1.8 if clipped else ttft_ms, text=label, showarrow=True, arrowcolor=PREFILL_COLOR,
+                       ax=60, ay=-25 if not clipped else 25, font=dict(color=PREFILL_COLOR), xanchor="left")
     fig.add_trace(go.Bar(x=steps, y=itl_ms, name="ITL (decode step)", marker_color=DECODE_COLOR,
                          hovertemplate="token %{x}: %{y:,.1f} ms<extra></extra>"))
     if itl_ms.size:
         p50 = float(np.median(itl_ms))
-        fig.add_hline(y=p50, line_dash="dot", line_color=NEUTRAL_COLOR, annotation_text=f"ITL p50 {p50:,.1f} ms",
-                      annotation_position="top right")
-    fig.update_layout(**base_layout(title, "output token (0 = first token, after prefill)", "latency (ms)", height),
+        fig.add_trace(go.Scatter(x=[0.5, itl_ms.size + 0.5], y=[p50, p50], mode="lines", name=f"ITL p50 {p50:,.1f} ms",
+                                 line=dict(color=NEUTRAL_COLOR, dash="dot", width=3), hoverinfo="skip"))
+    fig.update_layout(**_legend_below(base_layout(title, "output token (0 = first token, after prefill)", "latency (ms)", height)),
                       bargap=0.15)
     if clipped:
         fig.update_yaxes(range=[0, top * 1.8])
@@ -76,7 +80,7 @@ def cumulative_figure(trace, height: int = 420) -> go.Figure:
     fig.add_trace(go.Scatter(x=decode_x, y=decode_y, mode="lines", name="Decode (one token per step)",
                              line=dict(color=DECODE_COLOR, width=5), fill="tozeroy",
                              hovertemplate="token %{x}: %{y:,.1f} ms<extra></extra>"))
-    fig.update_layout(**base_layout("Cumulative time", "tokens delivered", "elapsed since request (ms)", height))
+    fig.update_layout(**_legend_below(base_layout("Cumulative time", "tokens delivered", "elapsed since request (ms)", height)))
     return fig
 
 
@@ -88,6 +92,14 @@ def runs_figure(table, height: int = 420) -> go.Figure:
                          hovertemplate="%{x}<br>prefill %{y:,.1f} ms<extra></extra>"))
     fig.add_trace(go.Bar(x=labels, y=table["decode (ms)"], name="Decode", marker_color=DECODE_COLOR,
                          hovertemplate="%{x}<br>decode %{y:,.1f} ms<extra></extra>"))
-    fig.update_layout(**base_layout("Runs compared: time per phase", "run (prompt → output tokens)", "time (ms)", height),
-                      barmode="stack")
+    fig.update_layout(**_legend_below(base_layout("Runs compared: time per phase", "run (prompt → output tokens)", "time (ms)",
+                                                  height)), barmode="stack")
     return fig
+
+
+def _legend_below(layout: dict) -> dict:
+    """Side-by-side charts are narrow: put the legend under the x-axis so it never covers the title."""
+    layout["legend"] = dict(orientation="h", yanchor="top", y=-0.28, xanchor="left", x=0)
+    layout["margin"] = dict(layout["margin"], b=130)
+    layout["height"] = layout["height"] + 60
+    return layout

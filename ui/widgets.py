@@ -102,7 +102,8 @@ def sidebar() -> RunRequest:
         cols[1].selectbox("Dtype", ["float32", "bfloat16", "float16"], key=state.DTYPE)
         lm = current_model()
         if lm is not None:
-            st.caption(f"In use: **{lm.device}** · **{lm.dtype_name}** · {lm.config.n_params / 1e6:,.0f} M parameters · "
+            params = f"{lm.config.n_params / 1e6:,.0f} M" if lm.config.n_params >= 1e6 else f"{lm.config.n_params / 1e3:,.0f} K"
+            st.caption(f"In use: **{lm.device}** · **{lm.dtype_name}** · {params} parameters · "
                        f"context {lm.config.max_seq_len:,} tokens")
         request.lm = lm
 
@@ -226,7 +227,7 @@ def _draw_live_chart(box, trace, draws: list) -> None:
     draws[1] += 1
     fig = fig_timing.itl_figure(trace.prefill_seconds, [s.seconds for s in trace.steps], title="Live: each token's latency",
                                 height=300)
-    box.plotly_chart(fig, width="stretch", key=f"live_itl_{draws[1]}")
+    box.plotly_chart(fig, width="stretch", key=f"live_itl_{draws[1]}", theme=None)
 
 
 def _fail(status, message: str) -> None:
