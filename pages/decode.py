@@ -78,9 +78,10 @@ def step_view() -> None:
 
     kv_tab, attention_tab, heads_tab = st.tabs(["KV cache, layer by layer", "The new token's attention", "Shared KV heads"])
     with kv_tab:
-        st.selectbox("KV head", kv_head_options, key=state.DECODE_KV_HEAD,
+        st.columns([1, 2])[0].selectbox("KV head", kv_head_options, key=state.DECODE_KV_HEAD,
                      format_func=lambda k: "mean over KV heads" if k is None else f"KV head {k}")
-        st.plotly_chart(fig_kvcache.kv_cache_figure(trace, view.position, st.session_state.get(state.DECODE_KV_HEAD)))
+        kv_figure = fig_kvcache.kv_cache_figure(trace, view.position, st.session_state.get(state.DECODE_KV_HEAD))
+        st.plotly_chart(kv_figure, theme=None)
         st.caption("Each column is one cached token (colour = size of its key / value vector in that layer). "
                    "Prefill wrote all orange-band columns at once; each decode step adds one blue-band column "
                    "(red outline = written by this step), in every layer.")
@@ -90,11 +91,11 @@ def step_view() -> None:
                                   format_func=lambda i: f"layer {trace.attention.layers[i]}")
         head = pick[1].selectbox("Head", head_options, key=state.DECODE_HEAD,
                                  format_func=lambda h: "mean over heads" if h is None else f"head {h}")
-        st.plotly_chart(fig_attention.attention_row_figure(trace, view.position, layer, head))
+        st.plotly_chart(fig_attention.attention_row_figure(trace, view.position, layer, head), theme=None)
         st.caption("One query (the token just fed in) against every cached key: a 1 × S row, not an S × S matrix. "
                    "Small arithmetic, but the whole cache has to be read to do it.")
     with heads_tab:
-        st.plotly_chart(fig_kvcache.gqa_figure(shapes.n_heads, shapes.n_kv_heads))
+        st.plotly_chart(fig_kvcache.gqa_figure(shapes.n_heads, shapes.n_kv_heads), theme=None)
         st.caption(f"Grouped-query attention: only {shapes.n_kv_heads} key/value heads are cached per layer, "
                    f"each read by {shapes.n_heads // max(1, shapes.n_kv_heads)} query heads — the cache is "
                    f"{shapes.n_heads // max(1, shapes.n_kv_heads)}× smaller than with one KV head per query head.")

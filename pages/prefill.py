@@ -44,20 +44,22 @@ head_options = [None] + list(range(shapes.n_heads))
 for key, options in ((state.PREFILL_LAYER, layer_options), (state.PREFILL_HEAD, head_options)):
     if key in st.session_state and st.session_state[key] not in options:
         del st.session_state[key]  # a new run with another model: fall back to the default
-pick = st.columns([1, 1, 2])
+pick = st.columns([1, 1, 1, 1.6])
 layer = pick[0].selectbox("Layer", layer_options, key=state.PREFILL_LAYER,
                           format_func=lambda i: f"layer {trace.attention.layers[i]}")
 head = pick[1].selectbox("Head", head_options, key=state.PREFILL_HEAD,
                          format_func=lambda h: "mean over heads" if h is None else f"head {h}")
-pick[2].caption("Each row is one query token; it may only look left (earlier tokens). The grey upper "
+scale = pick[2].radio("Colours", ["linear", "log"], index=1, key=state.PREFILL_SCALE, horizontal=True,
+                      help="log: small weights become visible (colour = log10 of the weight, floored at 0.0001)")
+pick[3].caption("Each row is one query token; it may only look left (earlier tokens). The grey upper "
                 "triangle is the causal mask: positions a token cannot see, not zeros.")
 
 matrix_tab, animation_tab = st.tabs(["The T × T matrix", "Prefill vs decode on the same matrix"])
 with matrix_tab:
-    st.plotly_chart(fig_attention.attention_heatmap(trace, layer, head))
+    st.plotly_chart(fig_attention.attention_heatmap(trace, layer, head, scale), theme=None)
     st.caption("All rows of this matrix were computed **at the same time**, in one pass: that is the valley.")
 with animation_tab:
-    st.plotly_chart(fig_attention.phase_animation(trace, layer, head))
+    st.plotly_chart(fig_attention.phase_animation(trace, layer, head, scale), theme=None)
     st.caption(
         f"Press ▶ Play or drag the slider. Frame 0: prefill fills all {trace.n_prompt} orange rows in one pass. "
         f"Each later frame is one decode step adding a single blue row ({len(trace.attention.decode)} steps): "

@@ -32,6 +32,9 @@ def test_prefill_heatmap_is_causal_with_nan_above_diagonal(trace):
     z = np.asarray(fig.data[0].z, dtype=float)
     assert z.shape == (T, T) and np.isnan(z[upper]).all()
     assert fig.data[0].colorbar.title.text  # a labelled colour bar
+    log_z = np.asarray(fig_attention.attention_heatmap(trace, 0, 1, scale="log").data[0].z, dtype=float)
+    assert np.isnan(log_z[upper]).all()
+    np.testing.assert_allclose(log_z[np.tril_indices(T)], np.log10(np.clip(matrix[np.tril_indices(T)], 1e-4, 1)), rtol=1e-5)
 
 
 def test_head_mean_equals_manual_mean(trace):

@@ -20,6 +20,20 @@ PREFILL_SCALE = [[0.0, "#FFFFFF"], [1.0, PREFILL_COLOR]]
 DECODE_SCALE = [[0.0, "#FFFFFF"], [1.0, DECODE_COLOR]]
 
 
+LOG_FLOOR = -4  # log colour scale: weights below 1e-4 share the lightest colour
+
+
+def colour_values(z: np.ndarray, scale: str) -> tuple[np.ndarray, float, float, dict]:
+    """Values to draw, their range and colour-bar ticks: 'linear' weights, or 'log' (log10, floored at 1e-4)."""
+    if scale == "log":
+        with np.errstate(divide="ignore", invalid="ignore"):
+            shown = np.log10(np.clip(z, 10.0 ** LOG_FLOOR, 1.0))  # NaN stays NaN
+        ticks = list(range(LOG_FLOOR, 1))
+        return shown, float(LOG_FLOOR), 0.0, dict(tickvals=ticks, ticktext=[f"{10.0 ** t:g}" for t in ticks])
+    zmax = float(np.nanmax(z)) if np.isfinite(z).any() else 1.0
+    return z, 0.0, zmax, {}
+
+
 def head_select(probs: np.ndarray, head: int | None) -> np.ndarray:
     """(H, ...) -> (...) for one head, or the mean over heads when head is None (float32)."""
     probs = np.asarray(probs, dtype=np.float32)
@@ -74,7 +88,7 @@ def _matrix_layout(fig: go.Figure, title: str, pieces: list[str], block: int, he
                                     "query position: the token looking", height))
     xt, xs = _axis_ticks(pieces, block)
     fig.update_xaxes(tickmode="array", tickvals=xt, ticktext=xs, tickangle=-60, tickfont=dict(size=FONT_SIZE - 4),
-                     showgrid=False, zeroline=False)
+                     showgrid=False, zeroline=False, constrain="domain")
     fig.update_yaxes(tickmode="array", tickvals=xt, ticktext=xs, tickfont=dict(size=FONT_SIZE - 4),
                      autorange="reversed", showgrid=False, zeroline=False, scaleanchor="x", constrain="domain")
     fig.update_layout(plot_bgcolor="#F4F4F4")  # masked cells show this grey: visibly empty, not "zero"
@@ -86,17 +100,18 @@ def _hover_labels(pieces: list[str], block: int) -> list[str]:
     return [f"{i}–{min(i + block, len(pieces)) - 1}" for i in range(0, len(pieces), block)]
 
 
-def attention_heatmap(trace, layer_index: int, head: int | None, height: int = 640) -> go.Figure:
+def attention_heatmap(trace, layer_index: int, head: int | None, scale: str = "linear", height: int = 640) -> go.Figure:
     """The prefill T×T causal attention of one layer and head (or the mean over heads), with a colour bar."""
     matrix = prefill_matrix(trace, layer_index, head)
     block = block_size(matrix.shape[0], MAX_SIDE)
-    shown = pool(matrix, block)
-    labels = _hover_labels(trace.prompt_tokens, block)
+    weights = pool(matrix, block)
+    shown, zmin, zmax, ticks = colour_values(weights, scale)
+    cells = list(range(shown.shape[0]))
+    hover = _grid(_hover_labels(trace.prompt_tokens, block), weights)
     fig = go.Figure(go.Heatmap(
-        z=shown, colorscale=PREFILL_SCALE, zmin=0.0, zmax=float(np.nanmax(shown)) if np.isfinite(shown).any() else 1.0,
-        colorbar=dict(title=dict(text="attention<br>weight"), thickness=18), customdata=_grid(labels),
-        hovertemplate="query %{customdata[0]}<br>key %{customdata[1]}<br>weight %{z:.3f}<extra></extra>",
-        hoverongaps=False,
+        z=shown, x=cells, y=cells, colorscale=PREFILL_SCALE, zmin=zmin, zmax=zmax,
+        colorbar=dict(title=dict(text="attention<br>weight"), thickness=18, **ticks), customdata=hover,
+        hovertemplate="query %{customdata[0]}<br>key %{customdata[1]}<br>weight %{customdata[2]}<extra></extra>", hoverongaps=False,
     ))
     layer = trace.attention.layers[layer_index]
     who = "mean over heads" if head is None else f"head {head}"
@@ -106,14 +121,15 @@ def attention_heatmap(trace, layer_index: int, head: int | None, height: int = 6
     return fig
 
 
-def _grid(labels: list[str]) -> np.ndarray:
-    """(n, n, 2) hover labels: [query label, key label] for every cell."""
+def _grid(labels: list[str], weights: np.ndarray) -> np.ndarray:
+    """(n, n, 3) hover texts: [query label, key label, weight] for every cell."""
     n = len(labels)
-    rows = np.repeat(np.array(labels, dtype=object)[:, None], n, axis=1)
-    return np.stack([rows, rows.T], axis=-1)
+    rows = np.repeat(np.array(labels, dtype=object)[:, None], n, axis=1)  # (n, n)
+    values = np.array([["masked" if np.isnan(w) else f"{w:.4f}" for w in row] for row in weights], dtype=object)
+    return np.stack([rows, rows.T, values], axis=-1)
 
 
-def phase_animation(trace, layer_index: int, head: int | None, height: int = 640) -> go.Figure:
+def phase_animation(trace, layer_index: int, head: int | None, scale: str = "linear", height: int = 700) -> go.Figure:
     """Same matrix, two phases: frame 0 = prefill fills all T rows at once; frame k = k decode rows, one per step.
 
     Two heatmap traces share the axes: prompt rows in prefill orange, generated rows in decode blue.
@@ -122,7 +138,7 @@ def phase_animation(trace, layer_index: int, head: int | None, height: int = 640
     T, n = trace.n_prompt, len(trace.attention.decode)
     full = full_matrix(trace, layer_index, head)  # (T+n, T+n)
     block = block_size(T + n, MAX_SIDE_ANIMATION)
-    zmax = float(np.nanmax(full)) if np.isfinite(full).any() else 1.0
+    _, zmin, zmax, ticks = colour_values(full, scale)
     prompt_part = full.copy()
     prompt_part[T:] = np.nan
     pieces = list(trace.prompt_tokens) + list(trace.output_tokens[:n])
@@ -130,31 +146,35 @@ def phase_animation(trace, layer_index: int, head: int | None, height: int = 640
     def decode_part(k: int) -> np.ndarray:
         part = np.full_like(full, np.nan)
         part[T: T + k] = full[T: T + k]
-        return pool(part, block)
+        return colour_values(pool(part, block), scale)[0]
 
-    common = dict(zmin=0.0, zmax=zmax, hoverongaps=False, hovertemplate="weight %{z:.3f}<extra></extra>")
+    cells = list(range(math.ceil((T + n) / block)))
+    common = dict(x=cells, y=cells, zmin=zmin, zmax=zmax, hoverongaps=False, hoverinfo="skip")
     fig = go.Figure([
-        go.Heatmap(z=pool(prompt_part, block), colorscale=PREFILL_SCALE, name="prefill rows",
-                   colorbar=dict(title=dict(text="prefill"), x=1.0, thickness=14), **common),
+        go.Heatmap(z=colour_values(pool(prompt_part, block), scale)[0], colorscale=PREFILL_SCALE, name="prefill rows",
+                   colorbar=dict(title=dict(text="prefill"), x=1.0, thickness=14, **ticks), **common),
         go.Heatmap(z=decode_part(0), colorscale=DECODE_SCALE, name="decode rows",
-                   colorbar=dict(title=dict(text="decode"), x=1.12, thickness=14), **common),
+                   colorbar=dict(title=dict(text="decode"), x=1.13, thickness=14, **ticks), **common),
     ])
-    fig.frames = [go.Frame(data=[go.Heatmap(z=decode_part(k))], traces=[1], name=str(k)) for k in range(n + 1)]
+    fig.frames = [go.Frame(data=[go.Heatmap(z=decode_part(k), x=cells, y=cells)], traces=[1], name=str(k)) for k in range(n + 1)]
     labels = ["prefill: all rows"] + [f"decode {k}" for k in range(1, n + 1)]
     steps = [dict(method="animate", label=label, args=[[str(k)], dict(mode="immediate", frame=dict(duration=0, redraw=True))])
              for k, label in enumerate(labels)]
     layer = trace.attention.layers[layer_index]
     who = "mean over heads" if head is None else f"head {head}"
-    _matrix_layout(fig, f"Layer {layer}, {who}: prefill fills {T} rows in one pass, decode adds 1 row per step",
+    _matrix_layout(fig, f"Layer {layer}, {who}: {T} prefill rows at once, then 1 decode row per step",
                    pieces, block, height)
+    fig.update_xaxes(title=dict(text=""))
     fig.update_layout(
-        sliders=[dict(active=0, steps=steps, currentvalue=dict(prefix="frame: "), pad=dict(t=90), font=dict(size=14))],
-        updatemenus=[dict(type="buttons", direction="left", x=0.0, y=-0.22, xanchor="left", showactive=False, buttons=[
+        sliders=[dict(active=0, steps=steps, currentvalue=dict(prefix="frame: "), x=0.3, len=0.7, y=0, yanchor="top",
+                     pad=dict(t=110), font=dict(size=14))],
+        updatemenus=[dict(type="buttons", direction="left", x=0.0, y=0, xanchor="left", yanchor="top", pad=dict(t=140),
+                          showactive=False, buttons=[
             dict(label="▶ Play", method="animate",
                  args=[None, dict(frame=dict(duration=400, redraw=True), transition=dict(duration=0), fromcurrent=True)]),
-            dict(label="⏸ Pause", method="animate", args=[[None], dict(mode="immediate", frame=dict(duration=0))]),
+            dict(label="Pause", method="animate", args=[[None], dict(mode="immediate", frame=dict(duration=0))]),
         ])],
-        margin=dict(l=70, r=110, t=70, b=170),
+        margin=dict(l=70, r=120, t=70, b=190),
     )
     return fig
 

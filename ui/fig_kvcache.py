@@ -34,18 +34,17 @@ def kv_cache_figure(trace, position: int, kv_head: int | None = None, height: in
     T = trace.n_prompt
     cached = min(n_tokens, T + max(0, position))  # tokens held after this position's step
     pieces = (list(trace.prompt_tokens) + list(trace.output_tokens))[:n_tokens]
-    fig = make_subplots(rows=2, cols=1, shared_xaxes=True, vertical_spacing=0.08,
-                        subplot_titles=("Keys (‖k‖ per layer and token)", "Values (‖v‖ per layer and token)"))
+    fig = make_subplots(rows=2, cols=1, shared_xaxes=True, vertical_spacing=0.06)
     for row, (name, matrix) in enumerate((("keys", keys), ("values", values)), start=1):
         shown = matrix.copy()
         shown[:, cached:] = np.nan  # not in the cache yet
         fig.add_trace(go.Heatmap(
             z=shown, x=list(range(n_tokens)), y=list(range(n_layers)), colorscale=KV_SCALE,
             zmin=float(np.nanmin(matrix)), zmax=float(np.nanmax(matrix)), hoverongaps=False,
-            colorbar=dict(title=dict(text=f"‖{name[0]}‖"), len=0.42, y=0.79 if row == 1 else 0.21, thickness=16),
+            colorbar=dict(title=dict(text=f"‖{name[0]}‖"), len=0.44, y=0.79 if row == 1 else 0.21, thickness=16),
             hovertemplate=f"{name}: layer %{{y}}, token %{{x}}<br>norm %{{z:.2f}}<extra></extra>",
         ), row=row, col=1)
-        fig.update_yaxes(title=dict(text="layer"), autorange="reversed", row=row, col=1, showgrid=False)
+        fig.update_yaxes(title=dict(text=f"{name}: layer"), autorange="reversed", row=row, col=1, showgrid=False)
     # phase bands above the keys panel, and the column(s) written at this position
     written = (0, T) if position <= 0 else (cached - 1, cached)
     for x0, x1, color in ((0, min(T, cached), PREFILL_COLOR), (T, cached, DECODE_COLOR)):
@@ -56,7 +55,7 @@ def kv_cache_figure(trace, position: int, kv_head: int | None = None, height: in
         fig.add_shape(type="rect", xref="x", yref=f"{axis} domain", x0=written[0] - 0.5, x1=written[1] - 0.5,
                       y0=0, y1=1, line=dict(color="#D62728", width=3), fillcolor="rgba(0,0,0,0)")
     fig.add_vline(x=T - 0.5, line=dict(color=NEUTRAL_COLOR, width=2, dash="dot"))
-    tv, tt = tick_labels(pieces, max_labels=40)
+    tv, tt = tick_labels(pieces[:cached], max_labels=40)  # label only what the cache holds so far
     fig.update_xaxes(range=[-0.5, n_tokens - 0.5], showgrid=False)
     fig.update_xaxes(tickmode="array", tickvals=tv, ticktext=tt, tickangle=-60, tickfont=dict(size=FONT_SIZE - 4),
                      title=dict(text="cached token (orange band = prompt, blue band = generated)"), row=2, col=1)
@@ -65,7 +64,6 @@ def kv_cache_figure(trace, position: int, kv_head: int | None = None, height: in
     layout.pop("xaxis"), layout.pop("yaxis")
     fig.update_layout(**layout)
     fig.update_layout(margin=dict(l=70, r=30, t=90, b=110))
-    fig.update_annotations(font=dict(size=FONT_SIZE))
     return fig
 
 
