@@ -10,7 +10,7 @@ from ui import fig_sweeps, lab_text, state, widgets
 BATCH_CHOICES = [1, 2, 4, 8, 16, 32, 64]
 GIB = 2**30
 
-st.title("🧺 Batch lab — many riders, one bridge")
+st.title("Batch lab — many riders, one bridge")
 st.markdown(lab_text.BATCH_INTRO)
 
 interrupted = st.session_state.pop(state.BATCH_RUNNING, False)  # still set here = the last run was stopped mid-way
@@ -72,9 +72,8 @@ if result is not None and result.points:
     ridge = peaks.matmul_flops_per_s / peaks.copy_bytes_per_s if peaks is not None else None
     predicted = (roofline.predicted_crossover_batch(lm.config, n_prompt + n_out // 2, ridge, dtype_bytes, dtype_bytes)
                  if ridge is not None else None)
-    left, right = st.columns(2)
-    left.plotly_chart(fig_sweeps.batch_throughput_figure(points), width="stretch")
-    right.plotly_chart(fig_sweeps.batch_latency_figure(points, measured, predicted), width="stretch")
+    st.plotly_chart(fig_sweeps.batch_throughput_figure(points), width="stretch")
+    st.plotly_chart(fig_sweeps.batch_latency_figure(points, measured, predicted), width="stretch")
     st.markdown(lab_text.batch_explanation(measured, predicted, ridge, max(p.batch_size for p in points), dtype_bytes))
     st.dataframe(fig_sweeps.sweep_table(points), hide_index=True, width="stretch")
     st.download_button("Download CSV", fig_sweeps.sweep_csv(points), file_name="two_bends_batch_sweep.csv",

@@ -12,7 +12,7 @@ SOURCES = {
     "custom": "Set the share myself",
 }
 
-st.title("💰 Old Qin's budget — which segment gets the money?")
+st.title("Old Qin's budget — which segment gets the money?")
 st.markdown(lab_text.BUDGET_INTRO)
 
 
@@ -37,7 +37,7 @@ elif source == "preset":
     hw_name = cols[0].selectbox("Hardware", list(roofline.HARDWARE_PRESETS), index=1, key=state.BUDGET_HARDWARE)
     wl_name = cols[1].selectbox("Workload", list(roofline.WORKLOAD_PRESETS), key=state.BUDGET_WORKLOAD)
     model_name = st.session_state.get(state.ROOF_MODEL) or "Llama-2 7B (MHA, 32 KV heads)"
-    cols[2].caption(f"Model: **{model_name}** (change it on the Roofline page), bf16 weights.")
+    cols[2].caption(f"Model: **{model_name}** (change it on the Roofline page), bf16 weights, batch 1.")
     wl = roofline.WORKLOAD_PRESETS[wl_name]
     p = roofline.predict(roofline.MODEL_PRESETS[model_name], roofline.HARDWARE_PRESETS[hw_name],
                          wl.prompt_tokens, wl.output_tokens)

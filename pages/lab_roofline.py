@@ -9,7 +9,7 @@ from ui import fig_roofline, lab_text, state, widgets
 
 BYTES_PER_WEIGHT = {2.0: "bf16 / fp16 (2 bytes)", 4.0: "fp32 (4 bytes)", 1.0: "int8 (1 byte)", 0.5: "4-bit (0.5 byte)"}
 
-st.title("🏔️ Roofline — which stage eats the money")
+st.title("Roofline — which stage eats the money")
 st.markdown(lab_text.ROOFLINE_INTRO)
 
 lm = widgets.current_model()
@@ -59,23 +59,25 @@ model_name = cols[0].selectbox("Model", list(roofline.MODEL_PRESETS), key=state.
 workload_name = cols[1].selectbox("Workload", list(roofline.WORKLOAD_PRESETS), key=state.ROOF_WORKLOAD)
 bpw = cols[2].selectbox("Bytes per weight", list(BYTES_PER_WEIGHT), format_func=BYTES_PER_WEIGHT.get,
                         key=state.ROOF_BYTES_PER_WEIGHT)
-cols = st.columns(2)
+cols = st.columns([2, 2, 1])
+batch = cols[2].selectbox("Batch B (requests together)", [1, 8, 32, 128], key=state.ROOF_BATCH)
 mfu = cols[0].slider("Prefill MFU (fraction of peak FLOP/s reached)", 0.1, 1.0, roofline.DEFAULT_MFU, 0.05,
                      key=state.ROOF_MFU)
 bw_eff = cols[1].slider("Decode bandwidth efficiency", 0.1, 1.0, roofline.DEFAULT_BW_EFF, 0.05, key=state.ROOF_BW_EFF)
 
 cfg, workload = roofline.MODEL_PRESETS[model_name], roofline.WORKLOAD_PRESETS[workload_name]
-table = fig_roofline.predictions(cfg, workload, bpw, mfu, bw_eff)
+table = fig_roofline.predictions(cfg, workload, bpw, mfu, bw_eff, batch)
 st.plotly_chart(fig_roofline.prediction_bars(
-    table, f"{model_name}, {workload.name} ({workload.prompt_tokens} in / {workload.output_tokens} out)"),
+    table, f"{model_name}, {workload.name} ({workload.prompt_tokens} in / {workload.output_tokens} out), B = {batch}"),
     width="stretch")
 st.dataframe(table, hide_index=True, width="stretch")
+st.markdown(lab_text.BATCH_NOTE)
 st.markdown(lab_text.FORMULAS)
 st.caption(lab_text.HARDWARE_NOTE)
 
 st.subheader("Which phase dominates each workload?")
 hw_name = st.selectbox("Hardware", list(roofline.HARDWARE_PRESETS), index=1, key=state.ROOF_HARDWARE)
 hw = roofline.HARDWARE_PRESETS[hw_name]
-st.dataframe(fig_roofline.workload_shares(cfg, hw, bpw, mfu, bw_eff), hide_index=True, width="stretch")
+st.dataframe(fig_roofline.workload_shares(cfg, hw, bpw, mfu, bw_eff, batch), hide_index=True, width="stretch")
 st.caption(f"{hw_name}: {hw.flops_per_s / 1e12:g} TFLOP/s, {hw.bytes_per_s / 1e9:g} GB/s, ridge "
            f"{hw.ridge:.0f} FLOP/byte ({hw.source}). Estimates.")

@@ -10,7 +10,7 @@ PROMPT_CHOICES = [16, 32, 64, 128, 256, 512, 1024, 2048]
 OUTPUT_CHOICES = [4, 8, 16, 32, 64, 128, 256]
 KINDS = {"prompt": "Prompt-length sweep (TTFT)", "output": "Output-length sweep (decode)"}
 
-st.title("📈 Sweep lab — widen the valley, lengthen the bridge")
+st.title("Sweep lab — widen the valley, lengthen the bridge")
 st.markdown(lab_text.SWEEP_INTRO)
 
 results: dict = st.session_state.setdefault(state.SWEEP_RESULTS, {})
@@ -69,14 +69,12 @@ if result is not None and result.points:
     points = result.points
     if kind == "prompt":
         fit = fit_ttft([p.prompt_tokens for p in points], [p.ttft_s for p in points])
-        left, right = st.columns(2)
-        left.plotly_chart(fig_sweeps.ttft_figure(points, fit), width="stretch")
-        right.plotly_chart(fig_sweeps.decode_latency_figure(points), width="stretch")
+        st.plotly_chart(fig_sweeps.ttft_figure(points, fit), width="stretch")
         st.markdown(fig_sweeps.fit_text(fit))
+        st.plotly_chart(fig_sweeps.decode_latency_figure(points), width="stretch")
     else:
-        left, right = st.columns(2)
-        left.plotly_chart(fig_sweeps.decode_latency_figure(points), width="stretch")
-        right.plotly_chart(fig_sweeps.phase_split_figure(points, "output_tokens"), width="stretch")
+        st.plotly_chart(fig_sweeps.phase_split_figure(points, "output_tokens"), width="stretch")
+        st.plotly_chart(fig_sweeps.decode_latency_figure(points), width="stretch")
     st.markdown(lab_text.DECODE_FLAT)
     if kind == "prompt":
         st.plotly_chart(fig_sweeps.phase_split_figure(points, "prompt_tokens"), width="stretch")

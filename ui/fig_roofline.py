@@ -33,8 +33,8 @@ def roofline_figure(peak_flops: float, peak_bytes_per_s: float, points: list[rl.
                         name=f"{p.phase} (measured)", text=[p.phase], textposition="bottom center",
                         marker=dict(size=20, color=PHASE_COLORS.get(p.phase, NEUTRAL_COLOR), line=dict(width=2, color="white")))
     fig.update_layout(**base_layout(title, "arithmetic intensity (FLOP per byte moved)", "achieved GFLOP/s", height=500))
-    fig.update_xaxes(type="log")
-    fig.update_yaxes(type="log")
+    fig.update_xaxes(type="log", dtick=1)
+    fig.update_yaxes(type="log", dtick=1)
     return fig
 
 
@@ -46,12 +46,12 @@ def points_table(points: list[rl.MeasuredPoint], peak_flops: float, peak_bytes_p
     return pd.DataFrame(rows).round(2)
 
 
-def predictions(cfg, workload: rl.Workload, bytes_per_weight: float, mfu: float, bw_eff: float,
+def predictions(cfg, workload: rl.Workload, bytes_per_weight: float, mfu: float, bw_eff: float, batch: int = 1,
                 hardware: dict[str, rl.Hardware] | None = None) -> pd.DataFrame:
     """Estimated TTFT, TPOT and total time of one workload on every hardware preset."""
     rows = []
     for name, hw in (hardware or rl.HARDWARE_PRESETS).items():
-        p = rl.predict(cfg, hw, workload.prompt_tokens, workload.output_tokens, bytes_per_weight=bytes_per_weight,
+        p = rl.predict(cfg, hw, workload.prompt_tokens, workload.output_tokens, batch, bytes_per_weight=bytes_per_weight,
                        kv_dtype_bytes=2, mfu=mfu, bw_eff=bw_eff)
         rows.append({"hardware": name, "TTFT (ms, est.)": p.ttft_s * 1e3, "TPOT (ms, est.)": p.tpot_s * 1e3,
                      "total (s, est.)": p.total_s, "prefill share": p.prefill_share,
@@ -62,25 +62,27 @@ def predictions(cfg, workload: rl.Workload, bytes_per_weight: float, mfu: float,
 
 
 def prediction_bars(table: pd.DataFrame, title: str) -> go.Figure:
-    """Horizontal stacked bars: estimated prefill and decode seconds per hardware."""
-    prefill = table["TTFT (ms, est.)"] / 1e3
-    decode = table["total (s, est.)"] - prefill
+    """Horizontal 100% bars: each hardware's estimated time split into prefill and decode, total written beside."""
+    share = 100 * table["prefill share"]
+    totals = [f"{t:.3g} s" for t in table["total (s, est.)"]]
     fig = go.Figure()
-    fig.add_bar(y=table["hardware"], x=prefill, orientation="h", name="prefill (estimate)", marker_color=PREFILL_COLOR,
+    fig.add_bar(y=table["hardware"], x=share, orientation="h", name="prefill share (estimate)", marker_color=PREFILL_COLOR,
                 marker_pattern_shape="/")
-    fig.add_bar(y=table["hardware"], x=decode, orientation="h", name="decode (estimate)", marker_color=DECODE_COLOR,
-                marker_pattern_shape="/")
-    fig.update_layout(**base_layout(title, "estimated end-to-end time (s, log scale)", "", height=480), barmode="stack")
-    fig.update_xaxes(type="log")
+    fig.add_bar(y=table["hardware"], x=100 - share, orientation="h", name="decode share (estimate)", marker_color=DECODE_COLOR,
+                marker_pattern_shape="/", text=totals, textposition="inside", insidetextanchor="end",
+                textfont=dict(color="white", size=16))
+    fig.update_layout(**base_layout(title, "% of the estimated end-to-end time (total written at the right)", "", height=480),
+                      barmode="stack")
+    fig.update_xaxes(range=[0, 100])
     fig.update_yaxes(autorange="reversed")
     return fig
 
 
-def workload_shares(cfg, hw: rl.Hardware, bytes_per_weight: float, mfu: float, bw_eff: float) -> pd.DataFrame:
+def workload_shares(cfg, hw: rl.Hardware, bytes_per_weight: float, mfu: float, bw_eff: float, batch: int = 1) -> pd.DataFrame:
     """For one machine: each workload preset's estimated prefill share and what to pay for."""
     rows = []
     for w in rl.WORKLOAD_PRESETS.values():
-        p = rl.predict(cfg, hw, w.prompt_tokens, w.output_tokens, bytes_per_weight=bytes_per_weight, kv_dtype_bytes=2,
+        p = rl.predict(cfg, hw, w.prompt_tokens, w.output_tokens, batch, bytes_per_weight=bytes_per_weight, kv_dtype_bytes=2,
                        mfu=mfu, bw_eff=bw_eff)
         rows.append({"workload": w.name, "in / out tokens": f"{w.prompt_tokens} / {w.output_tokens}",
                      "prefill share (est.)": round(p.prefill_share, 3),
@@ -98,9 +100,9 @@ def budget_figure(result: BudgetResult) -> go.Figure:
     fig.add_bar(x=[100 * (1 - result.prefill_share), 100 * result.new_decode], y=labels, orientation="h",
                 name=f"bridge (decode) ×{result.decode_speedup:g}", marker_color=DECODE_COLOR)
     fig.add_vline(x=100 * result.new_time, line=dict(color=NEUTRAL_COLOR, dash=ESTIMATE_DASH, width=2),
-                  annotation_text=f"saves {result.saving:.0%}", annotation_position="top")
+                  annotation_text=f"saves {result.saving:.0%}", annotation_position="bottom right")
     fig.update_layout(**base_layout("Old Qin's ledger: the journey before and after", "% of the original end-to-end time",
-                                    "", height=330), barmode="stack")
+                                    "", height=360), barmode="stack", legend_traceorder="normal")
     fig.update_xaxes(range=[0, 105])
     fig.update_yaxes(autorange="reversed")
     return fig

@@ -69,7 +69,8 @@ def fit_text(fit: TTFTFit | None) -> str:
             f"**b = {fit.b * 1e6:.1f} µs per token** (the weights' matmuls), "
             f"**c = {fit.c * 1e9:.3f} ns per token²** (attention over the causal triangle). "
             f"At T = {fit.t_max} the quadratic term is **{share:.0%}** of the fitted TTFT."
-            + (" (c came out ≤ 0: at these lengths the T² term is lost in the noise.)" if fit.c <= 0 else ""))
+            + (" A negative term means the T² (or T) effect is lost in timing noise at these lengths: rerun, or add longer "
+               "prompts." if fit.c < 0 or fit.b < 0 else ""))
 
 
 def decode_latency_figure(points: list[SweepPoint]) -> go.Figure:
@@ -117,7 +118,7 @@ def batch_throughput_figure(points: list[SweepPoint]) -> go.Figure:
     fig.update_layout(**base_layout("Throughput against batch size (measured)", "batch size B", "tokens per second",
                                     height=460))
     fig.update_xaxes(type="log", tickvals=b)
-    fig.update_yaxes(type="log")
+    fig.update_yaxes(type="log", dtick=1)
     return fig
 
 

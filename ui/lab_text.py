@@ -72,6 +72,11 @@ HARDWARE_NOTE = (
     "bandwidth), not measured here; the laptop CPU is a typical 8-core DDR5 machine. Predictions use 2-byte KV "
     "entries and the bytes per weight chosen above. All rows are **estimates**."
 )
+BATCH_NOTE = (
+    "**Batch B** = requests served together: prefill then costs B prompts' FLOPs, while a decode step still reads the "
+    "weights once for all B. At B = 1 a decode token costs hundreds of times a prefill token on a GPU (its ridge point), "
+    "so the bridge dominates almost every workload; raise B and long-input workloads tip towards the valley."
+)
 MEASURED_NOTE = (
     "The two dots are **measured**: FLOPs and bytes come from the formulas for this model and shape, divided by "
     "the time measured for the prefill pass and for the median decode step. The roof comes from this machine's "
