@@ -103,6 +103,30 @@ def bare_loop_seconds(lm, ids: list[int], new_tokens: int) -> float:
     return now(lm.device) - start
 
 
+@torch.inference_mode()
+def time_decode_graphed(lm, ids, steps: int) -> float:
+    from engine.static_decode import GraphedDecoder
+
+    cache = new_cache(lm, 1, ids.shape[1] + steps + 1)
+    token = sample(prefill(lm, ids, cache))
+    decoder = GraphedDecoder(lm, cache)
+    start = now(lm.device)
+    for _ in range(steps):
+        token = sample(decoder.step(token))
+    return (now(lm.device) - start) / steps
+
+
+def bench_cuda_graphs(lm, contexts, steps: int, reps: int) -> None:
+    """Eager decode vs the same step replayed from a CUDA graph, and whether the tokens agree."""
+    for ctx in contexts:
+        ids = prompt_ids(lm, ctx)
+        graphed, eager = median_pair(reps, partial(time_decode_graphed, lm, ids, steps), partial(time_decode_ours, lm, ids, steps))
+        print(row(f"CUDA graph decode @ {ctx}", graphed, None, None) + f"   eager {eager * 1000:.2f} ms -> {eager / graphed:.1f}x")
+    a = generate(lm, prompt_ids(lm, 64)[0].tolist(), 32, ignore_eos=True)
+    b = generate(lm, prompt_ids(lm, 64)[0].tolist(), 32, ignore_eos=True, cuda_graphs=True)
+    print(f"# CUDA graphs: same 32 greedy tokens as eager: {a.output_ids == b.output_ids}")
+
+
 def cold_load_seconds(model: str) -> tuple[float, float]:
     """import + load_model in a fresh process, from the cache: (import seconds, load seconds)."""
     code = ("import time; t=time.perf_counter(); import engine; i=time.perf_counter()-t; "
@@ -147,6 +171,8 @@ def run_bench(args) -> None:
                                    partial(time_decode_hf, hf, ids, steps))
         floor = decode_step_bytes(lm.weight_bytes, lm.config, ctx, dtype_bytes) / peaks.copy_bytes_per_s
         print(row(f"decode step @ context {ctx}", ours, theirs, floor))
+    if lm.device.type == "cuda":
+        bench_cuda_graphs(lm, contexts, steps, reps)
     ids = prompt_ids(lm, 64)[0].tolist()
     new = 8 if args.quick else 32
 

@@ -25,7 +25,7 @@ def cmd_generate(args) -> int:
     lm = load_model(args.model, args.device, args.dtype, progress=None if args.json else _progress)
     trace = generate(lm, args.prompt, args.max_new_tokens, temperature=args.temperature, top_k=args.top_k,
                      top_p=args.top_p, seed=args.seed, ignore_eos=args.ignore_eos, chat=args.chat,
-                     batch_size=args.batch_size)
+                     batch_size=args.batch_size, cuda_graphs=args.cuda_graphs)
     if args.json:
         print(trace.to_json())
         return 0
@@ -67,6 +67,7 @@ def main(argv: list[str] | None = None) -> int:
     g.add_argument("--ignore-eos", action="store_true", help="keep going past the end-of-sequence token")
     g.add_argument("--chat", action="store_true", help="wrap the prompt in the model's chat template")
     g.add_argument("--batch-size", type=int, default=1, help="run the prompt as B identical sequences")
+    g.add_argument("--cuda-graphs", action="store_true", help="replay decode steps from a CUDA graph (CUDA only)")
     g.add_argument("--json", action="store_true", help="print the whole Trace as JSON")
     _add_model_args(g)
     g.set_defaults(func=cmd_generate)

@@ -64,12 +64,14 @@ def warm_up(lm, batch: int) -> float:
 def generate(lm, prompt: str | list[int], max_new_tokens: int, *, temperature: float = 0.0,
              top_k: int = 0, top_p: float = 1.0, seed: int | None = None, ignore_eos: bool = False,
              chat: bool = False, capture_attention: bool = False, capture_layers=None,
-             batch_size: int = 1, on_step: StepCallback | None = None, warmup: bool = True) -> Trace:
+             batch_size: int = 1, on_step: StepCallback | None = None, warmup: bool = True,
+             cuda_graphs: bool = False) -> Trace:
     """Generate for one prompt (text or ids), replicated `batch_size` times; see `generate_batch`."""
     ids = encode_prompt(lm, prompt, chat)
     trace = generate_batch(lm, [ids] * batch_size, max_new_tokens, temperature=temperature, top_k=top_k,
                            top_p=top_p, seed=seed, ignore_eos=ignore_eos, capture_attention=capture_attention,
-                           capture_layers=capture_layers, on_step=on_step, warmup=warmup)
+                           capture_layers=capture_layers, on_step=on_step, warmup=warmup,
+                           cuda_graphs=cuda_graphs)
     trace.prompt_text = prompt if isinstance(prompt, str) else lm.tokenizer.decode(ids)
     trace.settings["chat"] = chat
     return trace
@@ -78,8 +80,14 @@ def generate(lm, prompt: str | list[int], max_new_tokens: int, *, temperature: f
 def generate_batch(lm, prompts: list[list[int]], max_new_tokens: int, *, temperature: float = 0.0,
                    top_k: int = 0, top_p: float = 1.0, seed: int | None = None, ignore_eos: bool = False,
                    capture_attention: bool = False, capture_layers=None,
-                   on_step: StepCallback | None = None, warmup: bool = True) -> Trace:
-    """B prompts of equal token length: one batched prefill, then batched decode steps."""
+                   on_step: StepCallback | None = None, warmup: bool = True, cuda_graphs: bool = False) -> Trace:
+    """B prompts of equal token length: one batched prefill, then batched decode steps.
+
+    cuda_graphs=True (CUDA only) replays each decode step from a captured CUDA graph; the capture
+    happens after the first token and is counted as warm-up, not as a decode step.
+    """
+    if cuda_graphs and lm.device.type != "cuda":
+        raise EngineError("CUDA graphs need a CUDA GPU; this model runs on " + lm.device.type)
     prompts = [encode_prompt(lm, p) for p in prompts]
     if len({len(p) for p in prompts}) != 1:
         raise EngineError("all prompts of a batch must have the same number of tokens (no padding here)")
@@ -106,6 +114,14 @@ def generate_batch(lm, prompts: list[list[int]], max_new_tokens: int, *, tempera
     token = sample(logits, gen, temperature, top_k, top_p)  # (B,)
     token_list = token.tolist()  # the first token exists on the host: TTFT ends here
     trace.prefill_seconds = now(device) - start
+    trace.settings["cuda_graphs"] = cuda_graphs
+    decoder = None
+    if cuda_graphs and max_new_tokens > 1:
+        from engine.static_decode import GraphedDecoder
+
+        capture_start = now(device)
+        decoder = GraphedDecoder(lm, cache)
+        trace.warmup_seconds += now(device) - capture_start
 
     for step in range(max_new_tokens):
         for b, t in enumerate(token_list):
@@ -124,7 +140,7 @@ def generate_batch(lm, prompts: list[list[int]], max_new_tokens: int, *, tempera
         if step == max_new_tokens - 1:
             break
         start = now(device)
-        logits = decode_step(lm, token, cache)  # (B, V)
+        logits = decoder.step(token) if decoder else decode_step(lm, token, cache)  # (B, V)
         token = sample(logits, gen, temperature, top_k, top_p)  # (B,)
         token_list = token.tolist()
         trace.steps.append(DecodeStep(now(device) - start, cache.length, cache.nbytes_used))
