@@ -5,7 +5,6 @@ from streamlit.testing.v1 import AppTest
 
 from ui import state
 
-
 ROOT = Path(__file__).resolve().parent.parent
 
 
