@@ -37,7 +37,9 @@ table_col, steps_col = st.columns([3, 2], gap="large")
 with table_col:
     st.markdown("**Metrics of the last run**")
     st.dataframe(runs.metrics_table(summary), hide_index=True, width="stretch",
-                 column_config={"value": st.column_config.NumberColumn(format="%.2f")})
+                 column_config={"value": st.column_config.NumberColumn(format="%.2f", width="small"),
+                                "unit": st.column_config.TextColumn(width="small"),
+                                "definition": st.column_config.TextColumn(width="large")})
 with steps_col:
     st.markdown("**Token by token**")
     steps = runs.steps_table(trace)

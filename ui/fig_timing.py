@@ -60,7 +60,7 @@ def itl_figure(ttft_s: float, itl_s, title: str = "Each token's latency", height
         p50 = float(np.median(itl_ms))
         fig.add_trace(go.Scatter(x=[0.5, itl_ms.size + 0.5], y=[p50, p50], mode="lines", name=f"ITL p50 {p50:,.1f} ms",
                                  line=dict(color=NEUTRAL_COLOR, dash="dot", width=3), hoverinfo="skip"))
-    fig.update_layout(**_legend_below(base_layout(title, "output token (0 = first token, after prefill)", "latency (ms)", height)),
+    fig.update_layout(**_legend_below(base_layout(title, "output token (0 = the first)", "latency (ms)", height)),
                       bargap=0.15)
     if clipped:
         fig.update_yaxes(range=[0, top * 1.8])
@@ -99,7 +99,7 @@ def runs_figure(table, height: int = 420) -> go.Figure:
 
 def _legend_below(layout: dict) -> dict:
     """Side-by-side charts are narrow: put the legend under the x-axis so it never covers the title."""
-    layout["legend"] = dict(orientation="h", yanchor="top", y=-0.28, xanchor="left", x=0)
+    layout["legend"] = dict(orientation="h", yanchor="top", y=-0.28, xanchor="left", x=0, traceorder="normal")
     layout["margin"] = dict(layout["margin"], b=130)
     layout["height"] = layout["height"] + 60
     return layout
