@@ -1,4 +1,7 @@
 """Batch lab: prefill saturates, decode throughput grows with B until the crossover (layout only)."""
+import time
+from dataclasses import replace
+
 import streamlit as st
 import torch
 
@@ -41,6 +44,7 @@ buttons[1].button("■ Cancel", key=state.BATCH_CANCEL, help=lab_text.CANCEL_HEL
 peaks_key = (str(lm.device), lm.dtype_name)
 peaks = st.session_state.setdefault(state.PEAKS, {}).get(peaks_key)
 if run:
+    run_id = time.monotonic_ns()
     try:
         for b in sizes:  # refuse before running anything
             sweeps.check_batch_memory(lm, b, n_prompt, n_out)
@@ -49,20 +53,24 @@ if run:
                 peaks = measure_peaks(lm.device, lm.dtype, lm.config)
             st.session_state[state.PEAKS][peaks_key] = peaks
         bar = st.progress(0.0, text=f"Measuring {len(sizes)} batch sizes on {lm.name}…")
-        st.session_state[state.BATCH_RUNNING] = True
+        st.session_state[state.BATCH_RUNNING] = run_id
         st.session_state.pop(state.BATCH_RESULT, None)
 
-        def on_point(res: sweeps.SweepResult) -> None:
-            st.session_state[state.BATCH_RESULT] = res  # partial results survive a Cancel
+        def on_point(res: sweeps.SweepResult) -> bool:
+            if st.session_state.get(state.BATCH_RUNNING) != run_id:
+                return False  # Cancel (or any rerun) already took over: stop measuring
+            st.session_state[state.BATCH_RESULT] = replace(res, points=list(res.points))  # snapshot survives a Cancel
             p = res.points[-1]
             bar.progress(res.done / len(res.planned), text=f"B = {p.batch_size}: step {p.itl_p50_s * 1e3:.0f} ms")
+            return True
 
         with st.spinner("Running batched prefill and decode…"):
             sweeps.sweep_batch_sizes(lm, sizes, n_prompt, n_out, on_point=on_point)
         bar.empty()
     except engine.EngineError as exc:
         st.error(str(exc))
-    st.session_state.pop(state.BATCH_RUNNING, None)
+    if st.session_state.get(state.BATCH_RUNNING) == run_id:
+        del st.session_state[state.BATCH_RUNNING]  # finished (or refused) on its own: not interrupted
     result = st.session_state.get(state.BATCH_RESULT)
 
 st.caption(fig_sweeps.sweep_status(result))

@@ -1,4 +1,7 @@
 """Sweep lab: TTFT against prompt length and decode cost against output length, measured live (layout only)."""
+import time
+from dataclasses import replace
+
 import streamlit as st
 
 import engine
@@ -14,7 +17,7 @@ st.title("Sweep lab — widen the valley, lengthen the bridge")
 st.markdown(lab_text.SWEEP_INTRO)
 
 results: dict = st.session_state.setdefault(state.SWEEP_RESULTS, {})
-interrupted = st.session_state.pop(state.SWEEP_RUNNING, None)  # still set here = the last sweep was stopped mid-way
+interrupted = st.session_state.pop(state.SWEEP_RUNNING, (None, 0))[0]  # still set here = the last sweep was stopped
 if interrupted in results:
     results[interrupted].cancelled = results[interrupted].done < len(results[interrupted].planned)
 
@@ -42,15 +45,19 @@ if run and lm is not None:
         st.warning(f"Skipped: {message}")
     if allowed:
         bar = st.progress(0.0, text=f"Measuring {len(allowed)} points on {lm.name}…")
-        st.session_state[state.SWEEP_RUNNING] = kind
+        run_id = (kind, time.monotonic_ns())
+        st.session_state[state.SWEEP_RUNNING] = run_id
         results.pop(kind, None)
 
-        def on_point(result: sweeps.SweepResult) -> None:
-            results[kind] = result  # kept even if Cancel stops the script before the next point
+        def on_point(result: sweeps.SweepResult) -> bool:
+            if st.session_state.get(state.SWEEP_RUNNING) != run_id:
+                return False  # Cancel (or any rerun) already took over: stop measuring, keep what was shown
+            results[kind] = replace(result, points=list(result.points))  # a snapshot, kept if Cancel stops the script
             last = result.points[-1]
             bar.progress(result.done / len(result.planned),
                          text=f"{result.done}/{len(result.planned)}: {last.prompt_tokens} in, {last.output_tokens} out, "
                               f"TTFT {last.ttft_s * 1e3:.0f} ms")
+            return True
 
         try:
             with st.spinner("Running the model…"):
@@ -60,8 +67,9 @@ if run and lm is not None:
                     sweeps.sweep_output_lengths(lm, [n for _, n in allowed], int(fixed), on_point=on_point)
         except engine.EngineError as exc:
             st.error(str(exc))
-        st.session_state.pop(state.SWEEP_RUNNING, None)
-        bar.empty()
+        if st.session_state.get(state.SWEEP_RUNNING) == run_id:
+            del st.session_state[state.SWEEP_RUNNING]  # finished (or failed) on its own: not interrupted
+            bar.empty()
 
 result = results.get(kind)
 st.caption(fig_sweeps.sweep_status(result))

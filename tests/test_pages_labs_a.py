@@ -57,7 +57,7 @@ def test_sweep_page_reports_a_cancelled_sweep():
     partial.points.append(sweeps.SweepPoint("prompt", 1, 8, 3, 0.01, 0.02, 0.01, 0.01, 0.03, 800.0, 100.0, [9, 10],
                                             [0.01, 0.01]))
     at.session_state[state.SWEEP_RESULTS] = {"prompt": partial}
-    at.session_state[state.SWEEP_RUNNING] = "prompt"  # as if Cancel stopped the script mid-sweep
+    at.session_state[state.SWEEP_RUNNING] = ("prompt", 1)  # as if Cancel stopped the script mid-sweep
     at.run()
     _ok(at)
     assert "Cancelled after 1 of 3" in at.caption[0].value
