@@ -3,22 +3,22 @@ import streamlit as st
 
 from ui import widgets
 
-st.set_page_config(page_title="Two Bends — prefill and decode", page_icon="🌉", layout="wide")
+st.set_page_config(page_title="Two Bends — prefill and decode", page_icon=":material/landscape:", layout="wide")
 
 PAGES = {
     "The story": [
-        st.Page("pages/home.py", title="Home — two bends", icon="🏞️", default=True),
-        st.Page("pages/prefill.py", title="Prefill — the valley", icon="🟧"),
-        st.Page("pages/decode.py", title="Decode — the bridge", icon="🟦"),
-        st.Page("pages/timing.py", title="Timing — the ledger", icon="⏱️"),
+        st.Page("pages/home.py", title="Home — two bends", icon=":material/landscape:", default=True),
+        st.Page("pages/prefill.py", title="Prefill — the valley", icon=":material/grid_on:"),
+        st.Page("pages/decode.py", title="Decode — the bridge", icon=":material/linear_scale:"),
+        st.Page("pages/timing.py", title="Timing — the ledger", icon=":material/timer:"),
     ],
     "Labs": [
-        st.Page("pages/lab_sweeps.py", title="Sweep lab", icon="📈"),
-        st.Page("pages/lab_batch.py", title="Batch lab", icon="🧺"),
-        st.Page("pages/lab_roofline.py", title="Roofline & hardware", icon="🏔️"),
-        st.Page("pages/lab_remedies.py", title="Remedies lab", icon="🧰"),
-        st.Page("pages/lab_budget.py", title="Old Qin's budget", icon="💰"),
-        st.Page("pages/lab_profile.py", title="Where the time goes", icon="🔬"),
+        st.Page("pages/lab_sweeps.py", title="Sweep lab", icon=":material/show_chart:"),
+        st.Page("pages/lab_batch.py", title="Batch lab", icon=":material/stacks:"),
+        st.Page("pages/lab_roofline.py", title="Roofline & hardware", icon=":material/terrain:"),
+        st.Page("pages/lab_remedies.py", title="Remedies lab", icon=":material/build:"),
+        st.Page("pages/lab_budget.py", title="Old Qin's budget", icon=":material/savings:"),
+        st.Page("pages/lab_profile.py", title="Where the time goes", icon=":material/biotech:"),
     ],
 }
 

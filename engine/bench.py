@@ -23,12 +23,16 @@ from engine.sampling import sample
 
 def hf_reference(lm):
     """A transformers model holding exactly our weights (same dtype and device)."""
-    from transformers import AutoModelForCausalLM
+    from transformers import AutoConfig, AutoModelForCausalLM, PretrainedConfig
 
     from engine.model_store import load_checkpoint
 
     ckpt = load_checkpoint(lm.source)
-    model = AutoModelForCausalLM.from_config(ckpt.hf_config, dtype=torch.float32)
+    config = ckpt.hf_config
+    if not isinstance(config, PretrainedConfig):  # our cache's config.json, read as plain attributes
+        fields = dict(vars(config))
+        config = AutoConfig.for_model(fields.pop("model_type"), **fields)
+    model = AutoModelForCausalLM.from_config(config, dtype=torch.float32)
     model.load_state_dict(ckpt.state_dict, strict=False)
     model.tie_weights()
     return model.to(lm.device, lm.dtype).eval()

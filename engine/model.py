@@ -58,8 +58,11 @@ class Transformer(nn.Module):
     def __init__(self, cfg: ModelConfig):
         super().__init__()
         self.cfg = cfg
-        self.tok_emb = nn.Embedding(cfg.vocab_size, cfg.d_model)
-        self.pos_emb = nn.Embedding(cfg.max_seq_len, cfg.d_model) if cfg.arch == "gpt2" else None
+        # `_weight` skips the random init (the checkpoint overwrites it; on the meta device that init
+        # would import torch's compiler stack, ~2 s)
+        self.tok_emb = nn.Embedding(cfg.vocab_size, cfg.d_model, _weight=torch.empty(cfg.vocab_size, cfg.d_model))
+        self.pos_emb = (nn.Embedding(cfg.max_seq_len, cfg.d_model, _weight=torch.empty(cfg.max_seq_len, cfg.d_model))
+                        if cfg.arch == "gpt2" else None)
         self.blocks = nn.ModuleList(Block(cfg) for _ in range(cfg.n_layers))
         self.final_norm = make_norm(cfg.arch, cfg.d_model, cfg.norm_eps)
         self.lm_head = nn.Linear(cfg.d_model, cfg.vocab_size, bias=False)

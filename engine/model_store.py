@@ -41,7 +41,7 @@ KNOWN_MODELS = (BUNDLED, *HF_IDS, *TINY_MODELS)
 @dataclass
 class Checkpoint:
     name: str  # what the user sees
-    hf_config: object  # transformers PretrainedConfig
+    hf_config: object  # a transformers PretrainedConfig, or its config.json as attributes
     state_dict: dict[str, torch.Tensor]  # Hugging Face key names
     tokenizer: object  # transformers tokenizer
 
@@ -69,11 +69,15 @@ def bundled_gguf_path() -> Path:
 
 
 def _load_folder(folder: Path, name: str) -> Checkpoint:
-    from safetensors.torch import load_file
-    from transformers import AutoConfig, AutoTokenizer
+    """Our own converted cache: config.json read as plain attributes (no transformers config
+    classes to import), the tokenizer through the fast-tokenizer class alone. ~1 s cold."""
+    from types import SimpleNamespace
 
-    config = AutoConfig.from_pretrained(folder)
-    tokenizer = AutoTokenizer.from_pretrained(folder)
+    from safetensors.torch import load_file
+    from transformers import PreTrainedTokenizerFast
+
+    config = SimpleNamespace(**json.loads((folder / "config.json").read_text()))
+    tokenizer = PreTrainedTokenizerFast.from_pretrained(folder)
     return Checkpoint(name, config, load_file(folder / "model.safetensors"), tokenizer)
 
 
