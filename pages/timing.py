@@ -15,6 +15,9 @@ with st.expander("Definitions (the same as vLLM's benchmarks)", expanded=False):
         st.markdown(f"- **{name}** — {definition}")
     st.markdown("Warm-up (one small run before timing) and the attention capture (a replay after timing, for the "
                 "Prefill and Decode pages) are measured but **excluded** from every number here.")
+    st.markdown("The browser runs on the same machine: while it draws the live updates it shares the CPU with the "
+                "model. On a 2-core machine that can make decode steps noticeably slower; switch off *Live latency "
+                "chart* in the sidebar, or use `python -m engine generate`, for the cleanest numbers.")
 
 trace = st.session_state.get(state.LAST_TRACE)
 if trace is None:

@@ -13,6 +13,7 @@ TOP_K = "sb_top_k"
 TOP_P = "sb_top_p"
 SEED = "sb_seed"
 CHAT = "sb_chat"
+LIVE_CHART = "sb_live_chart"
 RUN = "sb_run"
 
 # results kept across pages
