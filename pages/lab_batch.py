@@ -80,8 +80,8 @@ if result is not None and result.points:
     ridge = peaks.matmul_flops_per_s / peaks.copy_bytes_per_s if peaks is not None else None
     predicted = (roofline.predicted_crossover_batch(lm.config, n_prompt + n_out // 2, ridge, dtype_bytes, dtype_bytes)
                  if ridge is not None else None)
-    st.plotly_chart(fig_sweeps.batch_throughput_figure(points), width="stretch")
-    st.plotly_chart(fig_sweeps.batch_latency_figure(points, measured, predicted), width="stretch")
+    st.plotly_chart(fig_sweeps.batch_throughput_figure(points), width="stretch", theme=None)
+    st.plotly_chart(fig_sweeps.batch_latency_figure(points, measured, predicted), width="stretch", theme=None)
     st.markdown(lab_text.batch_explanation(measured, predicted, ridge, max(p.batch_size for p in points), dtype_bytes))
     st.dataframe(fig_sweeps.sweep_table(points), hide_index=True, width="stretch")
     st.download_button("Download CSV", fig_sweeps.sweep_csv(points), file_name="two_bends_batch_sweep.csv",

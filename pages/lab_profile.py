@@ -30,8 +30,8 @@ if result is None:
 else:
     st.markdown(rt.profile_summary(result))
     left, right = st.columns(2)
-    left.plotly_chart(fig_profile.kinds_figure(result), width="stretch")
-    right.plotly_chart(fig_profile.parts_figure(result), width="stretch")
+    left.plotly_chart(fig_profile.kinds_figure(result), width="stretch", theme=None)
+    right.plotly_chart(fig_profile.parts_figure(result), width="stretch", theme=None)
     st.markdown("**Milliseconds per phase** (prefill: one pass over the prompt; decode: one step, averaged):")
     st.dataframe(fig_profile.times_table(result), hide_index=True)
     tab_p, tab_d = st.tabs(["Top operators — prefill", "Top operators — decode"])

@@ -44,7 +44,7 @@ with tabs[0]:
     header("kv_cache")
     measure("kv_cache", lambda p: remedies.measure_kv_cache(lm, rt.OPEN_PROMPT, n_tokens, progress=p))
     if r := results.get("kv_cache"):
-        st.plotly_chart(fr.kv_cache_figure(r), width="stretch")
+        st.plotly_chart(fr.kv_cache_figure(r), width="stretch", theme=None)
         st.markdown(rt.kv_cache_summary(r))
 
 with tabs[1]:
@@ -58,7 +58,7 @@ with tabs[1]:
     prompts = {"copy / summarise": copy_prompt, "open-ended": open_prompt}
     measure("speculative", lambda p: remedies.measure_speculative(lm, prompts, n_tokens, k, progress=p))
     if r := results.get("speculative"):
-        st.plotly_chart(fr.speculative_figure(r), width="stretch")
+        st.plotly_chart(fr.speculative_figure(r), width="stretch", theme=None)
         st.markdown(rt.speculative_summary(r))
 
 with tabs[2]:
@@ -69,7 +69,7 @@ with tabs[2]:
     measure("prefix", lambda p: remedies.measure_prefix_cache(lm, turn1, turn2, answer_tokens=n_tokens, progress=p))
     if r := results.get("prefix"):
         st.plotly_chart(fr.phase_pair_figure([r.full, r.reused], "Turn 2: from scratch vs reusing turn 1's cache (measured)"),
-                        width="stretch")
+                        width="stretch", theme=None)
         st.markdown(rt.prefix_summary(r))
 
 with tabs[3]:
@@ -84,14 +84,14 @@ with tabs[3]:
 
     measure("dtype", run_dtypes)
     if r := results.get("dtype"):
-        st.plotly_chart(fr.phase_pair_figure(r, "float32 vs bfloat16 on this device (measured)"), width="stretch")
+        st.plotly_chart(fr.phase_pair_figure(r, "float32 vs bfloat16 on this device (measured)"), width="stretch", theme=None)
         st.markdown(rt.phase_rows_summary(r))
 
 with tabs[4]:
     header("int8")
     measure("int8", lambda p: remedies.measure_int8(lm, rt.OPEN_PROMPT, n_tokens, progress=p))
     if r := results.get("int8"):
-        st.plotly_chart(fr.phase_pair_figure(r.rows, "Weights in float vs int8 (measured)"), width="stretch")
+        st.plotly_chart(fr.phase_pair_figure(r.rows, "Weights in float vs int8 (measured)"), width="stretch", theme=None)
         st.markdown(rt.phase_rows_summary(r.rows))
         st.markdown(rt.int8_summary(r))
     st.caption(rt.LLAMA_CPP_CITATION)
@@ -100,7 +100,7 @@ with tabs[5]:
     header("overhead")
     measure("overhead", lambda p: remedies.measure_overhead(lm, progress=p))
     if r := results.get("overhead"):
-        st.plotly_chart(fr.overhead_figure(r), width="stretch")
+        st.plotly_chart(fr.overhead_figure(r), width="stretch", theme=None)
         st.markdown(rt.overhead_summary(r))
     if lm is None or lm.device.type != "cuda":
         st.info(rt.CUDA_NOTE)
@@ -108,7 +108,7 @@ with tabs[5]:
 with tabs[6]:
     st.markdown("Rows: the remedies measured so far in this session; columns: their measured effect on each phase. "
                 "A remedy meant for one segment shows grey on the other: budget spent there buys nothing.")
-    st.plotly_chart(fr.indicator_matrix_figure(results), width="stretch")
+    st.plotly_chart(fr.indicator_matrix_figure(results), width="stretch", theme=None)
     table = fr.effects_table(results)
     if not table.empty:
         st.dataframe(table.style.format({"TTFT speed-up": "×{:.2f}", "TPOT speed-up": "×{:.2f}"}), hide_index=True)

@@ -46,7 +46,7 @@ if lm is not None:
     if trace is not None:
         points = roofline.trace_points(lm.config, trace)
         st.plotly_chart(fig_roofline.roofline_figure(peaks.matmul_flops_per_s, peaks.copy_bytes_per_s, points),
-                        width="stretch")
+                        width="stretch", theme=None)
         st.caption(f"Points from {source}: {trace.n_prompt} prompt tokens, {trace.n_output} output tokens, "
                    f"batch {trace.batch_size}. " + lab_text.MEASURED_NOTE)
         st.dataframe(fig_roofline.points_table(points, peaks.matmul_flops_per_s, peaks.copy_bytes_per_s),
@@ -69,7 +69,7 @@ cfg, workload = roofline.MODEL_PRESETS[model_name], roofline.WORKLOAD_PRESETS[wo
 table = fig_roofline.predictions(cfg, workload, bpw, mfu, bw_eff, batch)
 st.plotly_chart(fig_roofline.prediction_bars(
     table, f"{model_name}, {workload.name} ({workload.prompt_tokens} in / {workload.output_tokens} out), B = {batch}"),
-    width="stretch")
+    width="stretch", theme=None)
 st.dataframe(table, hide_index=True, width="stretch")
 st.markdown(lab_text.BATCH_NOTE)
 st.markdown(lab_text.FORMULAS)

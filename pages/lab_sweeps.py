@@ -77,15 +77,15 @@ if result is not None and result.points:
     points = result.points
     if kind == "prompt":
         fit = fit_ttft([p.prompt_tokens for p in points], [p.ttft_s for p in points])
-        st.plotly_chart(fig_sweeps.ttft_figure(points, fit), width="stretch")
+        st.plotly_chart(fig_sweeps.ttft_figure(points, fit), width="stretch", theme=None)
         st.markdown(fig_sweeps.fit_text(fit))
-        st.plotly_chart(fig_sweeps.decode_latency_figure(points), width="stretch")
+        st.plotly_chart(fig_sweeps.decode_latency_figure(points), width="stretch", theme=None)
     else:
-        st.plotly_chart(fig_sweeps.phase_split_figure(points, "output_tokens"), width="stretch")
-        st.plotly_chart(fig_sweeps.decode_latency_figure(points), width="stretch")
+        st.plotly_chart(fig_sweeps.phase_split_figure(points, "output_tokens"), width="stretch", theme=None)
+        st.plotly_chart(fig_sweeps.decode_latency_figure(points), width="stretch", theme=None)
     st.markdown(lab_text.DECODE_FLAT)
     if kind == "prompt":
-        st.plotly_chart(fig_sweeps.phase_split_figure(points, "prompt_tokens"), width="stretch")
+        st.plotly_chart(fig_sweeps.phase_split_figure(points, "prompt_tokens"), width="stretch", theme=None)
     st.dataframe(fig_sweeps.sweep_table(points), hide_index=True, width="stretch")
     st.download_button("Download CSV", fig_sweeps.sweep_csv(points), file_name=f"two_bends_{kind}_sweep.csv",
                        mime="text/csv", key=state.SWEEP_CSV)
