@@ -72,6 +72,9 @@ def test_batch_sweep_reports_each_batch_size(tiny_llama):
         assert p.prefill_tokens_per_s == pytest.approx(p.batch_size * 8 / p.ttft_s)
     table = fig_sweeps.sweep_table(result.points)
     assert list(table["batch"]) == [1, 2, 4] and b"batch" in fig_sweeps.sweep_csv(result.points)
+    first = result.points[0]  # times shown in ms, rates left as tokens per second
+    assert table["TTFT (ms)"][0] == pytest.approx(first.ttft_s * 1000, abs=0.01)
+    assert table["prefill tok/s"][0] == pytest.approx(first.prefill_tokens_per_s, abs=0.01)
 
 
 def test_memory_guard_refuses_absurd_batches_before_running(tiny_llama):

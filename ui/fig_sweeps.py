@@ -20,12 +20,17 @@ COLUMNS = {  # SweepPoint field -> table heading (times in ms)
 }
 
 
+def _is_seconds(key: str) -> bool:
+    """ttft_s, decode_s ... are seconds (shown in ms); prefill_tokens_per_s is a rate and stays as it is."""
+    return key.endswith("_s") and not key.endswith("_per_s")
+
+
 def sweep_table(points: list[SweepPoint]) -> pd.DataFrame:
     """One row per measured point, times in milliseconds."""
     rows = []
     for p in points:
         row = p.row()
-        rows.append({label: (row[key] * MS if key.endswith("_s") else row[key]) for key, label in COLUMNS.items()})
+        rows.append({label: (row[key] * MS if _is_seconds(key) else row[key]) for key, label in COLUMNS.items()})
     return pd.DataFrame(rows, columns=list(COLUMNS.values())).round(2)
 
 
