@@ -26,7 +26,6 @@ def _stacked(result, key: str, categories, colors: dict, title: str) -> go.Figur
                     customdata=[getattr(p, key).get(cat, 0.0) for p in phases],
                     hovertemplate="%{x}<br>" + cat + ": %{y:.1f}% (%{customdata:.2f} ms)<extra></extra>")
     fig.update_layout(**base_layout(title, "", "share of the phase's wall time (%)", height=480), barmode="stack")
-    fig.update_layout(legend=dict(orientation="v", yanchor="top", y=1, xanchor="left", x=1.02))
     fig.update_yaxes(range=[0, 100])
     return fig
 

@@ -31,7 +31,7 @@ def phase_split_figure(summary, height: int = 190) -> go.Figure:
                              hovertemplate=f"{name}: %{{x:,.1f}} ms<extra></extra>"))
     title = f"Where the time went: prefill {prefill_ms:,.0f} ms ({share:.0%}) · decode {decode_ms:,.0f} ms ({1 - share:.0%})"
     layout = base_layout(title, "time (ms)", "", height)
-    layout["margin"] = dict(l=20, r=30, t=60, b=55)
+    layout.update(margin=dict(l=20, r=30, t=60, b=55), height=height)  # no legend: the bar labels itself
     fig.update_layout(**layout, barmode="stack", showlegend=False)
     fig.update_yaxes(showticklabels=False)
     return fig
@@ -60,7 +60,7 @@ def itl_figure(ttft_s: float, itl_s, title: str = "Each token's latency", height
         p50 = float(np.median(itl_ms))
         fig.add_trace(go.Scatter(x=[0.5, itl_ms.size + 0.5], y=[p50, p50], mode="lines", name=f"ITL p50 {p50:,.1f} ms",
                                  line=dict(color=NEUTRAL_COLOR, dash="dot", width=3), hoverinfo="skip"))
-    fig.update_layout(**_legend_below(base_layout(title, "output token (0 = the first)", "latency (ms)", height)),
+    fig.update_layout(**base_layout(title, "output token (0 = the first)", "latency (ms)", height),
                       bargap=0.15)
     if clipped:
         fig.update_yaxes(range=[0, top * 1.8])
@@ -80,7 +80,7 @@ def cumulative_figure(trace, height: int = 420) -> go.Figure:
     fig.add_trace(go.Scatter(x=decode_x, y=decode_y, mode="lines", name="Decode (one token per step)",
                              line=dict(color=DECODE_COLOR, width=5), fill="tozeroy",
                              hovertemplate="token %{x}: %{y:,.1f} ms<extra></extra>"))
-    fig.update_layout(**_legend_below(base_layout("Cumulative time", "tokens delivered", "elapsed since request (ms)", height)))
+    fig.update_layout(**base_layout("Cumulative time", "tokens delivered", "elapsed since request (ms)", height))
     return fig
 
 
@@ -92,14 +92,7 @@ def runs_figure(table, height: int = 420) -> go.Figure:
                          hovertemplate="%{x}<br>prefill %{y:,.1f} ms<extra></extra>"))
     fig.add_trace(go.Bar(x=labels, y=table["decode (ms)"], name="Decode", marker_color=DECODE_COLOR,
                          hovertemplate="%{x}<br>decode %{y:,.1f} ms<extra></extra>"))
-    fig.update_layout(**_legend_below(base_layout("Runs compared: time per phase", "run (prompt → output tokens)", "time (ms)",
-                                                  height)), barmode="stack")
+    fig.update_layout(**base_layout("Runs compared: time per phase", "run (prompt → output tokens)", "time (ms)",
+                                                  height), barmode="stack")
     return fig
 
-
-def _legend_below(layout: dict) -> dict:
-    """Side-by-side charts are narrow: put the legend under the x-axis so it never covers the title."""
-    layout["legend"] = dict(orientation="h", yanchor="top", y=-0.28, xanchor="left", x=0, traceorder="normal")
-    layout["margin"] = dict(layout["margin"], b=130)
-    layout["height"] = layout["height"] + 60
-    return layout

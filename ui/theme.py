@@ -17,8 +17,9 @@ def base_layout(title: str = "", x_title: str = "", y_title: str = "", height: i
         font=dict(size=FONT_SIZE),
         xaxis=dict(title=dict(text=x_title), automargin=True),
         yaxis=dict(title=dict(text=y_title), automargin=True),
-        height=height,
-        margin=dict(l=70, r=30, t=70, b=70),
+        height=height + 60,  # room for the legend under the x-axis
+        margin=dict(l=70, r=30, t=70, b=130),
         template="plotly_white",
-        legend=dict(orientation="h", yanchor="bottom", y=1.02, xanchor="right", x=1),
+        # under the x-axis title, so a legend never covers a long chart title
+        legend=dict(orientation="h", yanchor="top", y=-0.28, xanchor="left", x=0, traceorder="normal"),
     )
