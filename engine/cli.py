@@ -40,6 +40,12 @@ def cmd_generate(args) -> int:
 def cmd_prepare(args) -> int:
     """Convert and cache the bundled model ahead of time (the dashboard and tests call this)."""
     from engine.loader import load_model
+    from engine.model_store import ALIASES, BUNDLED, CACHE_FOLDER, cache_root
+
+    cached = cache_root() / CACHE_FOLDER
+    if ALIASES.get(args.model.lower()) == BUNDLED and (cached / "COMPLETE").is_file():
+        print(f"bundled model already converted: {cached}")
+        return 0
 
     lm = load_model(args.model, "cpu", "float32", progress=_progress)
     print(f"{lm.name}: {lm.config.n_params / 1e6:.1f} M parameters, loaded in {lm.load_seconds:.2f} s")
