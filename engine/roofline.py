@@ -12,6 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from engine.config import ModelConfig
+from engine.flops import decode_step_flops, matmul_params, prefill_flops  # noqa: F401 (re-exported)
 
 DEFAULT_MFU = 0.5  # fraction of peak FLOP/s a good prefill reaches (estimate)
 DEFAULT_BW_EFF = 0.7  # fraction of peak bandwidth a good decode step reaches (estimate)
@@ -97,26 +98,9 @@ def count_params(cfg: ModelConfig) -> int:
     return cfg.n_params + cfg.n_layers * (per_layer_norms + biases) + final_norm
 
 
-def matmul_params(cfg: ModelConfig) -> int:
-    """Weights every token is multiplied by inside the blocks (embeddings are a lookup, not a matmul)."""
-    C, D = cfg.d_model, cfg.head_dim
-    attn = C * (cfg.n_heads + 2 * cfg.n_kv_heads) * D + cfg.n_heads * D * C
-    mlp = (3 if cfg.arch == "llama" else 2) * C * cfg.d_ff
-    return cfg.n_layers * (attn + mlp)
-
-
-def prefill_flops(cfg: ModelConfig, T: int, B: int = 1) -> float:
-    """2·(block matmul params)·T + LM head on the last position + attention over the causal triangle."""
-    blocks = 2 * matmul_params(cfg) * T
-    lm_head = 2 * cfg.vocab_size * cfg.d_model  # our prefill computes logits for the last position only
-    attention = 4 * cfg.n_layers * cfg.n_heads * cfg.head_dim * (T * (T + 1) // 2)  # QKᵀ and P·V, 2 FLOP per MAC
-    return float(B * (blocks + lm_head + attention))
-
-
 def decode_flops(cfg: ModelConfig, S: int, B: int = 1) -> float:
     """One decode step at context S (including the new token): one token's worth of every matmul per sequence."""
-    attention = 4 * cfg.n_layers * cfg.n_heads * cfg.head_dim * S
-    return float(B * (2 * matmul_params(cfg) + 2 * cfg.vocab_size * cfg.d_model + attention))
+    return decode_step_flops(cfg, S - 1, B)
 
 
 def weight_bytes(cfg: ModelConfig, bytes_per_weight: float) -> float:
