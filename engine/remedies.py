@@ -240,3 +240,24 @@ def measure_overhead(lm, context: int = 64, steps: int = 16, progress: Progress 
               f"the same operators in the same order, but {2 * lm.config.n_heads}-wide matrices, so its step time is almost "
               "pure per-step overhead (Python, operator dispatch, launches); real step − skeleton step ≈ the math.")
     return OverheadResult(real, skeleton, lm.config.n_layers, method)
+
+
+@dataclass
+class CudaGraphResult:
+    eager: PhaseRow  # the same greedy request, decode steps launched op by op
+    graphed: PhaseRow  # decode steps replayed from one captured CUDA graph
+    same_tokens: bool
+
+
+def measure_cuda_graphs(lm, prompt: str, n_tokens: int = 32, chat: bool = True,
+                        progress: Progress | None = None) -> CudaGraphResult:
+    """Eager decode vs CUDA-graph replay (engine/static_decode.py) on the same request: the gap between steps."""
+    if lm.device.type != "cuda":
+        raise engine.EngineError("CUDA graphs need a CUDA GPU; this model runs on " + lm.device.type)
+    ids = encode_prompt(lm, prompt, chat)
+    _tick(progress, "eager decode", 0.1)
+    eager = engine.generate(lm, ids, n_tokens, ignore_eos=True)
+    _tick(progress, "decode replayed from a CUDA graph", 0.55)
+    graphed = engine.generate(lm, ids, n_tokens, ignore_eos=True, cuda_graphs=True)
+    return CudaGraphResult(PhaseRow.from_trace("eager", eager), PhaseRow.from_trace("CUDA graph", graphed),
+                           eager.output_ids == graphed.output_ids)

@@ -104,6 +104,14 @@ with tabs[5]:
         st.markdown(rt.overhead_summary(r))
     if lm is None or lm.device.type != "cuda":
         st.info(rt.CUDA_NOTE)
+    else:
+        st.markdown("**CUDA graphs** (measured): the same request, decode steps launched one kernel at a time vs "
+                    "replayed from one captured graph.")
+        measure("cuda_graphs", lambda p: remedies.measure_cuda_graphs(lm, rt.OPEN_PROMPT, n_tokens, progress=p))
+        if r := results.get("cuda_graphs"):
+            st.plotly_chart(fr.phase_pair_figure([r.eager, r.graphed], "Eager vs CUDA-graph decode (measured)"),
+                            width="stretch", theme=None)
+            st.caption(f"Same tokens: {r.same_tokens}")
 
 with tabs[6]:
     st.markdown("Rows: the remedies measured so far in this session; columns: their measured effect on each phase. "

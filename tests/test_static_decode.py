@@ -37,3 +37,14 @@ def test_cuda_graph_decode_gives_the_same_tokens():
         a = engine.decode_step(lm, a, eager).argmax(-1)
         b = decoder.step(b).argmax(-1)
         assert torch.equal(a, b)
+
+
+def test_cuda_graph_measurement_refuses_cpu_with_a_clear_message(tiny_llama):
+    from engine import remedies
+
+    if tiny_llama.device.type == "cuda":
+        pytest.skip("runs on CUDA here")
+    with pytest.raises(engine.EngineError, match="need a CUDA GPU"):
+        remedies.measure_cuda_graphs(tiny_llama, "the sea", 4)
+    with pytest.raises(engine.EngineError, match="need a CUDA GPU"):
+        engine.generate(tiny_llama, "the sea", 4, cuda_graphs=True)
