@@ -47,12 +47,15 @@ def int8_kernel_works(device: torch.device, dtype: torch.dtype) -> bool:
 class Int8Linear(nn.Module):
     """A drop-in for nn.Linear holding int8 weights (N, K) and float scales (N,)."""
 
-    def __init__(self, linear: nn.Linear, use_kernel: bool):
+    def __init__(self, linear: nn.Linear, use_kernel: bool, kernel_dtype: torch.dtype | None = None):
         super().__init__()
         q, scales = quantize_weight(linear.weight)
         dtype, device = linear.weight.dtype, linear.weight.device
         self.register_buffer("weight_int8", q.to(device))  # (N, K)
         self.register_buffer("scales", scales.to(device=device, dtype=dtype))  # (N,)
+        # the kernel's activation dtype: on CPU its fast path takes bfloat16 (float32 input is ~8x slower)
+        self.kernel_dtype = kernel_dtype or dtype
+        self.register_buffer("kernel_scales", scales.to(device=device, dtype=self.kernel_dtype))  # (N,)
         self.bias = None if linear.bias is None else nn.Parameter(linear.bias.detach().clone(), requires_grad=False)
         self.in_features, self.out_features = linear.in_features, linear.out_features
         self.use_kernel = use_kernel
@@ -61,7 +64,8 @@ class Int8Linear(nn.Module):
         shape = x.shape
         x2 = x.reshape(-1, self.in_features).to(self.scales.dtype)  # (M, K) with M = B * T
         if self.use_kernel and x2.shape[0] <= KERNEL_MAX_ROWS:  # decode: a few rows, the int8 kernel
-            y = torch.ops.aten._weight_int8pack_mm(x2.contiguous(), self.weight_int8, self.scales)  # (M, N)
+            xk = x2.to(self.kernel_dtype).contiguous()  # (M, K)
+            y = torch.ops.aten._weight_int8pack_mm(xk, self.weight_int8, self.kernel_scales).to(x2.dtype)  # (M, N)
         else:  # prefill (or no kernel): dequantise, then an ordinary float GEMM; the bytes read are int8
             y = x2 @ (self.weight_int8.to(x2.dtype) * self.scales[:, None]).T  # (M, N)
         if self.bias is not None:
@@ -70,7 +74,7 @@ class Int8Linear(nn.Module):
 
     @property
     def nbytes(self) -> int:
-        b = self.weight_int8.numel() + self.scales.numel() * self.scales.element_size()
+        b = self.weight_int8.numel() + self.kernel_scales.numel() * self.kernel_scales.element_size()
         return b + (0 if self.bias is None else self.bias.numel() * self.bias.element_size())
 
 
@@ -93,21 +97,24 @@ def quantize_model(lm, include_lm_head: bool = True):
     Returns (quantized LoadedModel, kernel name). The token embedding stays float: a lookup reads one
     row per token, not the whole matrix; a tied LM head gets its own int8 copy.
     """
-    use_kernel = int8_kernel_works(lm.device, lm.dtype)
+    # prefer bfloat16 activations for the kernel where it works (its fast path on CPU), else the model's dtype
+    kernel_dtype = next((d for d in (torch.bfloat16, lm.dtype) if int8_kernel_works(lm.device, d)), None)
+    use_kernel = kernel_dtype is not None
     model = copy.deepcopy(lm.model)
 
     def swap(parent: nn.Module) -> None:
         for name, child in parent.named_children():
             if isinstance(child, nn.Linear):
-                setattr(parent, name, Int8Linear(child, use_kernel))
+                setattr(parent, name, Int8Linear(child, use_kernel, kernel_dtype))
             else:
                 swap(child)
 
     swap(model.blocks)
     if include_lm_head:
-        model.lm_head = Int8Linear(model.lm_head, use_kernel)
+        model.lm_head = Int8Linear(model.lm_head, use_kernel, kernel_dtype)
     model.eval().requires_grad_(False)
-    kernel = (f"aten._weight_int8pack_mm for up to {KERNEL_MAX_ROWS} rows (decode), dequantise + float GEMM above"
+    kernel = (f"aten._weight_int8pack_mm ({str(kernel_dtype).removeprefix('torch.')} activations) for up to "
+              f"{KERNEL_MAX_ROWS} rows (decode), dequantise + float GEMM above"
               if use_kernel else "dequantise on the fly + float GEMM (no int8-weight kernel for this device/dtype)")
     qlm = dataclasses.replace(lm, model=model, name=f"{lm.name} int8", warm=set())
     return qlm, kernel

@@ -95,12 +95,15 @@ def test_int8_model_close_to_float(tiny_llama):
     assert agree.rel_error < 0.05
     assert agree.top1_agreement >= 0.9
     ids = prompts[0]
-    # the decode path (int8 kernel, M=1) and the prefill path (dequantise, M>1) agree with each other
+    # the decode path (int8 kernel, M=1) and the prefill path (dequantise, M>1) agree with each other, up to the
+    # kernel's bfloat16 activations (8 significant bits) where it uses them
     full = prefill(qlm, torch.tensor([ids]), new_cache(qlm, 1, len(ids)), all_logits=True)[0, -1]
     cache = new_cache(qlm, 1, len(ids))
     prefill(qlm, torch.tensor([ids[:-1]]), cache)
     step = engine.decode_step(qlm, torch.tensor([ids[-1]]), cache)[0]
-    torch.testing.assert_close(step, full, atol=1e-3, rtol=1e-3)
+    bf16 = qlm.model.lm_head.kernel_dtype == torch.bfloat16
+    torch.testing.assert_close(step, full, atol=1e-2 if bf16 else 1e-3, rtol=1e-2 if bf16 else 1e-3)
+    assert torch.equal(step.argmax(), full.argmax())
 
 
 def test_no_cache_same_tokens(tiny_llama):
