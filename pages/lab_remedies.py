@@ -120,4 +120,6 @@ with tabs[6]:
     table = fr.effects_table(results)
     if not table.empty:
         st.dataframe(table.style.format({"TTFT speed-up": "×{:.2f}", "TPOT speed-up": "×{:.2f}"}), hide_index=True)
+    st.caption("Each cell comes from the last measurement of that remedy on this machine. On a small or busy machine "
+               "timings move by 10-25 % between runs, so treat smaller differences as noise and measure again.")
     st.markdown(f"**{rt.LESSON}**")
