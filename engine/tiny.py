@@ -11,8 +11,6 @@ from functools import lru_cache
 
 import torch
 
-from engine.model_store import TINY_MODELS  # noqa: E402,F401
-
 _CORPUS = (
     "Two bends on the old post road: the wide valley at Longmen Bay where the whole convoy rides "
     "side by side, and the single-plank bridge where riders cross one at a time. Prefill reads the "

@@ -77,9 +77,7 @@ with tabs[3]:
     st.markdown(rt.DTYPE_NOTE)
 
     def run_dtypes(progress):
-        name = st.session_state.get(state.MODEL, widgets.DEFAULT_MODEL)
-        device = st.session_state.get(state.DEVICE, "auto")
-        models = {dt: widgets._load(name, device, dt) for dt in ("float32", "bfloat16")}
+        models = {dt: widgets.model_in_dtype(dt) for dt in ("float32", "bfloat16")}
         return remedies.measure_models(models, rt.OPEN_PROMPT, n_tokens, progress=progress)
 
     measure("dtype", run_dtypes)

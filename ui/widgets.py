@@ -34,13 +34,16 @@ def _load(name: str, device: str, dtype: str) -> engine.LoadedModel:
     return lm
 
 
+def model_in_dtype(dtype: str) -> engine.LoadedModel:
+    """The sidebar's model and device in another dtype (cached like the main one); raises EngineError."""
+    name = st.session_state.get(state.MODEL, DEFAULT_MODEL)
+    return _load(name, st.session_state.get(state.DEVICE, "auto"), dtype)
+
+
 def current_model() -> engine.LoadedModel | None:
     """The model chosen in the sidebar, loaded once per server; None (with a message shown) on error."""
-    name = st.session_state.get(state.MODEL, DEFAULT_MODEL)
-    device = st.session_state.get(state.DEVICE, "auto")
-    dtype = st.session_state.get(state.DTYPE, "float32")
     try:
-        return _load(name, device, dtype)
+        return model_in_dtype(st.session_state.get(state.DTYPE, "float32"))
     except engine.EngineError as exc:
         st.error(f"Could not load the model: {exc}")
         return None
