@@ -195,7 +195,7 @@ def run_panel(request: RunRequest) -> None:
                    expanded=True) as status:
         bar = st.progress(0.0, text="Prefill: reading the whole prompt in one pass (the valley)…")
         text_box, chart_box = st.empty(), st.empty()
-        last_draw = [0.0, 0]  # time of the last redraw, redraw count (unique chart keys)
+        last_draw = [time.perf_counter(), 0]  # time of the last redraw (first one after a second), redraw count
 
         last_text = [0.0]
 
