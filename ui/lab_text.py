@@ -101,6 +101,7 @@ def fable_text(results: dict[str, BudgetResult]) -> str:
     lines = ["**The fable's numbers** (the valley is 20% of the journey, p = 0.2):"]
     for name, r in results.items():
         lines.append(f"- {name}: 1 − ({r.new_prefill:.2f} + {r.new_decode:.2f}) = **{r.saving:.0%} saved**")
+    lines.append("")  # a paragraph of its own, not glued to the last bullet
     lines.append("Doubling only the valley saves a tenth: the horsepower is spent where the journey isn't. "
                  "Put money on the bridge too and the same journey is 40% shorter (doubling only the bridge "
                  "would already save 1 − (0.2 + 0.4) = 40%).")
