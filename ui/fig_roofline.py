@@ -71,7 +71,7 @@ def prediction_bars(table: pd.DataFrame, title: str) -> go.Figure:
     fig.add_bar(y=table["hardware"], x=100 - share, orientation="h", name="decode share (estimate)", marker_color=DECODE_COLOR,
                 marker_pattern_shape="/", text=totals, textposition="inside", insidetextanchor="end",
                 textfont=dict(color="white", size=16))
-    fig.update_layout(**base_layout(title, "% of the estimated end-to-end time (total written at the right)", "", height=480),
+    fig.update_layout(**base_layout(title, "% of estimated end-to-end time (total at right)", "", height=480),
                       barmode="stack")
     fig.update_xaxes(range=[0, 100])
     fig.update_yaxes(autorange="reversed")
