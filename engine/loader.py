@@ -73,8 +73,11 @@ def pick_dtype(dtype: str | torch.dtype, device: torch.device) -> torch.dtype:
 def build_model(cfg: ModelConfig, hf_state_dict: dict, device: torch.device, dtype: torch.dtype) -> Transformer:
     with torch.device("meta"):
         model = Transformer(cfg)  # no memory, no random init: the checkpoint fills everything
-    model.to_empty(device="cpu")
-    load_into(model, hf_state_dict)
+    load_into(model, hf_state_dict, assign=True)  # parameters become the checkpoint's tensors, no extra copy
+    for module in model.modules():  # non-persistent buffers (rotary tables) are not in the checkpoint
+        for name, buf in module._buffers.items():
+            if buf is not None and buf.is_meta:
+                module._buffers[name] = torch.empty_like(buf, device="cpu")
     if cfg.tie_embeddings:
         model.lm_head.weight = model.tok_emb.weight
     model.reset_buffers()

@@ -78,6 +78,7 @@ def map_hf_state_dict(cfg: ModelConfig, hf: dict[str, torch.Tensor],
     return out
 
 
-def load_into(model: torch.nn.Module, hf_state_dict: dict[str, torch.Tensor]) -> None:
+def load_into(model: torch.nn.Module, hf_state_dict: dict[str, torch.Tensor], assign: bool = False) -> None:
+    """Copy the mapped weights into `model`, or with assign=True make them its parameters (meta-built models)."""
     expected = model.state_dict()
-    model.load_state_dict(map_hf_state_dict(model.cfg, hf_state_dict, expected), strict=True)
+    model.load_state_dict(map_hf_state_dict(model.cfg, hf_state_dict, expected), strict=True, assign=assign)

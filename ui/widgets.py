@@ -122,7 +122,7 @@ def sidebar() -> RunRequest:
         max_new = st.slider("Output length (max new tokens)", 1, OUTPUT_TOKENS_MAX, key=state.MAX_NEW_TOKENS)
         chat = st.toggle("Wrap in the model's chat template", key=state.CHAT)
         request.live_chart = st.toggle(
-            "Live latency chart while running", key=state.LIVE_CHART,
+            "Live latency chart during generation", key=state.LIVE_CHART,
             help="Redraws the chart about once a second during a run. The browser's drawing shares this machine's "
                  "CPU with the model, so on a small machine turn it off for the cleanest timings.")
         with st.expander("Sampling (temperature 0 = greedy)"):
