@@ -19,6 +19,7 @@ from engine.generate import decode_step, generate, new_cache, now, prefill
 from engine.hardware import measure_peaks
 from engine.loader import load_model
 from engine.sampling import sample
+from engine.sweeps import prompt_ids_of_length
 
 
 def hf_reference(lm):
@@ -48,8 +49,8 @@ def median_pair(repeats: int, ours, theirs) -> tuple[float, float]:
 
 
 def prompt_ids(lm, n: int) -> torch.Tensor:
-    base = lm.tokenizer.encode("The single-plank bridge carries one rider at a time, while the valley is wide. ")
-    return torch.tensor([(base * (n // len(base) + 1))[:n]], device=lm.device)  # (1, n)
+    """(1, n) ids of real text, the same material the sweep lab uses."""
+    return torch.tensor([prompt_ids_of_length(lm, n)], device=lm.device)
 
 
 @torch.inference_mode()

@@ -167,3 +167,12 @@ def test_cli_json_has_the_trace_keys():
     assert out.returncode == 0, out.stderr
     data = json.loads(out.stdout)
     assert len(data["output_ids"]) == 4 and len(data["steps"]) == 3
+
+
+def test_bench_quick_smoke_prints_every_row():
+    out = subprocess.run([sys.executable, "-m", "engine", "bench", "--quick", "--repeats", "1", "--model", "tiny-llama"],
+                         capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr
+    for label in ("measured floors", "prefill 32 tokens", "decode step @ context 128", "generate 64 + 8 tokens",
+                  "Trace bookkeeping"):
+        assert label in out.stdout
