@@ -3,12 +3,12 @@ the model's shapes (prefill's ceiling). Roofline model: Williams, Waterman, Patt
 """
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass
 
 import torch
 
 from engine.config import ModelConfig
+from engine.generate import now
 
 
 @dataclass(frozen=True)
@@ -19,22 +19,13 @@ class MeasuredPeaks:
     dtype: str
 
 
-def _sync(device: torch.device) -> None:
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)
-    elif device.type == "mps":
-        torch.mps.synchronize()
-
-
 def _best_seconds(fn, device: torch.device, repeats: int) -> float:
     fn()  # warm-up
     best = float("inf")
     for _ in range(repeats):
-        _sync(device)
-        start = time.perf_counter()
+        start = now(device)
         fn()
-        _sync(device)
-        best = min(best, time.perf_counter() - start)
+        best = min(best, now(device) - start)
     return best
 
 

@@ -25,7 +25,7 @@ class LoadedModel:
     dtype: torch.dtype
     load_seconds: float = 0.0
     source: str = ""  # what load_model was given (name, HF id or folder), to load the same weights again
-    warm: set = field(default_factory=set)  # which (batch, capture) shapes have been warmed up
+    warm: set = field(default_factory=set)  # batch sizes already warmed up (see generate.warm_up)
 
     @property
     def dtype_name(self) -> str:
