@@ -18,9 +18,9 @@ def _add_model_args(p: argparse.ArgumentParser) -> None:
 
 
 def cmd_generate(args) -> int:
-    from engine.generate import generate
-    from engine.loader import load_model
-    from engine.metrics import format_summary, summarize
+    from engine.core.generate import generate
+    from engine.core.metrics import format_summary, summarize
+    from engine.loading.loader import load_model
 
     lm = load_model(args.model, args.device, args.dtype, progress=None if args.json else _progress)
     trace = generate(lm, args.prompt, args.max_new_tokens, temperature=args.temperature, top_k=args.top_k,
@@ -39,10 +39,11 @@ def cmd_generate(args) -> int:
 
 def cmd_prepare(args) -> int:
     """Convert and cache the bundled model ahead of time (the dashboard and tests call this)."""
-    from engine.loader import load_model
-    from engine.model_store import ALIASES, BUNDLED, CACHE_FOLDER, cache_root
+    from engine.loading.loader import load_model
+    from engine.loading.model_store import ALIASES, BUNDLED, CACHE_FOLDER, cache_root, clean_stale_conversions
 
     cached = cache_root() / CACHE_FOLDER
+    clean_stale_conversions()
     if ALIASES.get(args.model.lower()) == BUNDLED and (cached / "COMPLETE").is_file():
         print(f"bundled model already converted: {cached}")
         return 0
@@ -53,7 +54,7 @@ def cmd_prepare(args) -> int:
 
 
 def cmd_bench(args) -> int:
-    from engine.bench import run_bench
+    from engine.labs.bench import run_bench
 
     run_bench(args)
     return 0

@@ -23,11 +23,11 @@ if trace.attention is None or trace.kv_key_norms is None:
     st.warning("This run has no attention / KV capture to draw. Run again from the sidebar.")
     st.stop()
 
-shapes = phase_numbers.shapes_from_trace(trace)
+cfg = trace.model_config
 n_positions = len(trace.steps) + 1
-layer_options = list(range(len(trace.attention.layers)))
-head_options = [None] + list(range(shapes.n_heads))
-kv_head_options = [None] + list(range(shapes.n_kv_heads))
+layer_options = list(trace.attention.layers)
+head_options = [None] + list(range(cfg.n_heads))
+kv_head_options = [None] + list(range(cfg.n_kv_heads))
 for key, options in ((state.DECODE_LAYER, layer_options), (state.DECODE_HEAD, head_options),
                      (state.DECODE_KV_HEAD, kv_head_options), (state.DECODE_POSITION, range(n_positions))):
     if key in st.session_state and st.session_state[key] not in options:
@@ -71,7 +71,7 @@ def step_view() -> None:
     numbers[1].metric("Tokens in the KV cache", f"{view.kv_tokens}")
     numbers[2].metric("KV cache bytes", phase_numbers.binary_bytes(view.kv_bytes))
     numbers[3].metric("KV bytes per token", f"{trace.kv_bytes_per_token:,} B")
-    st.caption(f"KV bytes per token = {phase_numbers.kv_formula_text(shapes, trace.dtype)}.  "
+    st.caption(f"KV bytes per token = {phase_numbers.kv_formula_text(cfg, trace.dtype)}.  "
                f"Cache now: {phase_numbers.kv_counter_text(trace.kv_bytes_per_token, view.kv_tokens, trace.batch_size)}.")
     if view.phase == "decode":
         st.caption(f"Why memory-bound: this step {phase_numbers.bandwidth_text(view)}, for about 2 FLOPs per weight.")
@@ -88,17 +88,17 @@ def step_view() -> None:
     with attention_tab:
         pick = st.columns(2)
         layer = pick[0].selectbox("Layer", layer_options, key=state.DECODE_LAYER,
-                                  format_func=lambda i: f"layer {trace.attention.layers[i]}")
+                                  format_func=lambda i: f"layer {i}")
         head = pick[1].selectbox("Head", head_options, key=state.DECODE_HEAD,
                                  format_func=lambda h: "mean over heads" if h is None else f"head {h}")
         st.plotly_chart(fig_attention.attention_row_figure(trace, view.position, layer, head), theme=None)
         st.caption("One query (the token just fed in) against every cached key: a 1 × S row, not an S × S matrix. "
                    "Small arithmetic, but the whole cache has to be read to do it.")
     with heads_tab:
-        st.plotly_chart(fig_kvcache.gqa_figure(shapes.n_heads, shapes.n_kv_heads), theme=None)
-        st.caption(f"Grouped-query attention: only {shapes.n_kv_heads} key/value heads are cached per layer, "
-                   f"each read by {shapes.n_heads // max(1, shapes.n_kv_heads)} query heads — the cache is "
-                   f"{shapes.n_heads // max(1, shapes.n_kv_heads)}× smaller than with one KV head per query head.")
+        st.plotly_chart(fig_kvcache.gqa_figure(cfg.n_heads, cfg.n_kv_heads), theme=None)
+        st.caption(f"Grouped-query attention: only {cfg.n_kv_heads} key/value heads are cached per layer, "
+                   f"each read by {cfg.n_heads // max(1, cfg.n_kv_heads)} query heads — the cache is "
+                   f"{cfg.n_heads // max(1, cfg.n_kv_heads)}× smaller than with one KV head per query head.")
 
 
 step_view()

@@ -3,11 +3,11 @@ import time
 from dataclasses import replace
 
 import streamlit as st
-import torch
 
 import engine
-from engine import roofline, sweeps
-from engine.hardware import measure_peaks
+from engine.labs import sweeps
+from engine.labs.hardware import measure_peaks
+from engine.perfmodel import roofline
 from ui import fig_sweeps, lab_text, state, widgets
 
 BATCH_CHOICES = [1, 2, 4, 8, 16, 32, 64]
@@ -29,7 +29,7 @@ n_out = int(cols[2].number_input("Output tokens", 2, 64, 8, key=state.BATCH_OUTP
 lm = widgets.current_model()
 if lm is None:
     st.stop()
-dtype_bytes = torch.empty((), dtype=lm.dtype).element_size()
+dtype_bytes = lm.dtype.itemsize
 if sizes:
     est = sweeps.estimate_batch_memory(lm, sizes[-1], n_prompt, n_out)
     free = f"{est.available / GIB:.1f} GiB free now" if est.available is not None else "free memory unknown"

@@ -2,7 +2,7 @@
 import streamlit as st
 
 import engine
-from engine import budget, roofline
+from engine.perfmodel import budget, roofline
 from ui import fig_roofline, lab_text, state
 
 SOURCES = {

@@ -2,7 +2,7 @@
 import streamlit as st
 
 import engine
-from engine import profiling
+from engine.labs import profiling
 from ui import fig_profile, state, widgets
 from ui import remedy_text as rt
 

@@ -2,7 +2,7 @@
 import streamlit as st
 
 import engine
-from engine import remedies
+from engine.labs import remedies
 from ui import fig_remedies as fr
 from ui import remedy_text as rt
 from ui import state, widgets

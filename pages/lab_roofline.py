@@ -2,9 +2,9 @@
 import streamlit as st
 
 import engine
-from engine import roofline
-from engine.hardware import measure_peaks
-from engine.sweeps import prompt_ids_of_length
+from engine.labs.hardware import measure_peaks
+from engine.labs.sweeps import prompt_ids_of_length
+from engine.perfmodel import roofline
 from ui import fig_roofline, lab_text, state, widgets
 
 BYTES_PER_WEIGHT = {2.0: "bf16 / fp16 (2 bytes)", 4.0: "fp32 (4 bytes)", 1.0: "int8 (1 byte)", 0.5: "4-bit (0.5 byte)"}
@@ -44,7 +44,7 @@ if lm is not None:
     m[1].metric("Matmul FLOP/s (measured)", f"{peaks.matmul_flops_per_s / 1e9:.1f} GFLOP/s")
     m[2].metric("Ridge point", f"{peaks.matmul_flops_per_s / peaks.copy_bytes_per_s:.1f} FLOP/byte")
     if trace is not None:
-        points = roofline.trace_points(lm.config, trace)
+        points = roofline.trace_points(trace)
         st.plotly_chart(fig_roofline.roofline_figure(peaks.matmul_flops_per_s, peaks.copy_bytes_per_s, points),
                         width="stretch", theme=None)
         st.caption(f"Points from {source}: {trace.n_prompt} prompt tokens, {trace.n_output} output tokens, "

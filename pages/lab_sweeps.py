@@ -5,8 +5,8 @@ from dataclasses import replace
 import streamlit as st
 
 import engine
-from engine import sweeps
-from engine.fit import fit_ttft
+from engine.labs import sweeps
+from engine.perfmodel.fit import fit_ttft
 from ui import fig_sweeps, lab_text, state, widgets
 
 PROMPT_CHOICES = [16, 32, 64, 128, 256, 512, 1024, 2048]

@@ -1,7 +1,7 @@
 """Prefill — the valley: the whole prompt crosses side by side in one pass (layout only; numbers come from ui/)."""
 import streamlit as st
 
-from ui import fig_attention, phase_numbers, state, widgets
+from ui import fig_attention, phase_numbers, state
 
 st.title("Prefill — the valley")
 st.markdown(
@@ -22,31 +22,30 @@ if trace.attention is None or not trace.attention.prefill:
     st.stop()
 
 # --- the measured time and the estimated work -------------------------------------------------------------
-lm = widgets.current_model()
-config = lm.config if lm is not None and lm.name == trace.model and lm.config.n_params == trace.n_params else None
-flops = phase_numbers.prefill_flops_for(trace, config)
+cfg = trace.model_config
+flops = phase_numbers.prefill_flops_of(trace)
 cols = st.columns([0.8, 1.1, 1.1, 1.4])
 cols[0].metric("Prompt tokens (T)", f"{trace.n_prompt}" + (f" × {trace.batch_size}" if trace.batch_size > 1 else ""))
 cols[1].metric("Prefill time = TTFT (measured)", f"{trace.prefill_seconds * 1000:.1f} ms")
 cols[2].metric("Prefill work (estimate)", phase_numbers.si(flops.total, "FLOP"))
 cols[3].metric("Achieved (estimate ÷ measured)", phase_numbers.si(flops.total / max(trace.prefill_seconds, 1e-12), "FLOP/s"))
-shapes = phase_numbers.shapes_from_trace(trace)
 st.caption(
-    f"Estimate: {flops.formula}, with N = {trace.n_params:,} parameters, L = {shapes.n_layers} layers, "
-    f"H·D = {shapes.n_heads}·{shapes.head_dim}, T = {trace.n_prompt}: matrix products "
-    f"{phase_numbers.si(flops.matmul, 'FLOP')} + attention {phase_numbers.si(flops.attention, 'FLOP')}. "
+    f"Estimate: {phase_numbers.PREFILL_FORMULA}, with W = {cfg.matmul_params:,}, L = {cfg.n_layers} layers, "
+    f"H·D = {cfg.n_heads}·{cfg.head_dim}, V·C = {cfg.vocab_size:,}·{cfg.d_model}, T = {trace.n_prompt}, "
+    f"B = {trace.batch_size}: matrix products {phase_numbers.si(flops.matmul, 'FLOP')} + attention "
+    f"{phase_numbers.si(flops.attention, 'FLOP')} + LM head {phase_numbers.si(flops.lm_head, 'FLOP')}. "
     f"Time measured in this run on {trace.env.get('device_name', trace.device)} ({trace.dtype})."
 )
 
 # --- layer / head pickers (redrawing never re-runs the model: everything comes from the trace) -------------
-layer_options = list(range(len(trace.attention.layers)))
-head_options = [None] + list(range(shapes.n_heads))
+layer_options = list(trace.attention.layers)
+head_options = [None] + list(range(cfg.n_heads))
 for key, options in ((state.PREFILL_LAYER, layer_options), (state.PREFILL_HEAD, head_options)):
     if key in st.session_state and st.session_state[key] not in options:
         del st.session_state[key]  # a new run with another model: fall back to the default
 pick = st.columns([1, 1, 1, 1.6])
 layer = pick[0].selectbox("Layer", layer_options, key=state.PREFILL_LAYER,
-                          format_func=lambda i: f"layer {trace.attention.layers[i]}")
+                          format_func=lambda i: f"layer {i}")
 head = pick[1].selectbox("Head", head_options, key=state.PREFILL_HEAD,
                          format_func=lambda h: "mean over heads" if h is None else f"head {h}")
 scale = pick[2].radio("Colours", ["linear", "log"], index=1, key=state.PREFILL_SCALE, horizontal=True,
@@ -62,7 +61,7 @@ with animation_tab:
     st.plotly_chart(fig_attention.phase_animation(trace, layer, head, scale), theme=None)
     st.caption(
         f"Press ▶ Play or drag the slider. Frame 0: prefill fills all {trace.n_prompt} orange rows in one pass. "
-        f"Each later frame is one decode step adding a single blue row ({len(trace.attention.decode)} steps): "
+        f"Each later frame is one decode step adding a single blue row ({len(trace.steps)} steps): "
         "the bridge, one rider at a time."
     )
 

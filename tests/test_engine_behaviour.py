@@ -8,14 +8,14 @@ import pytest
 import torch
 
 import engine
-from engine.sampling import make_generator, sample
+from engine.core.sampling import make_generator, sample
 
 
 def test_kv_cache_bytes_follow_the_formula(tiny_llama):
     cfg = tiny_llama.config
     cache = engine.KVCache(cfg, batch=3, max_len=20, dtype=torch.float32)
     per_token = 2 * cfg.n_layers * cfg.n_kv_heads * cfg.head_dim * 4
-    assert cache.bytes_per_token == 3 * per_token
+    assert cache.bytes_per_token == per_token  # per sequence, the same meaning as Trace.kv_bytes_per_token
     assert cache.nbytes_allocated == 20 * 3 * per_token == sum(t.numel() * 4 for t in cache.keys + cache.values)
     cache.advance(7)
     assert cache.nbytes_used == 7 * 3 * per_token
@@ -26,7 +26,7 @@ def test_kv_cache_bytes_follow_the_formula(tiny_llama):
 
 
 def test_smollm2_kv_bytes_per_token_formula():
-    from engine.config import ModelConfig
+    from engine.core.config import ModelConfig
 
     cfg = ModelConfig(arch="llama", vocab_size=49152, n_layers=30, d_model=576, n_heads=9, n_kv_heads=3,
                       head_dim=64, d_ff=1536, max_seq_len=8192, norm_eps=1e-5)
@@ -82,8 +82,8 @@ def test_capture_shapes_and_probability_rows(tiny_llama):
     assert att.layers == list(range(tiny_llama.config.n_layers))
     assert att.prefill[0].shape == (H, T, T)
     assert np.allclose(np.triu(att.prefill[0].astype(np.float32), 1), 0)
-    assert [step[0].shape for step in att.decode] == [(H, T + s + 1) for s in range(3)]
-    assert np.allclose(att.decode[-1][1].astype(np.float32).sum(-1), 1, atol=1e-2)
+    assert [row.shape for row in att.decode[0]] == [(H, T + s + 1) for s in range(3)]  # decode[layer][step]
+    assert np.allclose(att.decode[1][-1].astype(np.float32).sum(-1), 1, atol=1e-2)
     assert trace.capture_seconds > 0
 
 
@@ -93,7 +93,7 @@ def test_capture_shapes_and_probability_rows(tiny_llama):
 def test_text_round_trips_through_tokenizer(tiny_llama, text):
     tok = tiny_llama.tokenizer
     assert tok.decode(tok.encode(text, add_special_tokens=False)) == text
-    assert "".join(engine.prompting.token_pieces(tok, tok.encode(text, add_special_tokens=False))) == text
+    assert "".join(engine.core.prompting.token_pieces(tok, tok.encode(text, add_special_tokens=False))) == text
 
 
 @pytest.mark.parametrize("prompt,max_new,needle", [
@@ -137,7 +137,7 @@ def test_hf_id_offline_gives_one_line_error(monkeypatch):
 
 
 def test_unwritable_cache_dir_is_explained(monkeypatch, tmp_path):
-    from engine import model_store
+    from engine.loading import model_store
 
     blocker = tmp_path / "file-not-dir"
     blocker.write_text("x")

@@ -3,10 +3,10 @@ import pytest
 import torch
 
 import engine
-from engine.config import ModelConfig
-from engine.layers import attention_explicit, attention_fast
-from engine.loader import build_model
-from engine.tiny import tiny_hf_model
+from engine.core.config import ModelConfig
+from engine.core.layers import attention_explicit, attention_fast
+from engine.loading.loader import build_model
+from engine.loading.tiny import tiny_hf_model
 
 
 def ours_and_theirs(arch: str, seed: int = 0):

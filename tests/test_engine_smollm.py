@@ -4,7 +4,7 @@ import pytest
 import torch
 
 import engine
-from engine.model_store import CACHE_FOLDER, cache_root
+from engine.loading.model_store import CACHE_FOLDER, cache_root
 
 pytestmark = pytest.mark.slow
 
@@ -38,17 +38,21 @@ def test_cached_and_no_cache_paths_agree(smollm):
     assert len(uncached.output_ids) >= 4
 
 
-def test_captured_decode_rows_equal_rows_of_the_full_sequence_matrix(smollm):
-    trace = engine.generate(smollm, PROMPTS[2], 6, capture_attention=True, capture_layers=[0, 17, 29], ignore_eos=True)
-    full_ids = trace.prompt_ids + trace.output_ids[:-1]  # every token that went through the model
-    cache = engine.KVCache(smollm.config, 1, len(full_ids), smollm.dtype)
-    _, probs = smollm.model(torch.tensor([full_ids]), cache, capture_layers=(0, 17, 29))
+def test_one_pass_capture_equals_what_prefill_and_each_decode_step_attended(smollm):
+    """The capture is one explicit pass over prompt + output; check it against a step-by-step replay:
+    a prefill of the prompt, then one decode step per output token, each with the explicit softmax."""
+    layers = (0, 17, 29)
+    trace = engine.generate(smollm, PROMPTS[2], 6, capture_attention=True, capture_layers=list(layers), ignore_eos=True)
     T = trace.n_prompt
-    for li, layer in enumerate((0, 17, 29)):
-        full = probs[layer][0].numpy()  # (H, S, S)
-        np.testing.assert_allclose(trace.attention.prefill[li], full[:, :T, :T], atol=2e-3)
-        for s, rows in enumerate(trace.attention.decode):
-            np.testing.assert_allclose(rows[li], full[:, T + s, : T + s + 1], atol=2e-3)
+    cache = engine.KVCache(smollm.config, 1, T + len(trace.output_ids), smollm.dtype)
+    _, probs = smollm.model(torch.tensor([trace.prompt_ids]), cache, capture_layers=layers)
+    for li, layer in enumerate(layers):
+        np.testing.assert_allclose(trace.attention.prefill[li], probs[layer][0].numpy(), atol=2e-3)  # (H, T, T)
+    for s, token in enumerate(trace.output_ids[:-1]):
+        _, probs = smollm.model(torch.tensor([[token]]), cache, capture_layers=layers)  # one decode step
+        for li, layer in enumerate(layers):
+            np.testing.assert_allclose(trace.attention.decode[li][s], probs[layer][0, :, 0].numpy(), atol=2e-3)
+    assert len(trace.attention.decode[0]) == trace.n_output - 1
 
 
 def test_kv_bytes_follow_the_formula(smollm):
@@ -72,4 +76,4 @@ def test_chat_template_and_limits(smollm):
     for text in ["🙂🌉 ок 中文", "<b>bold</b>\x07"]:
         ids = smollm.tokenizer.encode(text, add_special_tokens=False)
         assert smollm.tokenizer.decode(ids) == text
-        assert "".join(engine.prompting.token_pieces(smollm.tokenizer, ids)) == text
+        assert "".join(engine.core.prompting.token_pieces(smollm.tokenizer, ids)) == text

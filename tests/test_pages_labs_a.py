@@ -4,7 +4,7 @@ from pathlib import Path
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from engine import sweeps
+from engine.labs import sweeps
 from ui import state
 
 APP = str(Path(__file__).resolve().parents[1] / "app.py")

@@ -1,7 +1,7 @@
 """Where the time goes: the profiler sees GEMM in prefill and GEMV in decode."""
 import pytest
 
-from engine.profiling import KIND_GEMM, KIND_GEMV, KIND_OUTSIDE, classify_kind, matmul_rows, profile_phases
+from engine.labs.profiling import KIND_GEMM, KIND_GEMV, KIND_OUTSIDE, classify_kind, matmul_rows, profile_phases
 
 
 def test_classify_by_shapes():

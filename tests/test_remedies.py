@@ -3,11 +3,11 @@ import pytest
 import torch
 
 import engine
-from engine import remedies
-from engine.generate import new_cache, prefill
-from engine.prefix_cache import PrefixCache, chat_ids, common_prefix_len, two_turn_chat
-from engine.quantize import Int8Linear, compare_logits, matrix_bytes, quantize_model, quantize_weight
-from engine.speculative import find_draft, generate_speculative
+from engine.core.generate import new_cache, prefill
+from engine.labs import remedies
+from engine.techniques.prefix_cache import PrefixCache, chat_ids, common_prefix_len, two_turn_chat
+from engine.techniques.quantize import Int8Linear, compare_logits, matrix_bytes, quantize_model, quantize_weight
+from engine.techniques.speculative import find_draft, generate_speculative
 
 COPY_PROMPT = "Prefill reads the prompt in one parallel pass; decode writes one token per step and reads the KV cache"
 

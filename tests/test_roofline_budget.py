@@ -2,8 +2,9 @@
 import pytest
 
 import engine
-from engine import budget
-from engine import roofline as rl
+from engine.perfmodel import budget
+from engine.perfmodel import roofline as rl
+from engine.perfmodel.flops import decode_step_flops, prefill_flops
 from ui import fig_roofline, lab_text
 
 SMOL = rl.MODEL_PRESETS["SmolLM2-135M"]
@@ -11,16 +12,16 @@ GPT2 = rl.MODEL_PRESETS["GPT-2 124M"]
 
 
 def test_parameter_counts():
-    assert rl.count_params(GPT2) == 124_439_808  # Hugging Face's count for gpt2, biases and LayerNorms included
-    assert GPT2.n_params == 124_318_464  # ModelConfig counts the matrices only
-    assert rl.count_params(SMOL) == 134_515_008
-    assert rl.count_params(rl.MODEL_PRESETS["GPT-2 1.5B"]) == 1_557_611_200
+    assert GPT2.n_params == 124_439_808  # Hugging Face's count for gpt2, biases and LayerNorms included
+    assert GPT2.n_params - GPT2.small_params == 124_318_464  # the matrices and lookup tables alone
+    assert SMOL.n_params == 134_515_008
+    assert rl.MODEL_PRESETS["GPT-2 1.5B"].n_params == 1_557_611_200
 
 
 @pytest.mark.parametrize("fixture", ["tiny_llama", "tiny_gpt2"])
 def test_count_params_matches_the_loaded_weights(fixture, request):
     lm = request.getfixturevalue(fixture)
-    assert rl.count_params(lm.config) * 4 == lm.weight_bytes
+    assert lm.config.n_params * 4 == lm.config.weight_bytes(4) == lm.weight_bytes
 
 
 def test_kv_bytes_per_token():
@@ -30,21 +31,21 @@ def test_kv_bytes_per_token():
 
 def test_smollm2_intensities_by_hand():
     blocks = 30 * (576 * 576 + 2 * 576 * 192 + 576 * 576 + 3 * 576 * 1536)  # 106,168,320
-    assert rl.matmul_params(SMOL) == blocks == 106_168_320
+    assert SMOL.matmul_params == blocks == 106_168_320
     weights = 134_515_008 * 4
     flops = 2 * blocks * 128 + 2 * 49152 * 576 + 4 * 30 * 9 * 64 * (128 * 129 // 2)
     assert flops == 27_806_367_744
-    assert rl.prefill_flops(SMOL, 128) == flops
+    assert prefill_flops(SMOL, 128).total == flops
     assert rl.prefill_intensity(SMOL, 128) == pytest.approx(flops / (weights + 128 * 46_080))  # ≈ 51.1 FLOP/byte
     d_flops = 2 * blocks + 2 * 49152 * 576 + 4 * 30 * 9 * 64 * 128
-    assert rl.decode_flops(SMOL, 128) == d_flops == 277_807_104
+    assert decode_step_flops(SMOL, 128) == d_flops == 277_807_104
     assert rl.decode_intensity(SMOL, 128) == pytest.approx(d_flops / (weights + 128 * 46_080))  # ≈ 0.51 FLOP/byte
 
 
 def test_gpt2_prefill_by_hand():
     blocks = 12 * (768 * 3 * 768 + 768 * 768 + 2 * 768 * 3072)
     flops = 2 * blocks * 1024 + 2 * 50257 * 768 + 4 * 12 * 12 * 64 * (1024 * 1025 // 2)
-    assert rl.prefill_flops(GPT2, 1024) == flops == 193_369_597_440
+    assert prefill_flops(GPT2, 1024).total == flops == 193_369_597_440
     nbytes = 124_439_808 * 2 + 1024 * 73_728 // 2  # bf16 weights and KV
     assert rl.prefill_intensity(GPT2, 1024, 1, 2, 2) == pytest.approx(flops / nbytes)
 
@@ -66,8 +67,8 @@ def test_predicted_crossover_reaches_the_ridge():
 def test_predict_uses_the_stated_formulas():
     hw = rl.Hardware("test", 1e12, 1e10, 1e12, "made up")
     p = rl.predict(SMOL, hw, 300, 301, bytes_per_weight=2, kv_dtype_bytes=2, mfu=0.5, bw_eff=0.5)
-    ttft = max(rl.prefill_flops(SMOL, 300) / 5e11, (134_515_008 * 2 + 300 * 23_040) / 5e9)
-    tpot = max((134_515_008 * 2 + 450 * 23_040) / 5e9, rl.decode_flops(SMOL, 450) / 5e11)
+    ttft = max(prefill_flops(SMOL, 300).total / 5e11, (134_515_008 * 2 + 300 * 23_040) / 5e9)
+    tpot = max((134_515_008 * 2 + 450 * 23_040) / 5e9, decode_step_flops(SMOL, 450) / 5e11)
     assert p.ttft_s == pytest.approx(ttft) and p.tpot_s == pytest.approx(tpot)
     assert p.total_s == pytest.approx(ttft + 300 * tpot) and p.decode_bound == "memory"
     big = rl.predict(rl.MODEL_PRESETS["Llama-2 70B (GQA, 8 KV heads)"], rl.HARDWARE_PRESETS["NVIDIA A100 80GB SXM"], 300, 300)
@@ -87,10 +88,10 @@ def test_workload_presets_pick_the_phase_to_pay_for():
 
 def test_trace_points_follow_the_formulas(tiny_llama):
     trace = engine.generate(tiny_llama, list(range(1, 33)), 5, ignore_eos=True)
-    pre, dec = rl.trace_points(tiny_llama.config, trace)
+    pre, dec = rl.trace_points(trace)
     assert pre.phase == "prefill" and dec.phase == "decode"
     assert pre.intensity == pytest.approx(rl.prefill_intensity(tiny_llama.config, 32))
-    assert pre.flops_per_s == pytest.approx(rl.prefill_flops(tiny_llama.config, 32) / trace.prefill_seconds)
+    assert pre.flops_per_s == pytest.approx(prefill_flops(tiny_llama.config, 32).total / trace.prefill_seconds)
     assert pre.intensity > dec.intensity
     fig = fig_roofline.roofline_figure(1e11, 1e10, [pre, dec])
     assert [tr.name for tr in fig.data][-2:] == ["prefill (measured)", "decode (measured)"]

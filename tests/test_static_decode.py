@@ -3,8 +3,8 @@ import pytest
 import torch
 
 import engine
-from engine.generate import new_cache
-from engine.static_decode import static_decode_step
+from engine.core.generate import new_cache
+from engine.techniques.cuda_graphs import static_decode_step
 
 
 @pytest.mark.parametrize("name", ["tiny-llama", "tiny-gpt2"])
@@ -15,17 +15,17 @@ def test_static_decode_matches_eager_decode(name):
     token = engine.prefill(lm, ids, eager).argmax(-1)
     engine.prefill(lm, ids, static)
     for _ in range(5):
-        pos = torch.tensor(static.length)
+        positions = torch.from_numpy(static.lengths).view(-1, 1)  # (B, 1): a tensor, as a CUDA graph needs
         want = engine.decode_step(lm, token, eager)
-        got = static_decode_step(lm, token.view(-1, 1), pos, static)
-        static.length += 1
+        got = static_decode_step(lm, token.view(-1, 1), positions, static)
+        static.advance(1)  # the static step keeps no host-side books
         torch.testing.assert_close(got, want, atol=1e-4, rtol=0)
         token = want.argmax(-1)
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="CUDA graphs need a CUDA GPU (CI has none)")
 def test_cuda_graph_decode_gives_the_same_tokens():
-    from engine.static_decode import GraphedDecoder
+    from engine.techniques.cuda_graphs import GraphedDecoder
 
     lm = engine.load_model("tiny-llama", device="cuda")
     ids = torch.tensor([lm.tokenizer.encode("the valley is wide")], device="cuda")
@@ -40,7 +40,7 @@ def test_cuda_graph_decode_gives_the_same_tokens():
 
 
 def test_cuda_graph_measurement_refuses_cpu_with_a_clear_message(tiny_llama):
-    from engine import remedies
+    from engine.labs import remedies
 
     if tiny_llama.device.type == "cuda":
         pytest.skip("runs on CUDA here")

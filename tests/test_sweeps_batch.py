@@ -3,8 +3,8 @@ import numpy as np
 import pytest
 
 import engine
-from engine import sweeps
-from engine.fit import fit_ttft
+from engine.labs import sweeps
+from engine.perfmodel.fit import fit_ttft
 from ui import fig_sweeps
 
 

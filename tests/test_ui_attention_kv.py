@@ -3,7 +3,8 @@ import numpy as np
 import pytest
 
 import engine
-from engine.config import ModelConfig
+from engine.core.config import ModelConfig
+from engine.perfmodel.flops import prefill_flops
 from ui import fig_attention, fig_kvcache, phase_numbers
 
 N_NEW = 6
@@ -44,11 +45,11 @@ def test_head_mean_equals_manual_mean(trace):
     manual[np.triu_indices_from(manual, k=1)] = np.nan
     np.testing.assert_allclose(fig_attention.prefill_matrix(trace, layer, None), manual, rtol=1e-6, equal_nan=True)
     row = fig_attention.history_row(trace, 2, layer, None)
-    np.testing.assert_allclose(row, np.asarray(trace.attention.decode[1][layer], dtype=np.float32).mean(axis=0), rtol=1e-6)
+    np.testing.assert_allclose(row, np.asarray(trace.attention.decode[layer][1], dtype=np.float32).mean(axis=0), rtol=1e-6)
 
 
 def test_animation_frames_one_per_decode_step_and_prefill_first(trace):
-    T, n = trace.n_prompt, len(trace.attention.decode)
+    T, n = trace.n_prompt, len(trace.attention.decode[0])
     assert n == len(trace.steps) == N_NEW - 1
     fig = fig_attention.phase_animation(trace, 0, None)
     assert len(fig.frames) == 1 + n
@@ -100,19 +101,16 @@ def test_gqa_groups_smollm_shape():
 
 
 def test_kv_byte_formula_for_smollm2():
-    shapes = phase_numbers.TraceShapes(n_layers=30, n_heads=9, n_kv_heads=3, head_dim=64, dtype_bytes=4)
-    text = phase_numbers.kv_formula_text(shapes, "float32")
+    text = phase_numbers.kv_formula_text(smollm_config(), "float32")
     assert text.endswith("= 46,080 B per token")
     assert "30 layers" in text and "3 KV heads" in text and "64 dims" in text
     assert smollm_config().kv_bytes_per_token(4) == 46_080
     assert phase_numbers.kv_counter_text(46_080, 97).startswith("46,080 B/token × 97 tokens = 4,469,760 B")
 
 
-def test_trace_shapes_and_byte_counter_match_the_cache(trace, tiny_llama):
-    cfg = tiny_llama.config
-    shapes = phase_numbers.shapes_from_trace(trace)
-    assert (shapes.n_layers, shapes.n_heads, shapes.n_kv_heads, shapes.head_dim) == (
-        cfg.n_layers, cfg.n_heads, cfg.n_kv_heads, cfg.head_dim)
+def test_trace_carries_the_model_config_and_byte_counter_matches_the_cache(trace, tiny_llama):
+    assert trace.model_config == tiny_llama.config  # pages read shapes here, never guess them from array sizes
+    assert engine.Trace.from_json(trace.to_json()).model_config == tiny_llama.config
     for position in range(1, len(trace.steps) + 1):
         view = phase_numbers.decode_view(trace, position)
         assert view.kv_tokens == trace.n_prompt + position
@@ -125,11 +123,11 @@ def test_trace_shapes_and_byte_counter_match_the_cache(trace, tiny_llama):
 def test_prefill_flops_formula():
     cfg = smollm_config()
     T = 64
-    f = phase_numbers.prefill_flops(cfg.n_params, cfg.n_layers, 9 * 64, T, 49152 * 576, 49152 * 576)
-    assert f.attention == 2 * 30 * T * T * 576
-    assert f.matmul == 2 * (cfg.n_params - 49152 * 576) * T + 2 * 49152 * 576
-    rough = phase_numbers.prefill_flops(cfg.n_params, cfg.n_layers, 576, T)
-    assert rough.matmul == 2 * cfg.n_params * T and "2·N·T" in rough.formula
+    f = prefill_flops(cfg, T)
+    assert f.attention == 2 * 2 * 30 * 9 * 64 * T * (T + 1) / 2  # the causal triangle, diagonal included
+    assert f.matmul == 2 * cfg.matmul_params * T and f.lm_head == 2 * 49152 * 576
+    batch = prefill_flops(cfg, T, batch=3)
+    assert batch.total == pytest.approx(3 * f.total)  # B sequences of T tokens: B times the work, not (B·T)²
 
 
 def test_label_formatting_makes_whitespace_visible():

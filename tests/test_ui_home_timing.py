@@ -6,7 +6,7 @@ import pandas as pd
 import pytest
 
 import engine
-from engine.trace import DecodeStep, Trace
+from engine.core.trace import DecodeStep, Trace
 from ui import diagnosis, fig_timing, prompts, runs
 from ui.theme import DECODE_COLOR, PREFILL_COLOR
 

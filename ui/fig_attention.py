@@ -1,8 +1,9 @@
 """Attention as pictures: the T×T causal matrix prefill fills at once, and the rows decode adds one by one.
 
-Streamlit-free Plotly builders over `trace.attention` (AttentionCapture: prefill[l] is (H, T, T),
-decode[s][l] is (H, T+s+1)). The masked upper triangle is NaN, so it stays blank instead of
-looking like "zero attention". Long sequences are average-pooled into blocks so a figure stays light.
+Streamlit-free Plotly builders over `trace.attention` (AttentionCapture: for captured layer i,
+prefill[i] is (H, T, T) and decode[i][s] is (H, T+s+1)). Layers are named by their number in the model.
+The masked upper triangle is NaN, so it stays blank instead of looking like "zero attention".
+Long sequences are average-pooled into blocks so a figure stays light.
 """
 from __future__ import annotations
 
@@ -40,20 +41,29 @@ def head_select(probs: np.ndarray, head: int | None) -> np.ndarray:
     return probs.mean(axis=0) if head is None else probs[head]
 
 
-def prefill_matrix(trace, layer_index: int, head: int | None) -> np.ndarray:
+def captured(trace, layer: int) -> tuple[np.ndarray, list]:
+    """(prefill matrix (H, T, T), decode rows [(H, T+s+1)]) of model layer `layer`; KeyError if not captured."""
+    i = trace.attention.index(layer) if trace.attention is not None else None
+    if i is None:
+        raise KeyError(f"layer {layer} was not captured for this run")
+    return trace.attention.prefill[i], trace.attention.decode[i]
+
+
+def prefill_matrix(trace, layer: int, head: int | None) -> np.ndarray:
     """(T, T) attention of the prompt on itself, NaN above the diagonal (positions a token cannot see)."""
-    matrix = head_select(trace.attention.prefill[layer_index], head).copy()  # (T, T)
+    matrix = head_select(captured(trace, layer)[0], head).copy()  # (T, T)
     matrix[np.triu_indices_from(matrix, k=1)] = np.nan
     return matrix
 
 
-def full_matrix(trace, layer_index: int, head: int | None) -> np.ndarray:
+def full_matrix(trace, layer: int, head: int | None) -> np.ndarray:
     """(T+n, T+n): prefill rows, then one row per decode step (row T+s has T+s+1 entries); NaN elsewhere."""
-    T, n = trace.n_prompt, len(trace.attention.decode)
+    rows = captured(trace, layer)[1]
+    T, n = trace.n_prompt, len(rows)
     matrix = np.full((T + n, T + n), np.nan, dtype=np.float32)
-    matrix[:T, :T] = prefill_matrix(trace, layer_index, head)
-    for s, rows in enumerate(trace.attention.decode):
-        row = head_select(rows[layer_index], head)  # (T+s+1,)
+    matrix[:T, :T] = prefill_matrix(trace, layer, head)
+    for s, step_row in enumerate(rows):
+        row = head_select(step_row, head)  # (T+s+1,)
         matrix[T + s, : row.shape[0]] = row
     return matrix
 
@@ -100,9 +110,9 @@ def _hover_labels(pieces: list[str], block: int) -> list[str]:
     return [f"{i}–{min(i + block, len(pieces)) - 1}" for i in range(0, len(pieces), block)]
 
 
-def attention_heatmap(trace, layer_index: int, head: int | None, scale: str = "linear", height: int = 640) -> go.Figure:
+def attention_heatmap(trace, layer: int, head: int | None, scale: str = "linear", height: int = 640) -> go.Figure:
     """The prefill T×T causal attention of one layer and head (or the mean over heads), with a colour bar."""
-    matrix = prefill_matrix(trace, layer_index, head)
+    matrix = prefill_matrix(trace, layer, head)
     block = block_size(matrix.shape[0], MAX_SIDE)
     weights = pool(matrix, block)
     shown, zmin, zmax, ticks = colour_values(weights, scale)
@@ -113,7 +123,6 @@ def attention_heatmap(trace, layer_index: int, head: int | None, scale: str = "l
         colorbar=dict(title=dict(text="attention<br>weight"), thickness=18, **ticks), customdata=hover,
         hovertemplate="query %{customdata[0]}<br>key %{customdata[1]}<br>weight %{customdata[2]}<extra></extra>", hoverongaps=False,
     ))
-    layer = trace.attention.layers[layer_index]
     who = "mean over heads" if head is None else f"head {head}"
     pooled = f" · averaged in {block}×{block} token blocks" if block > 1 else ""
     _matrix_layout(fig, f"Prefill attention, layer {layer}, {who}: {matrix.shape[0]}×{matrix.shape[0]}{pooled}",
@@ -129,14 +138,14 @@ def _grid(labels: list[str], weights: np.ndarray) -> np.ndarray:
     return np.stack([rows, rows.T, values], axis=-1)
 
 
-def phase_animation(trace, layer_index: int, head: int | None, scale: str = "linear", height: int = 700) -> go.Figure:
+def phase_animation(trace, layer: int, head: int | None, scale: str = "linear", height: int = 700) -> go.Figure:
     """Same matrix, two phases: frame 0 = prefill fills all T rows at once; frame k = k decode rows, one per step.
 
     Two heatmap traces share the axes: prompt rows in prefill orange, generated rows in decode blue.
     Frames only carry the decode trace, so frame count = 1 + decode steps.
     """
-    T, n = trace.n_prompt, len(trace.attention.decode)
-    full = full_matrix(trace, layer_index, head)  # (T+n, T+n)
+    full = full_matrix(trace, layer, head)  # (T+n, T+n)
+    T, n = trace.n_prompt, full.shape[0] - trace.n_prompt
     block = block_size(T + n, MAX_SIDE_ANIMATION)
     _, zmin, zmax, ticks = colour_values(full, scale)
     prompt_part = full.copy()
@@ -160,7 +169,6 @@ def phase_animation(trace, layer_index: int, head: int | None, scale: str = "lin
     labels = ["prefill: all rows"] + [f"decode {k}" for k in range(1, n + 1)]
     steps = [dict(method="animate", label=label, args=[[str(k)], dict(mode="immediate", frame=dict(duration=0, redraw=True))])
              for k, label in enumerate(labels)]
-    layer = trace.attention.layers[layer_index]
     who = "mean over heads" if head is None else f"head {head}"
     _matrix_layout(fig, f"Layer {layer}, {who}: {T} prefill rows at once, then 1 decode row per step",
                    pieces, block, height)
@@ -179,26 +187,26 @@ def phase_animation(trace, layer_index: int, head: int | None, scale: str = "lin
     return fig
 
 
-def history_row(trace, position: int, layer_index: int, head: int | None) -> np.ndarray:
+def history_row(trace, position: int, layer: int, head: int | None) -> np.ndarray:
     """Attention row of the token fed at step-through position p over its T+p keys.
 
     p = 0: the last prompt token's prefill row (it produced the first token); p ≥ 1: decode step p−1.
     """
+    prefill, rows = captured(trace, layer)
     if position == 0:
-        return head_select(trace.attention.prefill[layer_index][:, -1, :], head)  # (T,)
-    return head_select(trace.attention.decode[position - 1][layer_index], head)  # (T+p,)
+        return head_select(prefill[:, -1, :], head)  # (T,)
+    return head_select(rows[position - 1], head)  # (T+p,)
 
 
-def attention_row_figure(trace, position: int, layer_index: int, head: int | None, height: int = 380) -> go.Figure:
+def attention_row_figure(trace, position: int, layer: int, head: int | None, height: int = 380) -> go.Figure:
     """Bars over the history: how much the new query attends to each cached token (prompt orange, generated blue)."""
-    row = history_row(trace, position, layer_index, head)
+    row = history_row(trace, position, layer, head)
     T = trace.n_prompt
     pieces = (list(trace.prompt_tokens) + list(trace.output_tokens))[: row.shape[0]]
     colors = [PREFILL_COLOR if i < T else DECODE_COLOR for i in range(row.shape[0])]
     hover = [f"{i}: {visible_piece(p, 16)}" for i, p in enumerate(pieces)]
     fig = go.Figure(go.Bar(x=list(range(row.shape[0])), y=row, marker_color=colors, customdata=hover,
                            hovertemplate="%{customdata}<br>weight %{y:.3f}<extra></extra>"))
-    layer = trace.attention.layers[layer_index]
     who = "mean over heads" if head is None else f"head {head}"
     fig.update_layout(**base_layout(f"Where the new query looks (layer {layer}, {who}) — {row.shape[0]} cached tokens",
                                     "cached token (orange = prompt, blue = generated)", "attention weight", height))

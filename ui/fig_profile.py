@@ -4,7 +4,7 @@ from __future__ import annotations
 import pandas as pd
 import plotly.graph_objects as go
 
-from engine.profiling import KIND_ATTN, KIND_GEMM, KIND_GEMV, KIND_OTHER, KIND_OUTSIDE, PARTS
+from engine.labs.profiling import KIND_ATTN, KIND_GEMM, KIND_GEMV, KIND_OTHER, KIND_OUTSIDE, PARTS
 from ui.theme import DECODE_COLOR, NEUTRAL_COLOR, PREFILL_COLOR, base_layout
 
 KIND_COLORS = {KIND_GEMM: PREFILL_COLOR, KIND_GEMV: DECODE_COLOR, KIND_ATTN: "#8E44AD", KIND_OTHER: "#B8B8B8",

@@ -1,6 +1,6 @@
 """Figures for the roofline and budget labs: where each phase sits under this machine's roof, and what money buys.
 
-Streamlit-free: plotly Figures and pandas DataFrames built from engine.roofline and engine.budget.
+Streamlit-free: plotly Figures and pandas DataFrames built from engine.perfmodel.roofline and engine.perfmodel.budget.
 """
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
 
-from engine import roofline as rl
-from engine.budget import BudgetResult
+from engine.perfmodel import roofline as rl
+from engine.perfmodel.budget import BudgetResult
 from ui.theme import DECODE_COLOR, ESTIMATE_DASH, NEUTRAL_COLOR, PHASE_COLORS, PREFILL_COLOR, base_layout
 
 GIGA = 1e9

@@ -8,8 +8,8 @@ import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
 
-from engine.fit import TTFTFit
-from engine.sweeps import SweepPoint, SweepResult, median_step_by_context
+from engine.labs.sweeps import SweepPoint, SweepResult, median_step_by_context
+from engine.perfmodel.fit import TTFTFit
 from ui.theme import DECODE_COLOR, ESTIMATE_DASH, NEUTRAL_COLOR, PREFILL_COLOR, base_layout
 
 MS = 1000.0

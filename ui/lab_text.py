@@ -4,7 +4,7 @@ Plain strings and small text builders (no Streamlit), so pages stay layout-only 
 """
 from __future__ import annotations
 
-from engine.budget import BudgetResult
+from engine.perfmodel.budget import BudgetResult
 
 SWEEP_INTRO = (
     "Every point below is a **real run measured now** on this machine (greedy decoding, end-of-text ignored so "

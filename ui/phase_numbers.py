@@ -10,7 +10,10 @@ import math
 import unicodedata
 from dataclasses import dataclass
 
-DTYPE_BYTES = {"float32": 4, "float16": 2, "bfloat16": 2}
+from engine.core.config import ModelConfig, dtype_bytes
+from engine.perfmodel.flops import PREFILL_FORMULA as PREFILL_FORMULA
+from engine.perfmodel.flops import PrefillFlops, prefill_flops
+
 VISIBLE_WHITESPACE = {" ": "␣", "\n": "↵", "\t": "⇥", "\r": "␍"}
 
 
@@ -30,68 +33,9 @@ def tick_labels(pieces: list[str], max_labels: int = 40, start: int = 0) -> tupl
     return [start + i for i in positions], [visible_piece(pieces[i]) for i in positions]
 
 
-@dataclass(frozen=True)
-class TraceShapes:
-    """Model shapes recovered from a trace alone (so a redraw never needs the model)."""
-    n_layers: int
-    n_heads: int
-    n_kv_heads: int
-    head_dim: int
-    dtype_bytes: int
-
-
-def shapes_from_trace(trace) -> TraceShapes:
-    """Layers and KV heads from the cached-key norms, query heads from the attention, D from the byte count."""
-    norms = trace.kv_key_norms  # (L, K, S)
-    n_layers, n_kv_heads = int(norms.shape[0]), int(norms.shape[1])
-    n_heads = int(trace.attention.prefill[0].shape[0]) if trace.attention and trace.attention.prefill else n_kv_heads
-    dtype_bytes = DTYPE_BYTES.get(trace.dtype, 4)
-    head_dim = trace.kv_bytes_per_token // (2 * n_layers * n_kv_heads * dtype_bytes)
-    return TraceShapes(n_layers, n_heads, n_kv_heads, head_dim, dtype_bytes)
-
-
-@dataclass(frozen=True)
-class PrefillFlops:
-    matmul: float  # 2 x (weights used per token) x T, plus the LM head once
-    attention: float  # causal QK^T and A.V: 2 x L x T^2 x (H x D)
-    formula: str  # the formula, in words and symbols, as shown on the page
-
-    @property
-    def total(self) -> float:
-        return self.matmul + self.attention
-
-
-def prefill_flops(n_params: int, n_layers: int, attn_width: int, n_tokens: int,
-                  embedding_params: int | None = None, lm_head_params: int | None = None) -> PrefillFlops:
-    """Estimated FLOPs of one prefill pass over T tokens.
-
-    With embedding sizes known: the embedding lookup costs no FLOPs and the LM head runs for the
-    last position only, so matmul = 2·(N − E)·T + 2·V·C. Without them: the simpler upper estimate
-    2·N·T. Attention (causal, half of the T×T scores): 2 (QKᵀ and A·V) × 2 FLOPs × L × T²/2 × (H·D).
-    """
-    T = n_tokens
-    attention = 2.0 * n_layers * T * T * attn_width
-    if embedding_params is None or lm_head_params is None:
-        matmul = 2.0 * n_params * T
-        formula = "FLOPs ≈ 2·N·T + 2·L·T²·(H·D)   (N = all parameters, an upper estimate)"
-    else:
-        matmul = 2.0 * (n_params - embedding_params) * T + 2.0 * lm_head_params
-        formula = "FLOPs ≈ 2·(N − E)·T + 2·V·C + 2·L·T²·(H·D)   (E = embedding parameters, LM head on the last token only)"
-    return PrefillFlops(matmul, attention, formula)
-
-
-def prefill_flops_for(trace, config=None) -> PrefillFlops:
-    """Prefill FLOPs of a trace; pass the model's ModelConfig (same model) for the sharper estimate."""
-    shapes = shapes_from_trace(trace)
-    width = shapes.n_heads * shapes.head_dim
-    if config is None:
-        return prefill_flops(trace.n_params, shapes.n_layers, width, trace.n_prompt * trace.batch_size)
-    vc = config.vocab_size * config.d_model
-    embedding = vc * (1 if config.tie_embeddings else 2) + (config.max_seq_len * config.d_model if config.arch == "gpt2" else 0)
-    T = trace.n_prompt
-    one = prefill_flops(config.n_params, config.n_layers, width, T, embedding, vc)
-    B = trace.batch_size
-    return PrefillFlops(one.matmul * B, one.attention * B, one.formula + (f" × B={B}" if B > 1 else ""))
+def prefill_flops_of(trace) -> PrefillFlops:
+    """Estimated FLOPs of the trace's prefill pass (engine.perfmodel.flops, the one formula every page uses)."""
+    return prefill_flops(trace.model_config, trace.n_prompt, trace.batch_size)
 
 
 def si(value: float, unit: str) -> str:
@@ -110,11 +54,11 @@ def binary_bytes(n: float) -> str:
     return f"{int(n)} B"
 
 
-def kv_formula_text(shapes: TraceShapes, dtype_name: str) -> str:
+def kv_formula_text(cfg: ModelConfig, dtype_name: str) -> str:
     """'2 (K and V) × 30 layers × 3 KV heads × 64 dims × 4 B (float32) = 46,080 B per token'."""
-    per_token = 2 * shapes.n_layers * shapes.n_kv_heads * shapes.head_dim * shapes.dtype_bytes
-    return (f"2 (K and V) × {shapes.n_layers} layers × {shapes.n_kv_heads} KV heads × {shapes.head_dim} dims × "
-            f"{shapes.dtype_bytes} B ({dtype_name}) = {per_token:,} B per token")
+    nbytes = dtype_bytes(dtype_name)
+    return (f"2 (K and V) × {cfg.n_layers} layers × {cfg.n_kv_heads} KV heads × {cfg.head_dim} dims × "
+            f"{nbytes} B ({dtype_name}) = {cfg.kv_bytes_per_token(nbytes):,} B per token")
 
 
 def kv_counter_text(bytes_per_token: int, n_tokens: int, batch: int = 1) -> str:

@@ -1,13 +1,13 @@
 """The ledger's rows: every run of the session as a table, the last run's steps, and CSV for download.
 
 Columns follow vLLM's metric names (TTFT, TPOT, ITL) so numbers compare with real servers.
-Streamlit-free; built from engine Traces with engine.metrics.summarize.
+Streamlit-free; built from engine Traces with engine.core.metrics.summarize.
 """
 from __future__ import annotations
 
 import pandas as pd
 
-from engine.metrics import summarize
+from engine.core.metrics import summarize
 
 MS = 1000.0
 

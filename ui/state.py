@@ -46,7 +46,7 @@ BATCH_CANCEL = "lab_batch_cancel"
 BATCH_RESULT = "lab_batch_result"  # SweepResult of kind "batch"
 BATCH_RUNNING = "lab_batch_running"
 BATCH_CSV = "lab_batch_csv"
-PEAKS = "lab_measured_peaks"  # engine.hardware.MeasuredPeaks, measured once per session and device
+PEAKS = "lab_measured_peaks"  # engine.labs.hardware.MeasuredPeaks, measured once per session and device
 PEAKS_MEASURE = "lab_peaks_measure"
 ROOF_MODEL = "lab_roof_model"
 ROOF_WORKLOAD = "lab_roof_workload"
@@ -80,7 +80,7 @@ DECODE_KV_HEAD = "dc_kv_head"  # KV head shown in the cache picture, or None = m
 DECODE_LAST_TICK = "dc_last_tick"  # monotonic time of the last autoplay advance
 
 # labs: remedies, profile
-REMEDY_RESULTS = "remedy_results"  # dict remedy key -> measured result (engine.remedies dataclasses)
+REMEDY_RESULTS = "remedy_results"  # dict remedy key -> measured result (engine.labs.remedies dataclasses)
 REMEDY_TOKENS = "rem_tokens"  # output tokens per measured request
 REMEDY_DRAFT_K = "rem_draft_k"  # prompt lookup: draft tokens per pass
 REMEDY_COPY_PROMPT = "rem_copy_prompt"
@@ -88,7 +88,7 @@ REMEDY_OPEN_PROMPT = "rem_open_prompt"
 REMEDY_TURN1 = "rem_turn1"
 REMEDY_TURN2 = "rem_turn2"
 REMEDY_MEASURE = "rem_measure_"  # + remedy key: each section's Measure button
-PROFILE_RESULT = "profile_result"  # engine.profiling.ProfileResult of the latest run
+PROFILE_RESULT = "profile_result"  # engine.labs.profiling.ProfileResult of the latest run
 PROFILE_TOKENS = "prof_tokens"  # prompt tokens of the profiled prefill
 PROFILE_RUN = "prof_run"
 REMEDY_CANCEL = "rem_cancel"

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field, replace
 import streamlit as st
 
 import engine
-import engine.prompting
+import engine.core.prompting
 from ui import fig_timing, prompts, state
 
 MODEL_CHOICES = {
@@ -159,7 +159,7 @@ def _fit_prompt(request: RunRequest, text: str, n_tokens: int | None) -> None:
     line = prompts.describe_fit(fitted)
     if request.chat:
         try:
-            request.n_prompt = len(engine.prompting.encode_prompt(lm, fitted.text, chat=True))
+            request.n_prompt = len(engine.core.prompting.encode_prompt(lm, fitted.text, chat=True))
             request.prompt = fitted.text
             line += f" + chat template = **{request.n_prompt} tokens** in all"
         except engine.EngineError as exc:
@@ -219,7 +219,7 @@ def run_panel(request: RunRequest) -> None:
             bar.progress(1.0, text="Timing done. Replaying the run to capture attention for the Prefill and Decode pages "
                                    "(not timed)…")
             start = time.perf_counter()
-            trace.attention = engine.capture_replay(lm, trace.prompt_ids, trace.output_ids, capture_layers)
+            trace.attention = engine.capture_attention(lm, trace.prompt_ids, trace.output_ids, capture_layers)
             trace.capture_seconds = time.perf_counter() - start
             trace.settings["capture_attention"] = True
         except engine.EngineError as exc:

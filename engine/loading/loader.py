@@ -2,15 +2,15 @@
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, replace
 
 import torch
 
-from engine.config import ModelConfig
+from engine.core.config import ModelConfig
+from engine.core.model import Transformer
 from engine.errors import EngineError
-from engine.model import Transformer
-from engine.model_store import Progress, load_checkpoint
-from engine.weights import load_into
+from engine.loading.model_store import Progress, load_checkpoint
+from engine.loading.weights import load_into
 
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 
@@ -25,7 +25,7 @@ class LoadedModel:
     dtype: torch.dtype
     load_seconds: float = 0.0
     source: str = ""  # what load_model was given (name, HF id or folder), to load the same weights again
-    warm: set = field(default_factory=set)  # batch sizes already warmed up (see generate.warm_up)
+    kernels: str = "plain"  # which matmul path the linear layers use (engine/techniques/kernels.py)
 
     @property
     def dtype_name(self) -> str:
@@ -47,12 +47,15 @@ def pick_device(device: str = "auto") -> torch.device:
         return torch.device("cpu")
     try:
         dev = torch.device(device)
-    except RuntimeError:
+    except (RuntimeError, TypeError):
         raise EngineError(f"unknown device '{device}'; use auto, cpu, cuda or mps") from None
     if dev.type == "cuda" and not torch.cuda.is_available():
-        raise EngineError("device 'cuda' was asked for but no CUDA GPU is available here; use auto or cpu")
+        raise EngineError("device 'cuda' was asked for but no CUDA GPU is available here; pick device auto or cpu")
     if dev.type == "mps" and not (getattr(torch.backends, "mps", None) and torch.backends.mps.is_available()):
-        raise EngineError("device 'mps' was asked for but Apple's Metal backend is not available here")
+        raise EngineError("device 'mps' was asked for but Apple's Metal backend is not available here; "
+                          "pick device auto or cpu")
+    if dev.type not in ("cpu", "cuda", "mps"):
+        raise EngineError(f"unknown device '{device}'; use auto, cpu, cuda or mps")
     return dev
 
 
@@ -94,8 +97,6 @@ def load_model(name_or_path: str = "smollm2-135m", device: str = "auto", dtype: 
     cfg = ModelConfig.from_hf_config(ckpt.hf_config)
     tokenizer = ckpt.tokenizer
     if tokenizer.eos_token_id is not None and tokenizer.eos_token_id not in cfg.eos_token_ids:
-        from dataclasses import replace
-
         cfg = replace(cfg, eos_token_ids=(*cfg.eos_token_ids, tokenizer.eos_token_id))
     model = build_model(cfg, ckpt.state_dict, dev, dt)
     if progress:

@@ -10,7 +10,7 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 
-from engine.trace import Trace
+from engine.core.trace import Trace
 
 
 @dataclass(frozen=True)

@@ -14,19 +14,20 @@ from functools import partial
 
 import torch
 
-from engine.flops import decode_step_bytes, prefill_flops
-from engine.generate import decode_step, generate, new_cache, now, prefill
-from engine.hardware import measure_peaks
-from engine.loader import load_model
-from engine.sampling import sample
-from engine.sweeps import prompt_ids_of_length
+from engine.core.clock import now
+from engine.core.generate import decode_loop, generate, greedy, new_cache, prefill
+from engine.errors import EngineError
+from engine.labs.hardware import measure_peaks
+from engine.labs.sweeps import prompt_ids_of_length
+from engine.loading.loader import load_model
+from engine.perfmodel.flops import decode_step_bytes, prefill_flops
 
 
 def hf_reference(lm):
     """A transformers model holding exactly our weights (same dtype and device)."""
     from transformers import AutoConfig, AutoModelForCausalLM, PretrainedConfig
 
-    from engine.model_store import load_checkpoint
+    from engine.loading.model_store import load_checkpoint
 
     ckpt = load_checkpoint(lm.source)
     config = ckpt.hf_config
@@ -73,11 +74,8 @@ def time_prefill_hf(hf, ids) -> float:
 @torch.inference_mode()
 def time_decode_ours(lm, ids, steps: int) -> float:
     cache = new_cache(lm, 1, ids.shape[1] + steps)
-    token = sample(prefill(lm, ids, cache))
-    start = now(lm.device)
-    for _ in range(steps):
-        token = sample(decode_step(lm, token, cache))
-    return (now(lm.device) - start) / steps
+    token = greedy(prefill(lm, ids, cache))
+    return statistics.mean(decode_loop(lm, token, cache, steps))
 
 
 @torch.inference_mode()
@@ -100,25 +98,20 @@ def bare_loop_seconds(lm, ids: list[int], new_tokens: int) -> float:
     x = torch.tensor([ids], device=lm.device)
     start = now(lm.device)
     cache = new_cache(lm, 1, len(ids) + new_tokens)
-    token = sample(prefill(lm, x, cache))
+    token = greedy(prefill(lm, x, cache))
     token.tolist()
-    for _ in range(new_tokens - 1):
-        token = sample(decode_step(lm, token, cache))
-        token.tolist()
+    decode_loop(lm, token, cache, new_tokens - 1)
     return now(lm.device) - start
 
 
 @torch.inference_mode()
 def time_decode_graphed(lm, ids, steps: int) -> float:
-    from engine.static_decode import GraphedDecoder
+    from engine.techniques.cuda_graphs import GraphedDecoder
 
     cache = new_cache(lm, 1, ids.shape[1] + steps + 1)
-    token = sample(prefill(lm, ids, cache))
+    token = greedy(prefill(lm, ids, cache))
     decoder = GraphedDecoder(lm, cache)
-    start = now(lm.device)
-    for _ in range(steps):
-        token = sample(decoder.step(token))
-    return (now(lm.device) - start) / steps
+    return statistics.mean(decode_loop(lm, token, cache, steps, step=decoder.step))
 
 
 def bench_cuda_graphs(lm, contexts, steps: int, reps: int) -> None:
@@ -152,6 +145,8 @@ def row(label: str, ours: float, theirs: float | None, floor: float | None, unit
 
 
 def run_bench(args) -> None:
+    if args.repeats < 1:
+        raise EngineError(f"--repeats must be at least 1 (got {args.repeats})")
     lm = load_model(args.model, args.device, args.dtype)
     print(f"# {lm.name} | {lm.device} {lm.dtype_name} | torch {torch.__version__} | {torch.get_num_threads()} threads | "
           f"{time.strftime('%Y-%m-%d')}")
@@ -164,17 +159,17 @@ def run_bench(args) -> None:
     sizes = (32, 128) if args.quick else (128, 512, 1024)
     contexts = (32, 128) if args.quick else (128, 1024)
     reps, steps = args.repeats, (4 if args.quick else 16)
-    dtype_bytes = torch.tensor([], dtype=lm.dtype).element_size()
+    dtype_bytes = lm.dtype.itemsize
     for n in sizes:
         ids = prompt_ids(lm, n)
         ours, theirs = median_pair(reps, partial(time_prefill_ours, lm, ids), partial(time_prefill_hf, hf, ids))
-        floor = prefill_flops(lm.config, n) / peaks.matmul_flops_per_s
+        floor = prefill_flops(lm.config, n).total / peaks.matmul_flops_per_s
         print(row(f"prefill {n} tokens", ours, theirs, floor))
     for ctx in contexts:
         ids = prompt_ids(lm, ctx)
         ours, theirs = median_pair(reps, partial(time_decode_ours, lm, ids, steps),
                                    partial(time_decode_hf, hf, ids, steps))
-        floor = decode_step_bytes(lm.weight_bytes, lm.config, ctx, dtype_bytes) / peaks.copy_bytes_per_s
+        floor = decode_step_bytes(lm.config, ctx + 1, 1, dtype_bytes, dtype_bytes) / peaks.copy_bytes_per_s
         print(row(f"decode step @ context {ctx}", ours, theirs, floor))
     if lm.device.type == "cuda":
         bench_cuda_graphs(lm, contexts, steps, reps)

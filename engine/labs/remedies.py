@@ -15,12 +15,13 @@ from dataclasses import dataclass
 import torch
 
 import engine
-from engine.generate import decode_step, new_cache, now, prefill
-from engine.metrics import summarize
-from engine.prefix_cache import two_turn_chat
-from engine.prompting import encode_prompt
-from engine.quantize import Agreement, compare_logits, matrix_bytes, quantize_model
-from engine.speculative import generate_speculative
+from engine.core.clock import now
+from engine.core.generate import decode_loop, new_cache, prefill
+from engine.core.metrics import summarize
+from engine.core.prompting import encode_prompt
+from engine.techniques.prefix_cache import two_turn_chat
+from engine.techniques.quantize import Agreement, compare_logits, matrix_bytes, quantize_model
+from engine.techniques.speculative import generate_speculative
 
 Progress = Callable[[str, float], bool | None]
 
@@ -209,12 +210,17 @@ class OverheadResult:
 
 def skeleton_of(lm):
     """Same layers, heads and operator sequence as `lm`, but every matrix shrunk: its math costs ~nothing."""
-    from engine.model import Transformer
+    from engine.core.model import Transformer
 
     cfg = dataclasses.replace(lm.config, d_model=2 * lm.config.n_heads, head_dim=2, d_ff=8, vocab_size=256)
-    torch.manual_seed(0)
-    model = Transformer(cfg).to(device=lm.device, dtype=lm.dtype).eval().requires_grad_(False)
-    return dataclasses.replace(lm, model=model, config=cfg, name=f"{lm.name} skeleton", warm=set())
+    model = Transformer(cfg)
+    gen = torch.Generator().manual_seed(0)
+    with torch.no_grad():  # every weight set, deterministically: no uninitialised memory (NaNs) in what is timed
+        for p in model.parameters():
+            p.normal_(0.0, 0.02, generator=gen)
+    model.reset_buffers()
+    model = model.to(device=lm.device, dtype=lm.dtype).eval().requires_grad_(False)
+    return dataclasses.replace(lm, model=model, config=cfg, name=f"{lm.name} skeleton")
 
 
 @torch.inference_mode()
@@ -222,12 +228,7 @@ def median_decode_step(lm, context: int, steps: int) -> float:
     ids = torch.arange(context, device=lm.device).reshape(1, context) % 256  # (1, T)
     cache = new_cache(lm, 1, context + steps + 2)
     token = prefill(lm, ids, cache).argmax(-1)  # (1,)
-    token = decode_step(lm, token, cache).argmax(-1)  # one untimed warm-up step
-    times = []
-    for _ in range(steps):
-        start = now(lm.device)
-        token = decode_step(lm, token, cache).argmax(-1)
-        times.append(now(lm.device) - start)
+    times = decode_loop(lm, token, cache, steps + 1)[1:]  # the first step is an untimed warm-up
     return statistics.median(times)
 
 

@@ -7,8 +7,8 @@ from dataclasses import dataclass
 
 import torch
 
-from engine.config import ModelConfig
-from engine.generate import now
+from engine.core.clock import now
+from engine.core.config import ModelConfig
 
 
 @dataclass(frozen=True)

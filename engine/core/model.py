@@ -1,16 +1,19 @@
 """One decoder-only Transformer for GPT-2 and Llama: embeddings, N identical blocks, final norm, LM head.
 
-The same `forward` serves prefill (T = prompt length, one pass) and decode (T = 1); the KV cache
-passed in decides where the new tokens sit. Compare nanoGPT's model.py and gpt-fast's model.py.
+The same `forward` serves prefill (T = prompt length, one pass), decode (T = 1), rows of different
+lengths in one decode step (continuous batching) and the fixed-shape step a CUDA graph replays:
+the KV cache's `Plan` says at which positions the new tokens sit and which cached positions they
+may read (as gpt-fast's `input_pos`). Compare nanoGPT's model.py and gpt-fast's model.py.
 """
 from __future__ import annotations
 
 import torch
 from torch import nn
 
-from engine.config import ModelConfig
-from engine.kv_cache import KVCache
-from engine.layers import apply_rope, attention_explicit, attention_fast, make_mlp, make_norm, rope_tables
+from engine.core.config import ModelConfig
+from engine.core.kv_cache import KVCache, Plan
+from engine.core.layers import apply_rope, attention_explicit, attention_fast, make_mlp, make_norm, rope_tables
+from engine.errors import EngineError
 
 
 class Attention(nn.Module):
@@ -21,7 +24,7 @@ class Attention(nn.Module):
         self.qkv = nn.Linear(cfg.d_model, (H + 2 * K) * D, bias=cfg.qkv_bias)  # fused Q, K, V
         self.out = nn.Linear(H * D, cfg.d_model, bias=cfg.qkv_bias)
 
-    def forward(self, x, layer: int, cache: KVCache, rope: tuple | None, capture: bool):
+    def forward(self, x, layer: int, cache: KVCache, plan: Plan, rope: tuple | None, capture: bool):
         B, T, _ = x.shape
         H, K, D = self.cfg.n_heads, self.cfg.n_kv_heads, self.cfg.head_dim
         qkv = self.qkv(x).view(B, T, H + 2 * K, D).transpose(1, 2)  # (B, H+2K, T, D)
@@ -29,11 +32,11 @@ class Attention(nn.Module):
         if rope is not None:
             qk = apply_rope(qk, *rope)  # queries and keys rotated together: one set of kernels
         q, k = qk[:, :H], qk[:, H:]  # (B, H, T, D), (B, K, T, D)
-        k_all, v_all = cache.write(layer, k, v)  # (B, K, S, D): history + these T tokens
+        k_all, v_all = cache.write(layer, k, v, plan)  # (B, K, S, D): history + these T tokens
         if capture:
-            y, probs = attention_explicit(q, k_all, v_all)  # probs (B, H, T, S)
+            y, probs = attention_explicit(q, k_all, v_all, plan.mask)  # probs (B, H, T, S)
         else:
-            y, probs = attention_fast(q, k_all, v_all), None
+            y, probs = attention_fast(q, k_all, v_all, plan.mask), None
         y = y.transpose(1, 2).reshape(B, T, H * D)  # (B, T, C)
         return self.out(y), probs
 
@@ -48,8 +51,8 @@ class Block(nn.Module):
         self.mlp_norm = make_norm(cfg.arch, cfg.d_model, cfg.norm_eps)
         self.mlp = make_mlp(cfg.arch, cfg.d_model, cfg.d_ff)
 
-    def forward(self, x, layer, cache, rope, capture):
-        a, probs = self.attn(self.attn_norm(x), layer, cache, rope, capture)
+    def forward(self, x, layer, cache, plan, rope, capture):
+        a, probs = self.attn(self.attn_norm(x), layer, cache, plan, rope, capture)
         x = x + a
         return x + self.mlp(self.mlp_norm(x)), probs
 
@@ -80,27 +83,38 @@ class Transformer(nn.Module):
             self.rope_cos.copy_(cos)  # (S_max, D)
             self.rope_sin.copy_(sin)  # (S_max, D)
 
-    def forward(self, ids: torch.Tensor, cache: KVCache, *, all_logits: bool = False,
-                capture_layers: tuple[int, ...] = ()) -> tuple[torch.Tensor, dict[int, torch.Tensor]]:
-        """ids (B, T) appended after the cache's `length` tokens.
+    def forward(self, ids: torch.Tensor, cache: KVCache, *, plan: Plan | None = None, all_logits: bool = False,
+                capture_layers: tuple[int, ...] = (), on_probs=None, last_layer: int | None = None,
+                ) -> tuple[torch.Tensor | None, dict[int, torch.Tensor]]:
+        """ids (B, T) placed by `plan` (default: right after each cache row's own length).
 
-        Returns logits (B, V) for the last position, or (B, T, V) with all_logits, and the
-        attention probabilities (B, H, T, S) of each layer in `capture_layers`.
+        Returns logits (B, V) for the last position, or (B, T, V) with all_logits, and the attention
+        probabilities (B, H, T, S) of each layer in `capture_layers` (or, with `on_probs(layer, probs)`,
+        hands each layer's over as soon as it exists and keeps none). With `last_layer`, stops after
+        that block and returns no logits (a capture needs no more; the cache then holds only those layers).
         """
         B, T = ids.shape
-        start = cache.length
+        plan = plan if plan is not None else cache.plan(T)
+        if plan.end > self.cfg.max_seq_len:
+            raise EngineError(f"positions up to {plan.end} exceed the model's context of {self.cfg.max_seq_len} tokens")
         x = self.tok_emb(ids)  # (B, T, C)
         rope = None
         if self.pos_emb is not None:
-            x = x + self.pos_emb.weight[start:start + T]  # learned positions (T, C)
+            x = x + self.pos_emb.weight[plan.positions]  # learned positions (T, C) or (B, T, C)
         else:
-            rope = (self.rope_cos[start:start + T].to(x.dtype), self.rope_sin[start:start + T].to(x.dtype))
+            cos, sin = self.rope_cos[plan.positions].to(x.dtype), self.rope_sin[plan.positions].to(x.dtype)
+            rope = (cos, sin) if cos.dim() == 2 else (cos[:, None], sin[:, None])  # (T, D) or (B, 1, T, D)
         captured = {}
-        for i, block in enumerate(self.blocks):
-            x, probs = block(x, i, cache, rope, i in capture_layers)
-            if probs is not None:
+        for i, block in enumerate(self.blocks[: None if last_layer is None else last_layer + 1]):
+            x, probs = block(x, i, cache, plan, rope, i in capture_layers)
+            if probs is not None and on_probs is not None:
+                on_probs(i, probs)
+            elif probs is not None:
                 captured[i] = probs
-        cache.advance(T)
+        if plan.advance:
+            cache.advance(T)
+        if last_layer is not None:
+            return None, captured
         if not all_logits:
             x = x[:, -1]  # (B, C): generation only needs the next-token distribution
         return self.lm_head(self.final_norm(x)).float(), captured

@@ -41,7 +41,7 @@ def rope_tables(head_dim: int, max_len: int, theta: float) -> tuple[torch.Tensor
 
 
 def apply_rope(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
-    """Rotate x (B, heads, T, D) by its positions' angles; cos/sin are (T, D)."""
+    """Rotate x (B, heads, T, D) by its positions' angles; cos/sin are (T, D), or (B, 1, T, D) per sequence."""
     half = x.shape[-1] // 2
     rotated = torch.cat([-x[..., half:], x[..., :half]], dim=-1)  # (B, heads, T, D)
     return x * cos + rotated * sin
@@ -84,32 +84,38 @@ def causal_mask(n_new: int, n_total: int, device: torch.device) -> torch.Tensor:
     return cols <= rows
 
 
-def attention_fast(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
-    """Fused attention for timing. q (B, H, T, D); k, v (B, K, S, D) -> (B, H, T, D)."""
-    T, S = q.shape[2], k.shape[2]
-    gqa = q.shape[1] != k.shape[1]
-    if T == 1:  # decode: the single new token sees the whole history, no mask needed
-        B, H, _, D = q.shape
-        K = k.shape[1]
-        # fold each KV head's query heads into the "token" axis: KV is read once, never repeated
+def attention_fast(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
+    """Fused attention for timing. q (B, H, T, D); k, v (B, K, S, D) -> (B, H, T, D).
+
+    mask: None for plain causal attention, else (B, 1, T, S) booleans (rows of different lengths).
+    """
+    B, H, T, D = q.shape
+    K, S = k.shape[1], k.shape[2]
+    if T == 1:  # decode: fold each KV head's query heads into the "token" axis, so KV is read once, never repeated
         grouped = q.view(B, K, H // K, D)  # (B, K, H/K, D)
-        return F.scaled_dot_product_attention(grouped, k, v).view(B, H, 1, D)
-    if T == S:  # prefill into an empty cache: plain causal
+        m = None if mask is None else mask.view(mask.shape[0], 1, 1, S)  # (B, 1, 1, S) broadcast over heads
+        return F.scaled_dot_product_attention(grouped, k, v, attn_mask=m).view(B, H, 1, D)
+    gqa = H != K
+    if mask is None and T == S:  # prefill into an empty cache: plain causal
         return F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=gqa)
-    mask = causal_mask(T, S, q.device)  # prefill on top of a cached prefix
+    if mask is None:
+        mask = causal_mask(T, S, q.device)  # prefill on top of a cached prefix
     return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, enable_gqa=gqa)
 
 
-def attention_explicit(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+def attention_explicit(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
+                       mask: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
     """softmax(Q K^T / sqrt(D)) V written out, returning the probabilities too.
 
-    q (B, H, T, D); k, v (B, K, S, D) -> out (B, H, T, D), probs (B, H, T, S).
+    q (B, H, T, D); k, v (B, K, S, D) -> out (B, H, T, D), probs (B, H, T, S). Scores and softmax are
+    computed in float32 whatever the model dtype (float16 scores can overflow).
     """
     group = q.shape[1] // k.shape[1]
     k = k.repeat_interleave(group, dim=1)  # (B, H, S, D): each KV head serves `group` query heads
     v = v.repeat_interleave(group, dim=1)  # (B, H, S, D)
-    scores = (q @ k.transpose(-2, -1)) / math.sqrt(q.shape[-1])  # (B, H, T, S)
-    mask = causal_mask(q.shape[2], k.shape[2], q.device)  # (T, S)
+    scores = (q.float() @ k.float().transpose(-2, -1)) / math.sqrt(q.shape[-1])  # (B, H, T, S) in float32
+    if mask is None:
+        mask = causal_mask(q.shape[2], k.shape[2], q.device)  # (T, S)
     scores = scores.masked_fill(~mask, float("-inf"))
-    probs = torch.softmax(scores.float(), dim=-1).to(q.dtype)  # (B, H, T, S)
-    return probs @ v, probs
+    probs = torch.softmax(scores, dim=-1)  # (B, H, T, S)
+    return (probs @ v.float()).to(q.dtype), probs.to(q.dtype)

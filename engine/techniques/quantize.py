@@ -116,7 +116,7 @@ def quantize_model(lm, include_lm_head: bool = True):
     kernel = (f"aten._weight_int8pack_mm ({str(kernel_dtype).removeprefix('torch.')} activations) for up to "
               f"{KERNEL_MAX_ROWS} rows (decode), dequantise + float GEMM above"
               if use_kernel else "dequantise on the fly + float GEMM (no int8-weight kernel for this device/dtype)")
-    qlm = dataclasses.replace(lm, model=model, name=f"{lm.name} int8", warm=set())
+    qlm = dataclasses.replace(lm, model=model, name=f"{lm.name} int8", kernels="int8 weights")
     return qlm, kernel
 
 
@@ -131,7 +131,7 @@ class Agreement:
 @torch.inference_mode()
 def compare_logits(lm_float, lm_int8, prompts: list[list[int]]) -> Agreement:
     """Run the same prompts through both models (all positions) and compare their logits."""
-    from engine.generate import new_cache, prefill
+    from engine.core.generate import new_cache, prefill
 
     same = count = 0
     max_diff = 0.0

@@ -13,10 +13,10 @@ from dataclasses import asdict, dataclass, field
 import numpy as np
 import torch
 
+from engine.core.generate import generate_batch
+from engine.core.metrics import summarize
+from engine.core.prompting import check_lengths
 from engine.errors import EngineError
-from engine.generate import generate_batch
-from engine.metrics import summarize
-from engine.prompting import check_lengths
 
 SWEEP_TEXT = (
     "Two bends on the old post road decide how long a journey takes. At Longmen Bay the road opens into a wide "
@@ -178,7 +178,7 @@ def available_memory_bytes(device: torch.device | str) -> int | None:
 def estimate_batch_memory(lm, batch: int, prompt_tokens: int, output_tokens: int,
                           available: int | None = None) -> MemoryEstimate:
     cfg = lm.config
-    dtype_bytes = torch.empty((), dtype=lm.dtype).element_size()
+    dtype_bytes = lm.dtype.itemsize
     B, T, S = batch, prompt_tokens, prompt_tokens + output_tokens
     widths = 3 * cfg.d_model + (cfg.n_heads + 2 * cfg.n_kv_heads) * cfg.head_dim + 3 * cfg.d_ff  # per token, one layer
     scores = B * cfg.n_heads * T * T * 4  # if attention materialises its (B, H, T, T) scores in fp32

@@ -15,7 +15,8 @@ from dataclasses import dataclass, field
 import torch
 from torch.profiler import ProfilerActivity, profile, record_function
 
-from engine.generate import decode_step, new_cache, now, prefill
+from engine.core.clock import now
+from engine.core.generate import decode_loop, decode_step, new_cache, prefill
 
 MATMUL_OPS = {"aten::mm", "aten::addmm", "aten::bmm", "aten::baddbmm", "aten::mv", "aten::addmv", "aten::dot",
               "aten::_weight_int8pack_mm"}
@@ -175,10 +176,7 @@ def profile_phases(lm, n_prompt: int = 256, decode_steps: int = 4, progress=None
         report(f"profiling {decode_steps} decode steps", 0.8)
         token = logits.argmax(-1)  # (1,)
         with profile(activities=_activities(device), record_shapes=True) as prof_d:
-            start = now(device)
-            for _ in range(decode_steps):
-                token = decode_step(lm, token, cache).argmax(-1)  # (1,)
-            wall_d = now(device) - start
+            wall_d = sum(decode_loop(lm, token, cache, decode_steps))
     finally:
         hooks.remove()
     report("grouping operators", 0.95)

@@ -76,16 +76,52 @@ def _load_folder(folder: Path, name: str) -> Checkpoint:
     from safetensors.torch import load_file
     from transformers import PreTrainedTokenizerFast
 
-    config = SimpleNamespace(**json.loads((folder / "config.json").read_text()))
-    tokenizer = PreTrainedTokenizerFast.from_pretrained(folder)
-    return Checkpoint(name, config, load_file(folder / "model.safetensors"), tokenizer)
+    try:
+        config = SimpleNamespace(**json.loads((folder / "config.json").read_text()))
+        tokenizer = PreTrainedTokenizerFast.from_pretrained(folder)
+        return Checkpoint(name, config, load_file(folder / "model.safetensors"), tokenizer)
+    except PermissionError as exc:
+        raise EngineError(
+            f"the model cache {folder} is not readable by this user ({exc.strerror}: {exc.filename}); "
+            "set TWO_BENDS_CACHE to a folder of your own, or ask its owner to make it readable"
+        ) from None
+
+
+def clean_stale_conversions(parent: Path | None = None) -> None:
+    """Remove `.converting-<pid>-*` folders left by a conversion that was killed (up to 270 MB each)."""
+    parent = parent or cache_root()
+    for folder in parent.glob(".converting-*") if parent.is_dir() else ():
+        pid = folder.name.split("-")[1]  # ".converting-<pid>-<random>"
+        alive = pid.isdigit() and _process_alive(int(pid))
+        if not alive:
+            shutil.rmtree(folder, ignore_errors=True)
+
+
+def _process_alive(pid: int) -> bool:
+    if pid == os.getpid():
+        return True
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True  # exists, owned by someone else
+    return True
+
+
+def _make_readable(folder: Path) -> None:
+    """mkdtemp creates 0700: open the finished cache to other users like any installed file (0755 / 0644)."""
+    folder.chmod(0o755)
+    for path in folder.iterdir():
+        path.chmod(0o644)
 
 
 def _convert_bundled(target: Path, progress: Progress) -> None:
     gguf = bundled_gguf_path()
     try:  # fail in a second, not after a 40 s conversion, when the cache cannot be written
         target.parent.mkdir(parents=True, exist_ok=True)
-        tmp = Path(tempfile.mkdtemp(prefix=".converting-", dir=target.parent))
+        clean_stale_conversions(target.parent)
+        tmp = Path(tempfile.mkdtemp(prefix=f".converting-{os.getpid()}-", dir=target.parent))
     except OSError as exc:
         raise EngineError(
             f"cannot write the model cache in {target.parent} ({exc.strerror}); "
@@ -112,9 +148,11 @@ def _convert_into(gguf: Path, tmp: Path, target: Path, progress: Progress) -> No
     save_file(state, tmp / "model.safetensors")
     config = model.config.to_dict()
     config.pop("quantization_config", None)
+    config["architectures"] = [type(model).__name__]  # Hugging Face layout, so other engines (vLLM) can load it
     (tmp / "config.json").write_text(json.dumps(config, indent=2))
     tokenizer.save_pretrained(tmp)
     (tmp / "COMPLETE").write_text("conversion finished\n")  # written last
+    _make_readable(tmp)
     if target.exists():
         shutil.rmtree(target)  # an older or broken cache
     os.replace(tmp, target)
@@ -123,6 +161,7 @@ def _convert_into(gguf: Path, tmp: Path, target: Path, progress: Progress) -> No
 def load_bundled(progress: Progress | None = None) -> Checkpoint:
     progress = _quiet(progress)
     target = cache_root() / CACHE_FOLDER
+    clean_stale_conversions()
     if not (target / "COMPLETE").is_file():
         _convert_bundled(target, progress)
     progress("Loading SmolLM2-135M-Instruct from the cache", 0.95)
@@ -134,7 +173,7 @@ def _load_transformers(source: str, name: str, progress: Progress, local_only: b
 
     progress(f"Loading {name} with transformers", 0.2)
     config = AutoConfig.from_pretrained(source, local_files_only=local_only)
-    from engine.config import SUPPORTED_ARCHITECTURES
+    from engine.core.config import SUPPORTED_ARCHITECTURES
 
     if config.model_type not in SUPPORTED_ARCHITECTURES:
         raise EngineError(f"{name} is a '{config.model_type}' model; supported: {', '.join(SUPPORTED_ARCHITECTURES)}")
@@ -168,7 +207,7 @@ def load_checkpoint(name_or_path: str, progress: Progress | None = None) -> Chec
     progress = _quiet(progress)
     key = str(name_or_path).strip()
     if key.lower() in TINY_MODELS:
-        from engine.tiny import tiny_hf_model, tiny_tokenizer
+        from engine.loading.tiny import tiny_hf_model, tiny_tokenizer
 
         model = tiny_hf_model(key.lower().removeprefix("tiny-"))
         return Checkpoint(key.lower() + " (random weights)", model.config, model.state_dict(), tiny_tokenizer())

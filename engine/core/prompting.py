@@ -6,28 +6,48 @@ from engine.errors import EngineError
 MAX_NEW_TOKENS_CAP = 100_000  # beyond this the request is certainly a typo
 
 
+def chat_ids(lm, messages: list[dict]) -> list[int]:
+    """Token ids of a conversation in the model's chat template, ending with the assistant's turn opening."""
+    tok = lm.tokenizer
+    if not getattr(tok, "chat_template", None):
+        raise EngineError(f"{lm.name} has no chat template; turn the chat option off")
+    ids = tok.apply_chat_template(messages, add_generation_prompt=True, tokenize=True, return_dict=False)
+    if isinstance(ids, dict) or hasattr(ids, "keys"):
+        ids = ids["input_ids"]
+    return list(ids)
+
+
 def encode_prompt(lm, prompt: str | list[int], chat: bool = False) -> list[int]:
     """Token ids for a prompt given as text (optionally wrapped in the chat template) or as ids."""
     if isinstance(prompt, (list, tuple)):
-        ids = [int(t) for t in prompt]
-        if not ids:
+        if not prompt:
             raise EngineError("the prompt is empty: give at least one token")
-        bad = [t for t in ids if not 0 <= t < lm.config.vocab_size]
+        wrong = next((t for t in prompt if isinstance(t, bool) or not isinstance(t, int)), None)
+        if wrong is not None:
+            raise EngineError(f"a prompt given as a list must hold token ids (whole numbers), not {type(wrong).__name__} "
+                              f"values such as {wrong!r}; give text as one string")
+        bad = [t for t in prompt if not 0 <= t < lm.config.vocab_size]
         if bad:
             raise EngineError(f"token id {bad[0]} is outside the vocabulary (0..{lm.config.vocab_size - 1})")
-        return ids
-    if not isinstance(prompt, str) or not prompt.strip():
+        return [int(t) for t in prompt]
+    if not isinstance(prompt, str):
+        raise EngineError(f"the prompt must be text (a string) or a list of token ids, not {type(prompt).__name__}")
+    if not prompt.strip():
         raise EngineError("the prompt is empty: type some text first")
-    tok = lm.tokenizer
     if chat:
-        if not getattr(tok, "chat_template", None):
-            raise EngineError(f"{lm.name} has no chat template; turn the chat option off")
-        ids = tok.apply_chat_template([{"role": "user", "content": prompt}], add_generation_prompt=True,
-                                      tokenize=True, return_dict=False)
-        if isinstance(ids, dict) or hasattr(ids, "keys"):
-            ids = ids["input_ids"]
-        return list(ids)
-    return tok.encode(prompt, add_special_tokens=False) or [lm.config.bos_token_id or 0]
+        return chat_ids(lm, [{"role": "user", "content": prompt}])
+    return lm.tokenizer.encode(prompt, add_special_tokens=False) or [lm.config.bos_token_id or 0]
+
+
+MAX_BATCH_SIZE = 1024  # far beyond what fits in memory for any model this engine runs
+
+
+def check_batch_size(batch_size) -> int:
+    if isinstance(batch_size, bool) or not isinstance(batch_size, int):
+        raise EngineError(f"batch_size must be a whole number from 1 to {MAX_BATCH_SIZE} (got {batch_size!r})")
+    if not 1 <= batch_size <= MAX_BATCH_SIZE:
+        raise EngineError(f"batch_size must be from 1 to {MAX_BATCH_SIZE} (got {batch_size})")
+    return batch_size
 
 
 def check_lengths(lm, n_prompt: int, max_new_tokens) -> int:

@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from engine.config import ModelConfig
-from engine.flops import decode_step_flops, matmul_params, prefill_flops  # noqa: F401 (re-exported)
+from engine.core.config import ModelConfig, dtype_bytes
+from engine.perfmodel.flops import decode_step_bytes, decode_step_flops, prefill_bytes, prefill_flops
 
 DEFAULT_MFU = 0.5  # fraction of peak FLOP/s a good prefill reaches (estimate)
 DEFAULT_BW_EFF = 0.7  # fraction of peak bandwidth a good decode step reaches (estimate)
@@ -86,43 +86,13 @@ WORKLOAD_PRESETS: dict[str, Workload] = {w.name: w for w in [
 ]}
 
 
-def count_params(cfg: ModelConfig) -> int:
-    """Every parameter, as Hugging Face counts them: ModelConfig.n_params plus biases and norm weights."""
-    C, per_layer_norms = cfg.d_model, (4 if cfg.arch == "gpt2" else 2) * cfg.d_model  # LayerNorm has a bias too
-    final_norm = (2 if cfg.arch == "gpt2" else 1) * C
-    biases = 0
-    if cfg.qkv_bias:
-        biases += (cfg.n_heads + 2 * cfg.n_kv_heads) * cfg.head_dim + C  # fused qkv + attention out
-    if cfg.arch == "gpt2":
-        biases += cfg.d_ff + C  # MLP up and down
-    return cfg.n_params + cfg.n_layers * (per_layer_norms + biases) + final_norm
-
-
-def decode_flops(cfg: ModelConfig, S: int, B: int = 1) -> float:
-    """One decode step at context S (including the new token): one token's worth of every matmul per sequence."""
-    return decode_step_flops(cfg, S - 1, B)
-
-
-def weight_bytes(cfg: ModelConfig, bytes_per_weight: float) -> float:
-    return count_params(cfg) * bytes_per_weight
-
-
-def prefill_bytes(cfg: ModelConfig, T: int, B: int, bytes_per_weight: float, kv_dtype_bytes: int) -> float:
-    """Weights read once + the KV cache written once (activations assumed to stay in cache: a lower bound)."""
-    return weight_bytes(cfg, bytes_per_weight) + B * T * cfg.kv_bytes_per_token(kv_dtype_bytes)
-
-
-def decode_bytes(cfg: ModelConfig, S: int, B: int, bytes_per_weight: float, kv_dtype_bytes: int) -> float:
-    """Every step reads all weights once (shared by the batch) and each sequence's whole KV cache."""
-    return weight_bytes(cfg, bytes_per_weight) + B * S * cfg.kv_bytes_per_token(kv_dtype_bytes)
-
-
 def prefill_intensity(cfg: ModelConfig, T: int, B: int = 1, bytes_per_weight: float = 4, kv_dtype_bytes: int = 4) -> float:
-    return prefill_flops(cfg, T, B) / prefill_bytes(cfg, T, B, bytes_per_weight, kv_dtype_bytes)
+    return prefill_flops(cfg, T, B).total / prefill_bytes(cfg, T, B, bytes_per_weight, kv_dtype_bytes)
 
 
 def decode_intensity(cfg: ModelConfig, S: int, B: int = 1, bytes_per_weight: float = 4, kv_dtype_bytes: int = 4) -> float:
-    return decode_flops(cfg, S, B) / decode_bytes(cfg, S, B, bytes_per_weight, kv_dtype_bytes)
+    """FLOP per byte of a decode step whose token attends over S cached tokens."""
+    return decode_step_flops(cfg, S, B) / decode_step_bytes(cfg, S, B, bytes_per_weight, kv_dtype_bytes)
 
 
 def predicted_crossover_batch(cfg: ModelConfig, S: int, ridge: float, bytes_per_weight: float = 4,
@@ -157,14 +127,14 @@ def predict(cfg: ModelConfig, hw: Hardware, prompt_tokens: int, output_tokens: i
     TPOT ≈ max(decode bytes / (bw·eff), decode FLOPs / (peak·MFU)) at the mean context T + N/2."""
     flops_rate, byte_rate = hw.flops_per_s * mfu, hw.bytes_per_s * bw_eff
     T, N, B = prompt_tokens, output_tokens, batch
-    p_compute = prefill_flops(cfg, T, B) / flops_rate
+    p_compute = prefill_flops(cfg, T, B).total / flops_rate
     p_memory = prefill_bytes(cfg, T, B, bytes_per_weight, kv_dtype_bytes) / byte_rate
     S = T + max(N, 1) // 2
-    d_compute = decode_flops(cfg, S, B) / flops_rate
-    d_memory = decode_bytes(cfg, S, B, bytes_per_weight, kv_dtype_bytes) / byte_rate
+    d_compute = decode_step_flops(cfg, S, B) / flops_rate
+    d_memory = decode_step_bytes(cfg, S, B, bytes_per_weight, kv_dtype_bytes) / byte_rate
     ttft, tpot = max(p_compute, p_memory), max(d_compute, d_memory)
     total = ttft + max(N - 1, 0) * tpot
-    need = weight_bytes(cfg, bytes_per_weight) + B * (T + N) * cfg.kv_bytes_per_token(kv_dtype_bytes)
+    need = cfg.weight_bytes(bytes_per_weight) + B * (T + N) * cfg.kv_bytes_per_token(kv_dtype_bytes)
     return Prediction(ttft_s=ttft, tpot_s=tpot, total_s=total, prefill_share=ttft / total if total > 0 else float("nan"),
                       prefill_bound="compute" if p_compute >= p_memory else "memory",
                       decode_bound="compute" if d_compute >= d_memory else "memory",
@@ -178,9 +148,6 @@ def what_to_pay_for(prefill_share: float) -> str:
     return "memory bandwidth (bytes/s): the bridge dominates"
 
 
-DTYPE_BYTES = {"float32": 4, "bfloat16": 2, "float16": 2}
-
-
 @dataclass(frozen=True)
 class MeasuredPoint:
     """Where a measured phase sits on the roofline: its intensity (formula) and its achieved rate (measured time)."""
@@ -191,19 +158,20 @@ class MeasuredPoint:
     seconds: float
 
 
-def trace_points(cfg: ModelConfig, trace) -> list[MeasuredPoint]:
+def trace_points(trace) -> list[MeasuredPoint]:
     """Prefill and decode points of a Trace: the prefill pass, and the median decode step at its mean context."""
-    nbytes = DTYPE_BYTES.get(trace.dtype, 4)
+    cfg = trace.model_config
+    nbytes = dtype_bytes(trace.dtype)
     B, T = trace.batch_size, trace.n_prompt
     points = []
     if trace.prefill_seconds > 0:
-        f, b = prefill_flops(cfg, T, B), prefill_bytes(cfg, T, B, nbytes, nbytes)
+        f, b = prefill_flops(cfg, T, B).total, prefill_bytes(cfg, T, B, nbytes, nbytes)
         points.append(MeasuredPoint("prefill", f / b, f / trace.prefill_seconds, b / trace.prefill_seconds,
                                     trace.prefill_seconds))
     if trace.steps:
         secs = sorted(s.seconds for s in trace.steps)
         median = secs[len(secs) // 2]
         S = sorted(s.kv_length for s in trace.steps)[len(trace.steps) // 2]
-        f, b = decode_flops(cfg, S, B), decode_bytes(cfg, S, B, nbytes, nbytes)
+        f, b = decode_step_flops(cfg, S, B), decode_step_bytes(cfg, S, B, nbytes, nbytes)
         points.append(MeasuredPoint("decode", f / b, f / median, b / median, median))
     return points

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import torch
 
-from engine.config import ModelConfig
+from engine.core.config import ModelConfig
 
 # our key (per layer, "{i}" = block index) -> list of HF keys concatenated along dim 0, transpose?
 GPT2_LAYER_KEYS = {

@@ -14,9 +14,11 @@ from dataclasses import dataclass, field
 
 import torch
 
-from engine.generate import StepCallback, new_cache, now, prefill, warm_up
-from engine.prompting import check_lengths, encode_prompt, token_pieces
-from engine.trace import DecodeStep, Trace, environment
+from engine.core.clock import now
+from engine.core.generate import StepCallback, new_cache, prefill, warm_up
+from engine.core.prompting import check_lengths, encode_prompt
+from engine.core.recorder import finish_trace, start_trace
+from engine.core.trace import DecodeStep, Trace
 
 
 @dataclass
@@ -87,11 +89,8 @@ def generate_speculative(lm, prompt: str | list[int], max_new_tokens: int, *, k:
     capacity = min(T + max_new_tokens + k, lm.config.max_seq_len)  # drafts need room beyond the output
     cache = new_cache(lm, 1, capacity)
     eos = set(lm.config.eos_token_ids)
-    trace = Trace(model=lm.name, device=str(device), dtype=lm.dtype_name, prompt_ids=prompt_ids, output_ids=[],
-                  text="", prefill_seconds=0.0, steps=[], env=environment(device), warmup_seconds=warmup_seconds,
-                  kv_bytes_per_token=cache.bytes_per_token, weight_bytes=lm.weight_bytes, n_params=lm.config.n_params,
-                  settings=dict(temperature=0.0, max_new_tokens=max_new_tokens, speculative="prompt lookup",
-                                draft_tokens=k, max_ngram=max_ngram, chat=chat))
+    trace = start_trace(lm, prompt_ids, dict(temperature=0.0, max_new_tokens=max_new_tokens, speculative="prompt lookup",
+                                             draft_tokens=k, max_ngram=max_ngram, chat=chat), warmup_seconds=warmup_seconds)
     result = SpeculativeResult(trace)
     out: list[int] = []
 
@@ -132,10 +131,6 @@ def generate_speculative(lm, prompt: str | list[int], max_new_tokens: int, *, k:
 
     if trace.stop_reason != "cancelled" and not ignore_eos and out[-1] in eos:
         trace.stop_reason = "eos"
-    tok = lm.tokenizer
-    trace.output_ids = out
-    trace.text = tok.decode(out, skip_special_tokens=True)
-    trace.prompt_text = prompt if isinstance(prompt, str) else tok.decode(prompt_ids)
-    trace.prompt_tokens = token_pieces(tok, prompt_ids)
-    trace.output_tokens = token_pieces(tok, prompt_ids[-4:] + out)[min(4, T):]
+    trace.prompt_text = prompt if isinstance(prompt, str) else lm.tokenizer.decode(prompt_ids)
+    finish_trace(lm, trace, [out])
     return result

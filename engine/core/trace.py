@@ -1,6 +1,7 @@
 """The Trace: everything one generation did and measured, as plain data with a JSON round-trip.
 
-The CLI prints it, the dashboard draws it, benchmarks and recorded examples store it.
+The CLI prints it, the dashboard draws it, benchmarks and recorded examples store it. A trace can
+also come from a server measured over HTTP (`source` = "server"): then only timings and text are known.
 """
 from __future__ import annotations
 
@@ -11,23 +12,42 @@ from dataclasses import asdict, dataclass, field
 import numpy as np
 import torch
 
+SCHEMA_VERSION = 2  # 1: first landing (decode captures indexed [step][layer]); 2: [layer][step], config, riders
+
 
 @dataclass
 class DecodeStep:
-    seconds: float  # this token's latency: one decode forward pass + sampling (UI callbacks excluded)
-    kv_length: int  # tokens in the KV cache after this step
-    kv_bytes: int  # bytes of the KV cache in use after this step (whole batch)
+    seconds: float  # the gap before this token: one decode forward pass + sampling (+ stall_seconds)
+    kv_length: int  # tokens in this sequence's KV cache after this step
+    kv_bytes: int  # bytes of the KV cache in use after this step (every sequence of the step's batch)
+    riders: int = 1  # sequences that shared this decode step (continuous batching: other requests too)
+    stall_seconds: float = 0.0  # part of `seconds` spent on other requests' prefills run in between
 
 
 @dataclass
 class AttentionCapture:
-    """Attention probabilities from the explicit softmax path, first sequence of the batch.
+    """Attention probabilities from the explicit softmax path, first sequence of the batch, float16.
 
-    prefill[l] is (H, T, T) for layer layers[l]; decode[s][l] is (H, T+s+1): step s's row.
+    prefill[i] is (H, T, T) for layer layers[i]; decode[i][s] is (H, T+s+1): decode step s's row
+    in that layer. Layers can be captured later, on demand, and merged in.
     """
     layers: list[int]
     prefill: list = field(default_factory=list)
     decode: list = field(default_factory=list)
+
+    def index(self, layer: int) -> int | None:
+        return self.layers.index(layer) if layer in self.layers else None
+
+    @property
+    def nbytes(self) -> int:
+        return sum(m.nbytes for m in self.prefill) + sum(r.nbytes for rows in self.decode for r in rows)
+
+    def merged(self, other: AttentionCapture, keep: list[int] | None = None) -> AttentionCapture:
+        """This capture plus `other`'s layers (other wins on overlap), restricted to `keep` when given."""
+        parts = {l: (p, d) for l, p, d in zip(self.layers, self.prefill, self.decode)}
+        parts.update({l: (p, d) for l, p, d in zip(other.layers, other.prefill, other.decode)})
+        layers = sorted(l for l in parts if keep is None or l in keep)
+        return AttentionCapture(layers, [parts[l][0] for l in layers], [parts[l][1] for l in layers])
 
 
 @dataclass
@@ -38,7 +58,7 @@ class Trace:
     prompt_ids: list[int]
     output_ids: list[int]  # generated tokens only (first sequence)
     text: str  # generated text, special tokens removed
-    prefill_seconds: float  # TTFT without tokenisation: prefill pass + first sampling
+    prefill_seconds: float  # TTFT without tokenisation or queueing: prefill pass + first sampling
     steps: list[DecodeStep]  # one per decode step (output tokens after the first)
     env: dict
     prompt_tokens: list[str] = field(default_factory=list)  # readable piece of each prompt token
@@ -48,14 +68,18 @@ class Trace:
     batch_output_ids: list[list[int]] | None = None  # every sequence's output when batch_size > 1
     warmup_seconds: float = 0.0  # one-time warm-up before timing (belongs to neither phase)
     capture_seconds: float = 0.0  # extra time the attention capture cost (0 when off)
+    queue_seconds: float = 0.0  # waiting for the model before this request started (vLLM: request queue time)
     kv_bytes_per_token: int = 0  # per sequence: 2 x layers x kv_heads x head_dim x dtype bytes
     weight_bytes: int = 0
     n_params: int = 0
-    stop_reason: str = "length"  # "length" or "eos"
-    settings: dict = field(default_factory=dict)  # temperature, top_k, top_p, seed, chat, ...
+    stop_reason: str = "length"  # "length", "eos", "stop" or "cancelled"
+    settings: dict = field(default_factory=dict)  # sampling, chat, scheduler mode, kernels, ...
+    config: dict | None = None  # the model's ModelConfig fields (pages read shapes here, never guess them)
     attention: AttentionCapture | None = None
     kv_key_norms: list | None = None  # (layers, kv_heads, tokens) L2 norm of each cached key
     kv_value_norms: list | None = None
+    source: str = "local"  # "local" (this engine) or "server" (measured over HTTP, see engine.serving.client)
+    schema_version: int = SCHEMA_VERSION
 
     @property
     def n_prompt(self) -> int:
@@ -73,6 +97,13 @@ class Trace:
     def total_seconds(self) -> float:
         return self.prefill_seconds + self.decode_seconds
 
+    @property
+    def model_config(self):
+        """The ModelConfig this trace was made with, or None (a server's trace)."""
+        from engine.core.config import ModelConfig
+
+        return ModelConfig.from_dict(self.config) if self.config else None
+
     def to_dict(self) -> dict:
         return asdict(self)
 
@@ -81,14 +112,20 @@ class Trace:
 
     @classmethod
     def from_dict(cls, data: dict) -> Trace:
+        """Rebuild a trace from `to_dict` output (arrays as float16); see engine.core.trace_file for checks."""
         data = dict(data)
+        version = data.get("schema_version", 1)
+        data["schema_version"] = SCHEMA_VERSION
         data["steps"] = [DecodeStep(**s) for s in data.get("steps", [])]
         att = data.get("attention")
         if att is not None:
+            decode = att["decode"]
+            if version == 1:  # [step][layer] -> [layer][step]
+                decode = [list(rows) for rows in zip(*decode)] if decode else [[] for _ in att["layers"]]
             data["attention"] = AttentionCapture(
                 layers=list(att["layers"]),
                 prefill=[np.asarray(m, dtype=np.float16) for m in att["prefill"]],
-                decode=[[np.asarray(r, dtype=np.float16) for r in step] for step in att["decode"]],
+                decode=[[np.asarray(r, dtype=np.float16) for r in rows] for rows in decode],
             )
         for key in ("kv_key_norms", "kv_value_norms"):
             if data.get(key) is not None:

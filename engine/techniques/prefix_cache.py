@@ -12,9 +12,10 @@ from dataclasses import dataclass
 
 import torch
 
-from engine.generate import decode_step, new_cache, now, prefill
-from engine.kv_cache import KVCache
-from engine.prompting import check_lengths
+from engine.core.clock import now
+from engine.core.generate import decode_loop, new_cache, prefill
+from engine.core.kv_cache import KVCache
+from engine.core.prompting import chat_ids, check_lengths
 
 
 def common_prefix_len(a: list[int], b: list[int]) -> int:
@@ -24,14 +25,6 @@ def common_prefix_len(a: list[int], b: list[int]) -> int:
             break
         n += 1
     return n
-
-
-def chat_ids(lm, messages: list[dict]) -> list[int]:
-    """Token ids of a whole conversation, ending with the assistant's turn opening."""
-    ids = lm.tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=True, return_dict=False)
-    if isinstance(ids, dict) or hasattr(ids, "keys"):
-        ids = ids["input_ids"]
-    return list(ids)
 
 
 @dataclass
@@ -76,12 +69,15 @@ class PrefixCache:
         eos = set(lm.config.eos_token_ids)
         room = min(max_new_tokens, self.cache.max_len - self.cache.length + 1, lm.config.max_seq_len - self.cache.length)
         answer = [int(first_logits.reshape(-1, first_logits.shape[-1])[-1].argmax())]
+
+        def keep(token: torch.Tensor, seconds: float) -> bool:
+            answer.append(int(token))
+            return answer[-1] not in eos
+
         step_seconds = []
-        while len(answer) < room and answer[-1] not in eos:
-            start = now(lm.device)
-            logits = decode_step(lm, torch.tensor([answer[-1]], device=lm.device), self.cache)  # (1, V)
-            answer.append(int(logits.argmax(-1)))
-            step_seconds.append(now(lm.device) - start)
+        if answer[-1] not in eos and room > 1:
+            step_seconds = decode_loop(lm, torch.tensor([answer[-1]], device=lm.device), self.cache, room - 1,
+                                       after_step=keep)
         self.ids = self.ids + answer[:-1]  # the last token was never fed back: it is not in the cache
         return answer, step_seconds
 

@@ -1,13 +1,27 @@
 """Model configuration: the few numbers that decide shapes, FLOPs and KV-cache bytes.
 
 One frozen dataclass covers GPT-2 and Llama-family models; `from_hf_config` reads a Hugging Face
-config. References: GPT-2 (Radford et al. 2019), Llama (Touvron et al. 2023), gpt-fast's ModelArgs.
+config. Parameter counts live here and nowhere else. References: GPT-2 (Radford et al. 2019),
+Llama (Touvron et al. 2023), gpt-fast's ModelArgs.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass, fields
+
+import torch
+
+from engine.errors import EngineError
 
 SUPPORTED_ARCHITECTURES = ("gpt2", "llama")
+
+
+def dtype_bytes(dtype: str | torch.dtype) -> int:
+    """Bytes per element of a dtype given as torch.dtype or by name ('float32', 'bfloat16', ...)."""
+    if isinstance(dtype, str):
+        dtype = getattr(torch, dtype.removeprefix("torch."), None)
+        if not isinstance(dtype, torch.dtype):
+            raise EngineError(f"unknown dtype {dtype!r}")
+    return dtype.itemsize
 
 
 @dataclass(frozen=True)
@@ -32,30 +46,70 @@ class ModelConfig:
     def uses_rope(self) -> bool:
         return self.arch == "llama"
 
+    # --- parameter counts: the one place they are computed ------------------------------------------
     @property
-    def n_params(self) -> int:
-        """Parameter count (tied embeddings counted once), for FLOP and byte estimates."""
+    def matmul_params(self) -> int:
+        """Weights every token multiplies through in the blocks (attention + MLP matrices, no biases)."""
         C, F, D = self.d_model, self.d_ff, self.head_dim
         attn = C * (self.n_heads * D) + 2 * C * (self.n_kv_heads * D) + (self.n_heads * D) * C
         mlp = (3 if self.arch == "llama" else 2) * C * F
-        embed = self.vocab_size * C * (1 if self.tie_embeddings else 2)
-        pos = self.max_seq_len * C if self.arch == "gpt2" else 0
-        return self.n_layers * (attn + mlp) + embed + pos
+        return self.n_layers * (attn + mlp)
+
+    @property
+    def lm_head_params(self) -> int:
+        """The LM head's V x C matrix (the same storage as the embedding when tied)."""
+        return self.vocab_size * self.d_model
+
+    @property
+    def embedding_params(self) -> int:
+        """Lookup tables: token embedding (+ an untied LM head counted here once more) + learned positions."""
+        pos = self.max_seq_len * self.d_model if self.arch == "gpt2" else 0
+        return self.vocab_size * self.d_model * (1 if self.tie_embeddings else 2) + pos
+
+    @property
+    def small_params(self) -> int:
+        """Norm weights (and LayerNorm biases) and linear biases: tiny, but counted so totals are exact."""
+        C = self.d_model
+        norms = self.n_layers * (4 if self.arch == "gpt2" else 2) * C + (2 if self.arch == "gpt2" else 1) * C
+        biases = 0
+        if self.qkv_bias:
+            biases += self.n_layers * ((self.n_heads + 2 * self.n_kv_heads) * self.head_dim + C)
+        if self.arch == "gpt2":
+            biases += self.n_layers * (self.d_ff + C)
+        return norms + biases
+
+    @property
+    def n_params(self) -> int:
+        """Every distinct parameter (tied matrices once), as Hugging Face counts them."""
+        return self.matmul_params + self.embedding_params + self.small_params
+
+    def weight_bytes(self, bytes_per_weight: float) -> float:
+        """Bytes of all weights stored at `bytes_per_weight` each (a decode step reads them all)."""
+        return self.n_params * bytes_per_weight
 
     def kv_bytes_per_token(self, dtype_bytes: int) -> int:
         """Bytes one token adds to the KV cache of one sequence: 2 (K and V) x layers x K x D x bytes."""
         return 2 * self.n_layers * self.n_kv_heads * self.head_dim * dtype_bytes
+
+    # --- plain data, for a Trace ---------------------------------------------------------------------
+    def to_dict(self) -> dict:
+        data = asdict(self)
+        data["eos_token_ids"] = list(self.eos_token_ids)
+        return data
+
+    @classmethod
+    def from_dict(cls, data: dict) -> ModelConfig:
+        known = {f.name for f in fields(cls)}
+        values = {k: v for k, v in data.items() if k in known}
+        values["eos_token_ids"] = tuple(values.get("eos_token_ids") or ())
+        return cls(**values)
 
     @classmethod
     def from_hf_config(cls, hf) -> ModelConfig:
         """Read a transformers PretrainedConfig (GPT2Config or LlamaConfig)."""
         arch = getattr(hf, "model_type", None)
         if arch not in SUPPORTED_ARCHITECTURES:
-            from engine.errors import EngineError
-
-            raise EngineError(
-                f"model type '{arch}' is not supported; supported: {', '.join(SUPPORTED_ARCHITECTURES)}"
-            )
+            raise EngineError(f"model type '{arch}' is not supported; supported: {', '.join(SUPPORTED_ARCHITECTURES)}")
         eos = hf.eos_token_id
         eos_ids = tuple(eos) if isinstance(eos, (list, tuple)) else ((eos,) if eos is not None else ())
         if arch == "gpt2":
@@ -70,8 +124,6 @@ class ModelConfig:
         rope = getattr(hf, "rope_parameters", None) or {}
         theta = rope.get("rope_theta", getattr(hf, "rope_theta", 10000.0))
         if rope.get("rope_type", "default") != "default":
-            from engine.errors import EngineError
-
             raise EngineError(f"rope scaling '{rope.get('rope_type')}' is not supported")
         head_dim = getattr(hf, "head_dim", None) or hf.hidden_size // hf.num_attention_heads
         return cls(

@@ -1,0 +1,60 @@
+"""Decode with static shapes, so one step can be captured as a CUDA graph and replayed.
+
+Eager decode launches hundreds of small kernels per token; on a GPU the gaps between launches,
+not the math, can dominate ("the gap between steps"). A graph needs every tensor shape and address
+fixed, so the step uses the model's ordinary forward with a *static plan*: the positions are a
+device tensor (written before each replay), attention reads the WHOLE preallocated cache and a mask,
+computed from those positions inside the graph, hides what is not written yet. The same forward
+serves eager decode; only the plan differs. On CPU the static step runs eagerly (for tests).
+Reference: PyTorch CUDA graphs (torch.cuda.CUDAGraph), gpt-fast's `input_pos`.
+"""
+from __future__ import annotations
+
+import torch
+
+from engine.core.kv_cache import KVCache, Plan
+
+
+def static_plan(cache: KVCache, positions: torch.Tensor) -> Plan:
+    """Plan for one token per row at `positions` (B, 1) (a device tensor), reading all max_len positions."""
+    visible = torch.arange(cache.max_len, device=positions.device)[None, :] <= positions  # (B, S_max)
+    return Plan(positions, cache.max_len, visible[:, None, None, :], advance=False)  # mask (B, 1, 1, S_max)
+
+
+@torch.inference_mode()
+def static_decode_step(lm, token: torch.Tensor, positions: torch.Tensor, cache: KVCache) -> torch.Tensor:
+    """token (B, 1) at `positions` (B, 1) -> logits (B, V); fixed shapes, no host-side bookkeeping."""
+    return lm.model(token, cache, plan=static_plan(cache, positions))[0]
+
+
+class GraphedDecoder:
+    """Replays one captured decode step: write the tokens and positions into static buffers, replay.
+
+    Use after a normal prefill into `cache`; call `step(token_ids)` once per new token.
+    """
+
+    def __init__(self, lm, cache: KVCache, warmup_steps: int = 3):
+        if lm.device.type != "cuda":
+            raise RuntimeError("CUDA graphs need a CUDA device")
+        self.lm, self.cache = lm, cache
+        self.token = torch.zeros(cache.batch, 1, dtype=torch.long, device=lm.device)  # static input (B, 1)
+        self.positions = torch.zeros(cache.batch, 1, dtype=torch.long, device=lm.device)  # static input (B, 1)
+        saved = [t.clone() for t in cache.keys + cache.values]
+        stream = torch.cuda.Stream()
+        stream.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(stream):  # warm-up on a side stream, as the CUDA-graph docs require
+            for _ in range(warmup_steps):
+                static_decode_step(lm, self.token, self.positions, cache)
+        torch.cuda.current_stream().wait_stream(stream)
+        self.graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(self.graph):
+            self.logits = static_decode_step(lm, self.token, self.positions, cache)  # (B, V) static output
+        for t, s in zip(cache.keys + cache.values, saved):  # undo the warm-up's writes
+            t.copy_(s)
+
+    def step(self, token_ids: torch.Tensor) -> torch.Tensor:
+        self.token.copy_(token_ids.view(-1, 1))
+        self.positions.copy_(torch.from_numpy(self.cache.lengths).view(-1, 1))
+        self.graph.replay()
+        self.cache.advance(1)
+        return self.logits
