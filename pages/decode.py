@@ -3,7 +3,7 @@ import time
 
 import streamlit as st
 
-from ui import fig_attention, fig_kvcache, phase_numbers, state
+from ui import fig_attention, fig_kvcache, phase_numbers, server, state
 
 st.title("Decode — the bridge")
 st.markdown(
@@ -14,18 +14,20 @@ st.markdown(
     "between tokens."
 )
 
-trace = st.session_state.get(state.LAST_TRACE)
+trace = server.store().last_trace
 if trace is None:
     st.info("👈 Press **Run** in the sidebar, then step through the generation here token by token: the text, "
             "the KV cache growing one column per token, its byte count and each new token's attention.")
     st.stop()
-if trace.attention is None or trace.kv_key_norms is None:
-    st.warning("This run has no attention / KV capture to draw. Run again from the sidebar.")
+if trace.kv_key_norms is None:
+    st.warning("This run has no picture of its KV cache to draw (a run measured on a server). Run again from the sidebar.")
     st.stop()
 
 cfg = trace.model_config
 n_positions = len(trace.steps) + 1
-layer_options = list(trace.attention.layers)
+layer_options = list(range(cfg.n_layers))
+if state.DECODE_LAYER not in st.session_state and trace.attention is not None and trace.attention.layers:
+    st.session_state[state.DECODE_LAYER] = trace.attention.layers[0]  # a layer captured with the run
 head_options = [None] + list(range(cfg.n_heads))
 kv_head_options = [None] + list(range(cfg.n_kv_heads))
 for key, options in ((state.DECODE_LAYER, layer_options), (state.DECODE_HEAD, head_options),
@@ -39,6 +41,8 @@ def move(delta: int) -> None:
     st.session_state[state.DECODE_POSITION] = max(0, min(n_positions - 1, position))
 
 
+if st.session_state.pop(state.DECODE_AUTOPLAY_DONE, False):
+    st.session_state[state.DECODE_AUTOPLAY] = False  # autoplay reached the last token: stop (no endless redraws)
 controls = st.columns([1, 1, 1.3, 1.7])
 controls[0].button("◀ Previous", key=state.DECODE_PREV, on_click=move, args=(-1,), width="stretch")
 controls[1].button("Next token ▶", key=state.DECODE_NEXT, on_click=move, args=(1,), type="primary", width="stretch")
@@ -47,15 +51,21 @@ speed = controls[3].select_slider("Seconds per token", options=[0.25, 0.5, 1.0, 
                                   key=state.DECODE_SPEED)
 
 
-@st.fragment(run_every=speed if autoplay and n_positions > 1 else None)
+playing = autoplay and st.session_state.get(state.DECODE_POSITION, 0) < n_positions - 1
+
+
+@st.fragment(run_every=speed if playing else None)
 def step_view() -> None:
     """Everything that changes with the step; autoplay reruns only this part, advancing one token each time."""
-    if autoplay and n_positions > 1:  # advance once per period, whatever caused this rerun
+    if playing:  # advance once per period, whatever caused this rerun
         now = time.monotonic()
         if now - st.session_state.get(state.DECODE_LAST_TICK, now) >= 0.9 * speed:
             move(1)
             st.session_state[state.DECODE_LAST_TICK] = now
         st.session_state.setdefault(state.DECODE_LAST_TICK, now)
+        if st.session_state.get(state.DECODE_POSITION, 0) >= n_positions - 1:
+            st.session_state[state.DECODE_AUTOPLAY_DONE] = True
+            st.rerun()  # the whole page again, now without a timer: autoplay stops at the last token
     else:
         st.session_state.pop(state.DECODE_LAST_TICK, None)
     if n_positions > 1:
@@ -91,7 +101,8 @@ def step_view() -> None:
                                   format_func=lambda i: f"layer {i}")
         head = pick[1].selectbox("Head", head_options, key=state.DECODE_HEAD,
                                  format_func=lambda h: "mean over heads" if h is None else f"head {h}")
-        st.plotly_chart(fig_attention.attention_row_figure(trace, view.position, layer, head), theme=None)
+        if server.ensure_layer(trace, layer):
+            st.plotly_chart(fig_attention.attention_row_figure(trace, view.position, layer, head), theme=None)
         st.caption("One query (the token just fed in) against every cached key: a 1 × S row, not an S × S matrix. "
                    "Small arithmetic, but the whole cache has to be read to do it.")
     with heads_tab:

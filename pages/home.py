@@ -4,7 +4,7 @@ from pathlib import Path
 import streamlit as st
 
 import engine
-from ui import diagnosis, fig_timing, state
+from ui import diagnosis, fig_timing, server
 
 ASSETS = Path(__file__).resolve().parent.parent / "assets"
 
@@ -41,7 +41,7 @@ st.markdown(
     "after another."
 )
 
-trace = st.session_state.get(state.LAST_TRACE)
+trace = server.store().last_trace
 if trace is None:
     st.info("**Press Run in the sidebar** to send the prompt through the model. The measured time of each "
             "segment, and a diagnosis of this request, will appear here.", icon=":material/arrow_back:")

@@ -1,14 +1,11 @@
 """Batch lab: prefill saturates, decode throughput grows with B until the crossover (layout only)."""
-import time
-from dataclasses import replace
-
 import streamlit as st
 
-import engine
+from engine.core.config import dtype_bytes as bytes_of
+from engine.errors import EngineError
 from engine.labs import sweeps
-from engine.labs.hardware import measure_peaks
 from engine.perfmodel import roofline
-from ui import fig_sweeps, lab_text, state, widgets
+from ui import fig_sweeps, lab_text, server, state, widgets
 
 BATCH_CHOICES = [1, 2, 4, 8, 16, 32, 64]
 GIB = 2**30
@@ -16,10 +13,8 @@ GIB = 2**30
 st.title("Batch lab — many riders, one bridge")
 st.markdown(lab_text.BATCH_INTRO)
 
-interrupted = st.session_state.pop(state.BATCH_RUNNING, False)  # still set here = the last run was stopped mid-way
-result = st.session_state.get(state.BATCH_RESULT)
-if interrupted and result is not None:
-    result.cancelled = result.done < len(result.planned)
+store = server.store()
+result = store.labs.get(state.BATCH_RESULT)
 
 cols = st.columns([3, 1, 1])
 sizes = sorted(cols[0].multiselect("Batch sizes B", BATCH_CHOICES, default=[1, 2, 4, 8, 16], key=state.BATCH_SIZES))
@@ -29,7 +24,7 @@ n_out = int(cols[2].number_input("Output tokens", 2, 64, 8, key=state.BATCH_OUTP
 lm = widgets.current_model()
 if lm is None:
     st.stop()
-dtype_bytes = lm.dtype.itemsize
+dtype_bytes = bytes_of(lm.dtype)
 if sizes:
     est = sweeps.estimate_batch_memory(lm, sizes[-1], n_prompt, n_out)
     free = f"{est.available / GIB:.1f} GiB free now" if est.available is not None else "free memory unknown"
@@ -40,38 +35,38 @@ if sizes:
 buttons = st.columns([1, 1, 4])
 run = buttons[0].button("▶ Run batch sweep", type="primary", key=state.BATCH_RUN, disabled=not sizes)
 buttons[1].button("■ Cancel", key=state.BATCH_CANCEL, help=lab_text.CANCEL_HELP)
+if st.session_state.get(state.BATCH_CANCEL) and result is not None:
+    result.cancelled = result.done < len(result.planned)  # the points measured so far stay
 
-peaks_key = (str(lm.device), lm.dtype_name)
-peaks = st.session_state.setdefault(state.PEAKS, {}).get(peaks_key)
+peaks = store.labs.setdefault(state.PEAKS, {}).get((lm.device, lm.dtype))
+start = False
 if run:
-    run_id = time.monotonic_ns()
     try:
         for b in sizes:  # refuse before running anything
             sweeps.check_batch_memory(lm, b, n_prompt, n_out)
-        if peaks is None:
-            with st.spinner("Measuring this machine's copy bandwidth and matmul FLOP/s…"):
-                peaks = measure_peaks(lm.device, lm.dtype, lm.config)
-            st.session_state[state.PEAKS][peaks_key] = peaks
-        bar = st.progress(0.0, text=f"Measuring {len(sizes)} batch sizes on {lm.name}…")
-        st.session_state[state.BATCH_RUNNING] = run_id
-        st.session_state.pop(state.BATCH_RESULT, None)
-
-        def on_point(res: sweeps.SweepResult) -> bool:
-            if st.session_state.get(state.BATCH_RUNNING) != run_id:
-                return False  # Cancel (or any rerun) already took over: stop measuring
-            st.session_state[state.BATCH_RESULT] = replace(res, points=list(res.points))  # snapshot survives a Cancel
-            p = res.points[-1]
-            bar.progress(res.done / len(res.planned), text=f"B = {p.batch_size}: step {p.itl_p50_s * 1e3:.0f} ms")
-            return True
-
-        with st.spinner("Running batched prefill and decode…"):
-            sweeps.sweep_batch_sizes(lm, sizes, n_prompt, n_out, on_point=on_point)
-        bar.empty()
-    except engine.EngineError as exc:
+        start = True
+    except EngineError as exc:
         st.error(str(exc))
-    if st.session_state.get(state.BATCH_RUNNING) == run_id:
-        del st.session_state[state.BATCH_RUNNING]  # finished (or refused) on its own: not interrupted
-    result = st.session_state.get(state.BATCH_RESULT)
+if start and peaks is None:
+    peaks = server.lab_run(state.PEAKS_JOB, True, "engine.labs.hardware:peaks_of", callback=None,
+                            label="Measuring this machine's copy bandwidth and matmul FLOP/s…")
+    store.labs[state.PEAKS][(lm.device, lm.dtype)] = peaks
+if start:
+    store.labs.pop(state.BATCH_RESULT, None)
+
+
+def keep(partial: sweeps.SweepResult):
+    store.labs[state.BATCH_RESULT] = partial  # kept point by point: a Cancel keeps what was measured
+    p = partial.points[-1]
+    return f"B = {p.batch_size}: step {p.itl_p50_s * 1e3:.0f} ms", partial.done / len(partial.planned)
+
+
+final = server.lab_run(state.BATCH_JOB, start, "engine.labs.sweeps:sweep_batch_sizes", (sizes, n_prompt, n_out),
+                        callback="on_point", cancel_key=state.BATCH_CANCEL, on_payload=keep,
+                        label=f"Measuring {len(sizes)} batch sizes on {lm.name}…")
+if final is not None:
+    store.labs[state.BATCH_RESULT] = final
+result = store.labs.get(state.BATCH_RESULT)
 
 st.caption(fig_sweeps.sweep_status(result))
 if result is not None and result.points:

@@ -3,7 +3,7 @@ import streamlit as st
 
 import engine
 from engine.perfmodel import budget, roofline
-from ui import fig_roofline, lab_text, state
+from ui import fig_roofline, lab_text, server, state
 
 SOURCES = {
     "fable": "The fable (valley = 20% of the journey)",
@@ -24,7 +24,7 @@ def _set_speedups(prefill: float, decode: float) -> None:
 source = st.radio("Where the prefill share comes from", list(SOURCES), format_func=SOURCES.get, key=state.BUDGET_SOURCE)
 share, share_note = budget.FABLE_SHARE, "the fable: the valley is under a fifth of the journey"
 if source == "measured":
-    trace = st.session_state.get(state.LAST_TRACE)
+    trace = server.store().last_trace
     if trace is None or trace.total_seconds <= 0:
         st.info("No run yet: press **Run** in the sidebar on any page, or use the fable's numbers.")
     else:

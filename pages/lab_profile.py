@@ -1,9 +1,7 @@
 """Where the time goes: torch.profiler on one prefill and on decode steps, grouped by kind of work (layout only)."""
 import streamlit as st
 
-import engine
-from engine.labs import profiling
-from ui import fig_profile, state, widgets
+from ui import fig_profile, server, state, widgets
 from ui import remedy_text as rt
 
 st.title("Where the time goes — GEMM in the valley, GEMV on the bridge")
@@ -12,19 +10,14 @@ st.markdown(rt.PROFILE_INTRO)
 lm = widgets.current_model()
 cols = st.columns([2, 1, 3])
 n_prompt = cols[0].select_slider("Prompt tokens to prefill", [32, 64, 128, 256, 512], value=256, key=state.PROFILE_TOKENS)
-if cols[1].button("▶ Profile", type="primary", key=state.PROFILE_RUN, disabled=lm is None):
-    bar = st.progress(0.0, text="Starting the profiler…")
-    try:
-        with st.spinner(f"Profiling {lm.name}…"):
-            st.session_state[state.PROFILE_RESULT] = profiling.profile_phases(
-                lm, int(n_prompt), progress=lambda message, fraction: bar.progress(fraction, text=message))
-    except engine.EngineError as exc:
-        st.error(str(exc))
-    except (RuntimeError, MemoryError) as exc:
-        st.error(f"Profiling failed: {str(exc).splitlines()[0]}")
-    bar.empty()
+start = cols[1].button("▶ Profile", type="primary", key=state.PROFILE_RUN, disabled=lm is None)
+store = server.store()
+profiled = server.lab_run(state.PROFILE_JOB, start, "engine.labs.profiling:profile_phases", (int(n_prompt),),
+                           label=f"Profiling {lm.name if lm else ''}…")
+if profiled is not None:
+    store.labs[state.PROFILE_RESULT] = profiled
 
-result = st.session_state.get(state.PROFILE_RESULT)
+result = store.labs.get(state.PROFILE_RESULT)
 if result is None:
     st.info("Press **Profile** to record one prefill and a few decode steps of the sidebar's model.")
 else:

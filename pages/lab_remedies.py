@@ -1,37 +1,28 @@
 """Remedies lab: each remedy measured on this machine and labelled with the phase it helps (layout only)."""
 import streamlit as st
 
-import engine
-from engine.labs import remedies
 from ui import fig_remedies as fr
 from ui import remedy_text as rt
-from ui import state, widgets
+from ui import server, state, widgets
 
 st.title("Remedies lab — a strategy for each segment")
 st.markdown(f"Each remedy is measured here, now, on this machine: the baseline and the remedy run the same request. {rt.LESSON}")
 
-results: dict = st.session_state.setdefault(state.REMEDY_RESULTS, {})
+results: dict = server.store().labs.setdefault(state.REMEDY_RESULTS, {})
 lm = widgets.current_model()
 top = st.columns([1, 1, 3])
 n_tokens = int(top[0].number_input("Output tokens per request", 4, 128, 24, key=state.REMEDY_TOKENS))
 top[1].button("■ Cancel", key=state.REMEDY_CANCEL, help="Stops the measurement that is running; earlier results stay.")
 
 
-def measure(key: str, run) -> None:
-    """A Measure button; on click, `run(progress)` with a progress bar, the result kept in session state."""
-    if not st.button("▶ Measure", key=state.REMEDY_MEASURE + key, type="primary", disabled=lm is None):
-        return
-    bar = st.progress(0.0, text=f"Measuring on {lm.name}…")
-    try:
-        with st.spinner("Running the model…"):
-            results[key] = run(lambda message, fraction: bar.progress(min(max(fraction, 0.0), 1.0), text=message))
-    except remedies.Cancelled:
-        st.warning("Cancelled; nothing was stored.")
-    except engine.EngineError as exc:
-        st.error(str(exc))
-    except (RuntimeError, MemoryError, ValueError) as exc:
-        st.error(f"The measurement failed: {str(exc).splitlines()[0]}")
-    bar.empty()
+def measure(key: str, function: str, *args, **kwargs) -> None:
+    """A Measure button; on click, engine.labs.remedies.<function>(lm, *args, **kwargs) runs in the engine
+    worker with a progress bar (Cancel stops it there), and the result is kept in the session."""
+    start = st.button("▶ Measure", key=state.REMEDY_MEASURE + key, type="primary", disabled=lm is None)
+    result = server.lab_run(state.REMEDY_JOB + key, start, "engine.labs.remedies:" + function, args, kwargs,
+                             cancel_key=state.REMEDY_CANCEL, label=f"Measuring on {lm.name if lm else ''}…")
+    if result is not None:
+        results[key] = result
 
 
 def header(key: str) -> None:
@@ -42,7 +33,7 @@ tabs = st.tabs([rt.TITLES[k] for k in ("kv_cache", "speculative", "prefix", "dty
 
 with tabs[0]:
     header("kv_cache")
-    measure("kv_cache", lambda p: remedies.measure_kv_cache(lm, rt.OPEN_PROMPT, n_tokens, progress=p))
+    measure("kv_cache", "measure_kv_cache", rt.OPEN_PROMPT, n_tokens)
     if r := results.get("kv_cache"):
         st.plotly_chart(fr.kv_cache_figure(r), width="stretch", theme=None)
         st.markdown(rt.kv_cache_summary(r))
@@ -56,7 +47,7 @@ with tabs[1]:
     st.caption("Drafts: the k tokens that followed the latest earlier match of the last 3 (then 2, then 1) tokens (Saxena 2023). "
                "All drafts are checked in one forward pass; the longest prefix equal to greedy is kept (Leviathan et al. 2023).")
     prompts = {"copy / summarise": copy_prompt, "open-ended": open_prompt}
-    measure("speculative", lambda p: remedies.measure_speculative(lm, prompts, n_tokens, k, progress=p))
+    measure("speculative", "measure_speculative", prompts, n_tokens, k)
     if r := results.get("speculative"):
         st.plotly_chart(fr.speculative_figure(r), width="stretch", theme=None)
         st.markdown(rt.speculative_summary(r))
@@ -66,7 +57,7 @@ with tabs[2]:
     c = st.columns(2)
     turn1 = c[0].text_input("Turn 1 (user)", rt.TURN1, key=state.REMEDY_TURN1)
     turn2 = c[1].text_input("Turn 2 (user)", rt.TURN2, key=state.REMEDY_TURN2)
-    measure("prefix", lambda p: remedies.measure_prefix_cache(lm, turn1, turn2, answer_tokens=n_tokens, progress=p))
+    measure("prefix", "measure_prefix_cache", turn1, turn2, answer_tokens=n_tokens)
     if r := results.get("prefix"):
         st.plotly_chart(fr.phase_pair_figure([r.full, r.reused], "Turn 2: from scratch vs reusing turn 1's cache (measured)"),
                         width="stretch", theme=None)
@@ -75,19 +66,14 @@ with tabs[2]:
 with tabs[3]:
     header("dtype")
     st.markdown(rt.DTYPE_NOTE)
-
-    def run_dtypes(progress):
-        models = {dt: widgets.model_in_dtype(dt) for dt in ("float32", "bfloat16")}
-        return remedies.measure_models(models, rt.OPEN_PROMPT, n_tokens, progress=progress)
-
-    measure("dtype", run_dtypes)
+    measure("dtype", "measure_dtypes", ("float32", "bfloat16"), rt.OPEN_PROMPT, n_tokens)
     if r := results.get("dtype"):
         st.plotly_chart(fr.phase_pair_figure(r, "float32 vs bfloat16 on this device (measured)"), width="stretch", theme=None)
         st.markdown(rt.phase_rows_summary(r))
 
 with tabs[4]:
     header("int8")
-    measure("int8", lambda p: remedies.measure_int8(lm, rt.OPEN_PROMPT, n_tokens, progress=p))
+    measure("int8", "measure_int8", rt.OPEN_PROMPT, n_tokens)
     if r := results.get("int8"):
         st.plotly_chart(fr.phase_pair_figure(r.rows, "Weights in float vs int8 (measured)"), width="stretch", theme=None)
         st.markdown(rt.phase_rows_summary(r.rows))
@@ -96,16 +82,16 @@ with tabs[4]:
 
 with tabs[5]:
     header("overhead")
-    measure("overhead", lambda p: remedies.measure_overhead(lm, progress=p))
+    measure("overhead", "measure_overhead")
     if r := results.get("overhead"):
         st.plotly_chart(fr.overhead_figure(r), width="stretch", theme=None)
         st.markdown(rt.overhead_summary(r))
-    if lm is None or lm.device.type != "cuda":
+    if lm is None or not lm.device.startswith("cuda"):
         st.info(rt.CUDA_NOTE)
     else:
         st.markdown("**CUDA graphs** (measured): the same request, decode steps launched one kernel at a time vs "
                     "replayed from one captured graph.")
-        measure("cuda_graphs", lambda p: remedies.measure_cuda_graphs(lm, rt.OPEN_PROMPT, n_tokens, progress=p))
+        measure("cuda_graphs", "measure_cuda_graphs", rt.OPEN_PROMPT, n_tokens)
         if r := results.get("cuda_graphs"):
             st.plotly_chart(fr.phase_pair_figure([r.eager, r.graphed], "Eager vs CUDA-graph decode (measured)"),
                             width="stretch", theme=None)

@@ -1,43 +1,40 @@
 """Roofline lab: this machine's measured roof with both phases on it, and spec-sheet predictions (layout only)."""
 import streamlit as st
 
-import engine
-from engine.labs.hardware import measure_peaks
-from engine.labs.sweeps import prompt_ids_of_length
 from engine.perfmodel import roofline
-from ui import fig_roofline, lab_text, state, widgets
+from ui import fig_roofline, lab_text, server, state, widgets
 
 BYTES_PER_WEIGHT = {2.0: "bf16 / fp16 (2 bytes)", 4.0: "fp32 (4 bytes)", 1.0: "int8 (1 byte)", 0.5: "4-bit (0.5 byte)"}
 
 st.title("Roofline — which stage eats the money")
 st.markdown(lab_text.ROOFLINE_INTRO)
 
-lm = widgets.current_model()
-if lm is not None:
-    st.subheader(f"This machine: {lm.device.type}, {lm.dtype_name}, {lm.name}")
-    peaks_key = (str(lm.device), lm.dtype_name)
-    peaks = st.session_state.setdefault(state.PEAKS, {}).get(peaks_key)
-    if peaks is None:
-        with st.spinner("Measuring this machine's peaks (a 256 MiB copy, a matmul at the model's shapes)…"):
-            peaks = measure_peaks(lm.device, lm.dtype, lm.config)
-        st.session_state[state.PEAKS][peaks_key] = peaks
+store = server.store()
 
-    trace = st.session_state.get(state.LAST_TRACE)
+
+def measured_section(lm) -> None:
+    """This machine's roof, measured, with the prefill and decode points of a real run on it."""
+    st.subheader(f"This machine: {lm.device}, {lm.dtype}, {lm.name}")
+    peaks = store.labs.setdefault(state.PEAKS, {}).get((lm.device, lm.dtype))
+    if peaks is None:
+        peaks = server.lab_run(state.PEAKS_JOB, True, "engine.labs.hardware:peaks_of", callback=None,
+                                label="Measuring this machine's peaks (a 256 MiB copy, a matmul at the model's shapes)…")
+        store.labs[state.PEAKS][(lm.device, lm.dtype)] = peaks
+    if peaks is None:
+        return
+
+    trace = store.last_trace
     source = "the last dashboard run"
-    if trace is None or trace.model != lm.name or not trace.steps:
-        trace, source = st.session_state.get(state.ROOF_TRACE), "a small measurement made on this page"
+    if trace is None or trace.model != lm.name or not trace.steps or trace.model_config is None:
+        trace, source = store.labs.get(state.ROOF_TRACE), "a small measurement made on this page"
         if trace is not None and trace.model != lm.name:
             trace = None
     remeasure = st.button("↻ Measure again (64 prompt + 16 output tokens)", key=state.ROOF_MEASURE_RUN)
     if trace is None or remeasure:
-        try:
-            with st.spinner("Running a small measurement: 64 prompt tokens, 16 output tokens…"):
-                trace = engine.generate(lm, prompt_ids_of_length(lm, 64), 16, ignore_eos=True)
-            st.session_state[state.ROOF_TRACE] = trace
-            source = "a small measurement made on this page"
-        except engine.EngineError as exc:
-            st.error(str(exc))
-            trace = None
+        trace = server.lab_run(state.ROOF_JOB, True, "engine.labs.sweeps:reference_run", callback=None,
+                                label="Running a small measurement: 64 prompt tokens, 16 output tokens…")
+        store.labs[state.ROOF_TRACE] = trace
+        source = "a small measurement made on this page"
 
     m = st.columns(3)
     m[0].metric("Copy bandwidth (measured)", f"{peaks.copy_bytes_per_s / 1e9:.1f} GB/s")
@@ -51,6 +48,11 @@ if lm is not None:
                    f"batch {trace.batch_size}. " + lab_text.MEASURED_NOTE)
         st.dataframe(fig_roofline.points_table(points, peaks.matmul_flops_per_s, peaks.copy_bytes_per_s),
                      hide_index=True, width="stretch")
+
+
+lm = widgets.current_model()
+if lm is not None:
+    measured_section(lm)
 
 st.divider()
 st.subheader("Spec-sheet hardware: predicted TTFT and TPOT (estimates)")

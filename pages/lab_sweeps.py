@@ -1,13 +1,9 @@
 """Sweep lab: TTFT against prompt length and decode cost against output length, measured live (layout only)."""
-import time
-from dataclasses import replace
-
 import streamlit as st
 
-import engine
 from engine.labs import sweeps
 from engine.perfmodel.fit import fit_ttft
-from ui import fig_sweeps, lab_text, state, widgets
+from ui import fig_sweeps, lab_text, server, state, widgets
 
 PROMPT_CHOICES = [16, 32, 64, 128, 256, 512, 1024, 2048]
 OUTPUT_CHOICES = [4, 8, 16, 32, 64, 128, 256]
@@ -16,10 +12,8 @@ KINDS = {"prompt": "Prompt-length sweep (TTFT)", "output": "Output-length sweep 
 st.title("Sweep lab — widen the valley, lengthen the bridge")
 st.markdown(lab_text.SWEEP_INTRO)
 
-results: dict = st.session_state.setdefault(state.SWEEP_RESULTS, {})
-interrupted = st.session_state.pop(state.SWEEP_RUNNING, (None, 0))[0]  # still set here = the last sweep was stopped
-if interrupted in results:
-    results[interrupted].cancelled = results[interrupted].done < len(results[interrupted].planned)
+store = server.store()
+results: dict = store.labs.setdefault(state.SWEEP_RESULTS, {})  # {"prompt": SweepResult, "output": SweepResult}
 
 kind = st.radio("Sweep", list(KINDS), format_func=KINDS.get, horizontal=True, key=state.SWEEP_KIND)
 cols = st.columns([3, 1])
@@ -38,38 +32,35 @@ run = buttons[0].button("▶ Run sweep", type="primary", key=state.SWEEP_RUN, di
 buttons[1].button("■ Cancel", key=state.SWEEP_CANCEL, help=lab_text.CANCEL_HELP)
 
 lm = widgets.current_model()
+running_kind = store.labs.get(state.SWEEP_RUNNING)
+if st.session_state.get(state.SWEEP_CANCEL) and running_kind in results:
+    results[running_kind].cancelled = True  # the points measured so far stay
+start = False
 if run and lm is not None:
     pairs = [(t, int(fixed)) for t in lengths] if kind == "prompt" else [(int(fixed), n) for n in lengths]
     allowed, refused = sweeps.split_allowed(lm, [p for p, _ in pairs], [n for _, n in pairs])
     for message in refused:
         st.warning(f"Skipped: {message}")
     if allowed:
-        bar = st.progress(0.0, text=f"Measuring {len(allowed)} points on {lm.name}…")
-        run_id = (kind, time.monotonic_ns())
-        st.session_state[state.SWEEP_RUNNING] = run_id
+        start, running_kind = True, kind
+        store.labs[state.SWEEP_RUNNING] = kind
         results.pop(kind, None)
+        args = ([t for t, _ in allowed], int(fixed)) if kind == "prompt" else ([n for _, n in allowed], int(fixed))
 
-        def on_point(result: sweeps.SweepResult) -> bool:
-            if st.session_state.get(state.SWEEP_RUNNING) != run_id:
-                return False  # Cancel (or any rerun) already took over: stop measuring, keep what was shown
-            results[kind] = replace(result, points=list(result.points))  # a snapshot, kept if Cancel stops the script
-            last = result.points[-1]
-            bar.progress(result.done / len(result.planned),
-                         text=f"{result.done}/{len(result.planned)}: {last.prompt_tokens} in, {last.output_tokens} out, "
-                              f"TTFT {last.ttft_s * 1e3:.0f} ms")
-            return True
 
-        try:
-            with st.spinner("Running the model…"):
-                if kind == "prompt":
-                    sweeps.sweep_prompt_lengths(lm, [t for t, _ in allowed], int(fixed), on_point=on_point)
-                else:
-                    sweeps.sweep_output_lengths(lm, [n for _, n in allowed], int(fixed), on_point=on_point)
-        except engine.EngineError as exc:
-            st.error(str(exc))
-        if st.session_state.get(state.SWEEP_RUNNING) == run_id:
-            del st.session_state[state.SWEEP_RUNNING]  # finished (or failed) on its own: not interrupted
-            bar.empty()
+def keep(partial: sweeps.SweepResult):
+    """Each measured point arrives as a snapshot, kept at once: a Cancel keeps what was measured."""
+    results[running_kind] = partial
+    last = partial.points[-1]
+    return (f"{partial.done}/{len(partial.planned)}: {last.prompt_tokens} in, {last.output_tokens} out, "
+            f"TTFT {last.ttft_s * 1e3:.0f} ms", partial.done / len(partial.planned))
+
+
+function = "engine.labs.sweeps:" + ("sweep_prompt_lengths" if running_kind == "prompt" else "sweep_output_lengths")
+final = server.lab_run(state.SWEEP_JOB, start, function, args if start else (), callback="on_point",
+                        cancel_key=state.SWEEP_CANCEL, on_payload=keep, label=f"Measuring on {lm.name if lm else ''}…")
+if final is not None:
+    results[running_kind] = final
 
 result = results.get(kind)
 st.caption(fig_sweeps.sweep_status(result))

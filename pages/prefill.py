@@ -1,7 +1,7 @@
 """Prefill — the valley: the whole prompt crosses side by side in one pass (layout only; numbers come from ui/)."""
 import streamlit as st
 
-from ui import fig_attention, phase_numbers, state
+from ui import fig_attention, phase_numbers, server, state
 
 st.title("Prefill — the valley")
 st.markdown(
@@ -12,13 +12,10 @@ st.markdown(
     "time to first token (TTFT)."
 )
 
-trace = st.session_state.get(state.LAST_TRACE)
+trace = server.store().last_trace
 if trace is None:
     st.info("👈 Press **Run** in the sidebar: this page then shows the real attention matrix of your prompt, "
             "the prefill time and the FLOP/s the valley achieved.")
-    st.stop()
-if trace.attention is None or not trace.attention.prefill:
-    st.warning("This run has no attention capture, so there is no matrix to draw. Run again from the sidebar.")
     st.stop()
 
 # --- the measured time and the estimated work -------------------------------------------------------------
@@ -38,8 +35,10 @@ st.caption(
 )
 
 # --- layer / head pickers (redrawing never re-runs the model: everything comes from the trace) -------------
-layer_options = list(trace.attention.layers)
+layer_options = list(range(cfg.n_layers))
 head_options = [None] + list(range(cfg.n_heads))
+if state.PREFILL_LAYER not in st.session_state and trace.attention is not None and trace.attention.layers:
+    st.session_state[state.PREFILL_LAYER] = trace.attention.layers[0]  # a layer captured with the run
 for key, options in ((state.PREFILL_LAYER, layer_options), (state.PREFILL_HEAD, head_options)):
     if key in st.session_state and st.session_state[key] not in options:
         del st.session_state[key]  # a new run with another model: fall back to the default
@@ -52,6 +51,8 @@ scale = pick[2].radio("Colours", ["linear", "log"], index=1, key=state.PREFILL_S
                       help="log: small weights become visible (colour = log10 of the weight, floored at 0.0001)")
 pick[3].caption("Each row is one query token; it may only look left (earlier tokens). The grey upper "
                 "triangle is the causal mask: positions a token cannot see, not zeros.")
+if not server.ensure_layer(trace, layer):
+    st.stop()
 
 matrix_tab, animation_tab = st.tabs(["The T × T matrix", "Prefill vs decode on the same matrix"])
 with matrix_tab:

@@ -2,7 +2,7 @@
 import streamlit as st
 
 import engine
-from ui import fig_timing, runs, state
+from ui import fig_timing, runs, server, state
 
 st.title("The dispatcher's ledger")
 st.markdown(
@@ -19,7 +19,7 @@ with st.expander("Definitions (the same as vLLM's benchmarks)", expanded=False):
                 "model. On a 2-core machine that can make decode steps noticeably slower; switch off *Live latency "
                 "chart* in the sidebar, or use `python -m engine generate`, for the cleanest numbers.")
 
-trace = st.session_state.get(state.LAST_TRACE)
+trace = server.store().last_trace
 if trace is None:
     st.info("**Press Run in the sidebar**: the ledger fills in as the model generates.", icon=":material/arrow_back:")
     st.stop()
@@ -52,7 +52,7 @@ with steps_col:
                        mime="text/csv", key=state.TIMING_STEPS_CSV)
 
 st.divider()
-history = st.session_state.get(state.RUN_HISTORY, [])
+history = server.store().history
 st.subheader(f"Every run of this session ({len(history)})")
 st.markdown("Change the prompt length or the output length in the sidebar and press Run again: long prompts grow "
             "the orange (valley) part, long answers grow the blue (bridge) part.")
@@ -65,5 +65,5 @@ left, right = st.columns(2)
 left.download_button("Download all runs (CSV)", runs.to_csv(table), file_name="two_bends_runs.csv", mime="text/csv",
                      key=state.TIMING_RUNS_CSV)
 if right.button("Clear the run history", key=state.TIMING_CLEAR):
-    st.session_state[state.RUN_HISTORY] = [trace]
+    server.store().history = history[-1:]
     st.rerun()

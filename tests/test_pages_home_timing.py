@@ -33,6 +33,11 @@ def run(at: AppTest) -> AppTest:
     return at.sidebar.button(key=state.RUN).click().run()
 
 
+def last(at: AppTest):
+    """The session's latest finished run (ui.run_store.RunStore.last_trace)."""
+    return at.session_state[state.STORE].last_trace
+
+
 def texts(at: AppTest) -> str:
     return "\n".join(t.value for t in at.text)
 
@@ -52,7 +57,7 @@ def test_timing_before_run(app):
 def test_run_shows_metrics_text_and_ledger(app):
     run(app)
     assert not app.exception and not app.error
-    trace = app.session_state[state.LAST_TRACE]
+    trace = last(app)
     metrics = {m.label: m.value for m in app.metric}
     assert metrics["TTFT (prefill)"].endswith(" ms") and metrics["Tokens in"] == "64"
     assert metrics["Tokens out"] == str(trace.n_output)
@@ -62,14 +67,15 @@ def test_run_shows_metrics_text_and_ledger(app):
 
     app.switch_page("pages/timing.py").run()  # switching pages does not re-run the model
     assert not app.exception
-    assert app.session_state[state.LAST_TRACE] is trace and len(app.session_state[state.RUN_HISTORY]) == 1
+    assert last(app) is trace and len(app.session_state[state.STORE].history) == 1
     assert len(app.dataframe) == 3
     metric_rows = app.dataframe[0].value.set_index("metric")
     assert metric_rows.loc["TTFT", "value"] == pytest.approx(trace.prefill_seconds * 1000)
 
     run(app)  # a second run lands in the history; the older one drops its bulky attention capture
-    history = app.session_state[state.RUN_HISTORY]
-    assert len(history) == 2 and history[0].attention is None and history[1].attention is not None
+    history = app.session_state[state.STORE].history
+    assert len(history) == 2 and history[0].attention is None and history[1].attention is None  # light copies
+    assert last(app).attention is not None  # the newest run keeps what the pages draw
     assert list(app.dataframe[2].value["run"]) == [1, 2]
 
 
@@ -78,7 +84,7 @@ def test_output_length_slider_changes_output_tokens(app):
     for n in (4, 11):
         app.sidebar.slider(key=state.MAX_NEW_TOKENS).set_value(n)
         run(app)
-        trace = app.session_state[state.LAST_TRACE]
+        trace = last(app)
         assert not app.exception and trace.settings["max_new_tokens"] == n
         counts.append(trace.n_output)
         if trace.stop_reason == "length":
@@ -89,7 +95,7 @@ def test_output_length_slider_changes_output_tokens(app):
 def test_prompt_length_slider_sets_exact_prompt_tokens(app):
     app.sidebar.slider(key=state.PROMPT_TOKENS).set_value(100)
     run(app)
-    assert app.session_state[state.LAST_TRACE].n_prompt == 100
+    assert last(app).n_prompt == 100
     assert {m.label: m.value for m in app.metric}["Tokens in"] == "100"
 
 
@@ -100,7 +106,7 @@ def test_empty_prompt_is_a_friendly_message(app):
     run(app)
     assert not app.exception
     assert any("empty" in e.value for e in app.error)
-    assert state.LAST_TRACE not in app.session_state or app.session_state[state.LAST_TRACE] is None
+    assert state.STORE not in app.session_state or last(app) is None
 
 
 def test_too_long_prompt_is_refused_with_the_limit(app):
@@ -132,7 +138,7 @@ def test_default_run_on_real_smollm(monkeypatch):
     at.session_state[state.MODEL] = "smollm2-135m"
     run(at.run())
     assert not at.exception and not at.error
-    trace = at.session_state[state.LAST_TRACE]
+    trace = last(at)
     assert "SmolLM2" in trace.model and trace.n_prompt == 64 and trace.n_output >= 1
     assert trace.text.strip() and trace.text.strip() in texts(at)
     print(f"\nSmolLM2 default run: TTFT {trace.prefill_seconds * 1000:.1f} ms, "

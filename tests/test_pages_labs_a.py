@@ -6,6 +6,7 @@ from streamlit.testing.v1 import AppTest
 
 from engine.labs import sweeps
 from ui import state
+from ui.run_store import RunStore
 
 APP = str(Path(__file__).resolve().parents[1] / "app.py")
 
@@ -56,8 +57,8 @@ def test_sweep_page_reports_a_cancelled_sweep():
     partial = sweeps.SweepResult("prompt", planned=[8, 16, 32], model="tiny", device="cpu")
     partial.points.append(sweeps.SweepPoint("prompt", 1, 8, 3, 0.01, 0.02, 0.01, 0.01, 0.03, 800.0, 100.0, [9, 10],
                                             [0.01, 0.01]))
-    at.session_state[state.SWEEP_RESULTS] = {"prompt": partial}
-    at.session_state[state.SWEEP_RUNNING] = ("prompt", 1)  # as if Cancel stopped the script mid-sweep
+    partial.cancelled = True  # as the page marks it when Cancel stops the sweep after its first point
+    at.session_state[state.STORE] = RunStore(labs={state.SWEEP_RESULTS: {"prompt": partial}})
     at.run()
     _ok(at)
     assert "Cancelled after 1 of 3" in at.caption[0].value
@@ -75,7 +76,7 @@ def test_batch_page_runs_and_marks_the_crossover():
     assert list(at.dataframe[0].value["batch"]) == [1, 2, 4]
     assert len(at.get("plotly_chart")) == 2
     assert any("ridge point" in m.value for m in at.markdown)  # explained with arithmetic intensity
-    assert at.session_state[state.PEAKS]  # measured once, kept for the session
+    assert at.session_state[state.STORE].labs[state.PEAKS]  # measured once, kept for the session
 
 
 def test_roofline_page_measures_and_predicts():

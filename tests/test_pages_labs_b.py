@@ -25,7 +25,7 @@ def test_remedies_page_measures_each_remedy():
         at.button(key=state.REMEDY_MEASURE + key).click().run()
         assert not at.exception, key
         assert not at.error, (key, [e.value for e in at.error])
-        assert key in at.session_state[state.REMEDY_RESULTS]
+        assert key in at.session_state[state.STORE].labs[state.REMEDY_RESULTS]
     assert len(at.get("plotly_chart")) >= 7  # one per remedy + the indicator matrix
     assert any("×" in str(md.value) for md in at.markdown)
 
@@ -36,6 +36,6 @@ def test_profile_page_profiles():
     at.select_slider(key=state.PROFILE_TOKENS).set_value(32).run()
     at.button(key=state.PROFILE_RUN).click().run()
     assert not at.exception and not at.error
-    result = at.session_state[state.PROFILE_RESULT]
+    result = at.session_state[state.STORE].labs[state.PROFILE_RESULT]
     assert result.prefill.by_kind["GEMM (matrix × matrix)"] > 0
     assert len(at.get("plotly_chart")) == 2 and len(at.dataframe) == 3

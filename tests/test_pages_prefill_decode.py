@@ -7,6 +7,7 @@ from streamlit.testing.v1 import AppTest
 
 import engine
 from ui import state
+from ui.run_store import RunStore
 
 APP = str(Path(__file__).resolve().parents[1] / "app.py")
 
@@ -21,7 +22,7 @@ def open_page(page: str, trace=None) -> AppTest:
     at = AppTest.from_file(APP, default_timeout=60)
     at.switch_page(page)
     if trace is not None:
-        at.session_state[state.LAST_TRACE] = trace
+        at.session_state[state.STORE] = RunStore(last_trace=trace)
     return at.run()
 
 

@@ -16,10 +16,11 @@ CHAT = "sb_chat"
 LIVE_CHART = "sb_live_chart"
 RUN = "sb_run"
 
-# results kept across pages
-LAST_TRACE = "last_trace"  # engine.Trace of the latest run
-RUN_HISTORY = "run_history"  # list of engine.Trace, every run of this session
-LAST_ERROR = "last_error"  # message of the latest failed run, shown instead of a traceback
+RUN_CANCEL = "sb_run_cancel"  # the run panel's Cancel button
+
+# results kept across pages: a ui.run_store.RunStore (last run, history, lab results, work in flight),
+# cleared by ui/server.py's janitor as soon as the session's tab is closed
+STORE = "run_store"
 
 # sidebar + run panel + home/timing pages (ui/widgets.py, pages/home.py, pages/timing.py)
 FIT_PROMPT = "sb_fit_prompt"  # True: send exactly PROMPT_TOKENS tokens (trim or repeat the text)
@@ -36,7 +37,8 @@ SWEEP_FIXED_PROMPT = "lab_sweep_fixed_prompt"  # prompt tokens per point of the 
 SWEEP_RUN = "lab_sweep_run"
 SWEEP_CANCEL = "lab_sweep_cancel"
 SWEEP_RESULTS = "lab_sweep_results"  # {"prompt": SweepResult, "output": SweepResult}, partial results kept
-SWEEP_RUNNING = "lab_sweep_running"  # kind being measured; still set on the next run = interrupted
+SWEEP_RUNNING = "lab_sweep_running"  # the kind the latest sweep job measures (results land there)
+SWEEP_JOB = "lab_sweep_job"  # the sweep job in the worker (RunStore.jobs key)
 SWEEP_CSV = "lab_sweep_csv"
 BATCH_SIZES = "lab_batch_sizes"
 BATCH_PROMPT = "lab_batch_prompt_tokens"
@@ -44,16 +46,18 @@ BATCH_OUTPUT = "lab_batch_output_tokens"
 BATCH_RUN = "lab_batch_run"
 BATCH_CANCEL = "lab_batch_cancel"
 BATCH_RESULT = "lab_batch_result"  # SweepResult of kind "batch"
-BATCH_RUNNING = "lab_batch_running"
+BATCH_JOB = "lab_batch_job"  # the batch sweep job in the worker (RunStore.jobs key)
 BATCH_CSV = "lab_batch_csv"
 PEAKS = "lab_measured_peaks"  # engine.labs.hardware.MeasuredPeaks, measured once per session and device
 PEAKS_MEASURE = "lab_peaks_measure"
+PEAKS_JOB = "lab_peaks_job"
 ROOF_MODEL = "lab_roof_model"
 ROOF_WORKLOAD = "lab_roof_workload"
 ROOF_BYTES_PER_WEIGHT = "lab_roof_bytes_per_weight"
 ROOF_MFU = "lab_roof_mfu"
 ROOF_BW_EFF = "lab_roof_bw_eff"
 ROOF_TRACE = "lab_roof_trace"  # a small measurement of our own when no dashboard run exists
+ROOF_JOB = "lab_roof_job"
 ROOF_MEASURE_RUN = "lab_roof_measure_run"
 ROOF_HARDWARE = "lab_roof_hardware"
 ROOF_BATCH = "lab_roof_batch"
@@ -78,6 +82,7 @@ DECODE_LAYER = "dc_layer"
 DECODE_HEAD = "dc_head"
 DECODE_KV_HEAD = "dc_kv_head"  # KV head shown in the cache picture, or None = mean
 DECODE_LAST_TICK = "dc_last_tick"  # monotonic time of the last autoplay advance
+DECODE_AUTOPLAY_DONE = "dc_autoplay_done"  # set when autoplay reached the last token: switch it off
 
 # labs: remedies, profile
 REMEDY_RESULTS = "remedy_results"  # dict remedy key -> measured result (engine.labs.remedies dataclasses)
@@ -88,7 +93,9 @@ REMEDY_OPEN_PROMPT = "rem_open_prompt"
 REMEDY_TURN1 = "rem_turn1"
 REMEDY_TURN2 = "rem_turn2"
 REMEDY_MEASURE = "rem_measure_"  # + remedy key: each section's Measure button
+REMEDY_JOB = "rem_job_"  # + remedy key: its job in the worker (RunStore.jobs key)
 PROFILE_RESULT = "profile_result"  # engine.labs.profiling.ProfileResult of the latest run
 PROFILE_TOKENS = "prof_tokens"  # prompt tokens of the profiled prefill
 PROFILE_RUN = "prof_run"
+PROFILE_JOB = "prof_job"
 REMEDY_CANCEL = "rem_cancel"

@@ -1,18 +1,22 @@
-"""The Streamlit pieces every page shares: the cached model, the sidebar and the live run panel (layout only).
+"""The Streamlit pieces every page shares: the sidebar and the live run panel (layout only).
 
-This is the only module in ui/ that imports streamlit.
+With ui/server.py, the only modules in ui/ that import streamlit. The model itself lives in the engine
+worker (ui/server.py); here it is known by its description: config, tokenizer, sizes.
 """
 from __future__ import annotations
 
 import os
 import time
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 
 import streamlit as st
 
-import engine
-import engine.core.prompting
-from ui import fig_timing, prompts, state
+from engine.core.prompting import encode_prompt
+from engine.core.sampling import SamplingParams
+from engine.errors import EngineError
+from engine.serving.requests import Request
+from ui import fig_timing, prompts, server, state
+from ui.run_store import LiveRun
 
 MODEL_CHOICES = {
     "smollm2-135m": "SmolLM2-135M-Instruct (bundled, offline)",
@@ -22,30 +26,14 @@ MODEL_CHOICES = {
 DEFAULT_MODEL = os.environ.get("TWO_BENDS_MODEL", "smollm2-135m")
 
 
-@st.cache_resource(show_spinner=False, max_entries=3)
-def _load(name: str, device: str, dtype: str) -> engine.LoadedModel:
-    bar = st.progress(0.0, text=f"Loading {name}…")
-
-    def progress(message: str, fraction: float) -> None:
-        bar.progress(min(max(fraction, 0.0), 1.0), text=message)
-
-    lm = engine.load_model(name, device=device, dtype=dtype, progress=progress)
-    bar.empty()
-    return lm
-
-
-def model_in_dtype(dtype: str) -> engine.LoadedModel:
-    """The sidebar's model and device in another dtype (cached like the main one); raises EngineError."""
-    name = st.session_state.get(state.MODEL, DEFAULT_MODEL)
-    return _load(name, st.session_state.get(state.DEVICE, "auto"), dtype)
-
-
-def current_model() -> engine.LoadedModel | None:
-    """The model chosen in the sidebar, loaded once per server; None (with a message shown) on error."""
+def current_model():
+    """The sidebar's model as the engine worker describes it (config, tokenizer, sizes); None, with the
+    reason shown, when it cannot be loaded."""
+    spec = server.current_spec()
     try:
-        return model_in_dtype(st.session_state.get(state.DTYPE, "float32"))
-    except engine.EngineError as exc:
-        st.error(f"Could not load the model: {exc}")
+        return server.model_info(spec.name, spec.device, spec.dtype)
+    except EngineError as exc:
+        st.error(f"Could not load {spec.name} on device '{spec.device}' ({spec.dtype}): {exc}")
         return None
 
 
@@ -57,19 +45,18 @@ DEFAULT_PROMPT_TOKENS = 64
 DEFAULT_OUTPUT_TOKENS = 32
 PROMPT_TOKENS_MAX = 1024
 OUTPUT_TOKENS_MAX = 512
-FULL_CAPTURE_MAX_TOKENS = 384  # longer prompts: capture attention in a few layers only (memory: H x T x T each)
-CAPTURED_LAYERS_LONG = 8
+DEFAULT_CAPTURE_LAYER = None  # when only some layers fit the capture budget: None = the middle layer
 
 
 @dataclass
 class RunRequest:
-    """What pressing Run will send to engine.generate, or why it cannot run."""
-    lm: engine.LoadedModel | None = None
+    """What pressing Run will send to the engine worker, or why it cannot run."""
+    lm: object | None = None  # engine.serving.models.ModelInfo
     prompt: str | list[int] | None = None  # ids (exact count) or, with the chat template, the fitted text
     n_prompt: int = 0
     chat: bool = False
     max_new_tokens: int = DEFAULT_OUTPUT_TOKENS
-    sampling: dict = field(default_factory=dict)
+    sampling: SamplingParams = field(default_factory=SamplingParams)
     live_chart: bool = True  # redraw the latency chart during the run (the browser's drawing costs CPU)
     error: str | None = None
 
@@ -92,7 +79,6 @@ def _init_defaults() -> None:
     ss.setdefault(state.TOP_K, 0)
     ss.setdefault(state.TOP_P, 1.0)
     ss.setdefault(state.SEED, 0)
-    ss.setdefault(state.RUN_HISTORY, [])
 
 
 def sidebar() -> RunRequest:
@@ -107,9 +93,10 @@ def sidebar() -> RunRequest:
         cols[1].selectbox("Dtype", ["float32", "bfloat16", "float16"], key=state.DTYPE)
         lm = current_model()
         if lm is not None:
-            params = f"{lm.config.n_params / 1e6:,.0f} M" if lm.config.n_params >= 1e6 else f"{lm.config.n_params / 1e3:,.0f} K"
-            st.caption(f"In use: **{lm.device}** · **{lm.dtype_name}** · {params} parameters · "
-                       f"context {lm.config.max_seq_len:,} tokens")
+            n = lm.config.n_params
+            params = f"{n / 1e6:,.0f} M" if n >= 1e6 else f"{n / 1e3:,.0f} K"
+            st.caption(f"In use: **{lm.device}** · **{lm.dtype}** · {params} parameters · "
+                       f"context {lm.config.max_seq_len:,} tokens · kernels: {lm.kernels}")
         request.lm = lm
 
         labels = {ex.key: ex.label for ex in prompts.examples()}
@@ -131,14 +118,29 @@ def sidebar() -> RunRequest:
             st.slider("Top-p", 0.05, 1.0, step=0.05, key=state.TOP_P)
             st.number_input("Seed", 0, 2**31 - 1, step=1, key=state.SEED)
         request.chat, request.max_new_tokens = chat, int(max_new)
-        request.sampling = dict(temperature=float(st.session_state[state.TEMPERATURE]), top_k=int(st.session_state[state.TOP_K]),
-                                top_p=float(st.session_state[state.TOP_P]), seed=int(st.session_state[state.SEED]))
+        ss = st.session_state
+        request.sampling = SamplingParams(temperature=float(ss[state.TEMPERATURE]), top_k=int(ss[state.TOP_K]),
+                                          top_p=float(ss[state.TOP_P]), seed=int(ss[state.SEED]))
         if lm is None:
-            request.error = "No model is loaded: pick another model in the sidebar."
+            spec = server.current_spec()
+            request.error = (f"{spec.name} could not be loaded on device '{spec.device}' ({spec.dtype}): "
+                             "pick another device, dtype or model above.")
         else:
-            _fit_prompt(request, text, st.session_state[state.PROMPT_TOKENS] if fit else None)
+            _fit_prompt(request, text, ss[state.PROMPT_TOKENS] if fit else None)
         st.button("Run", key=state.RUN, type="primary", width="stretch")
+        _server_line()
     return request
+
+
+def _server_line() -> None:
+    """The scheduling mode the operator chose, and how busy the shared engine is."""
+    info = server.status()
+    mode = info.get("mode", "queue")
+    what = ("**queue**: one request at a time, first come first served" if mode == "queue"
+            else "**batch**: continuous batching, requests share decode steps")
+    busy = (f" · {info['running']} running, {info['waiting']} waiting" if "running" in info
+            else f" · {info.get('error', '')}")
+    st.caption(f"Engine worker: {what}{busy}.")
 
 
 def _clamp(key: str, low: int, high: int) -> None:
@@ -159,10 +161,10 @@ def _fit_prompt(request: RunRequest, text: str, n_tokens: int | None) -> None:
     line = prompts.describe_fit(fitted)
     if request.chat:
         try:
-            request.n_prompt = len(engine.core.prompting.encode_prompt(lm, fitted.text, chat=True))
-            request.prompt = fitted.text
+            request.prompt = encode_prompt(lm, fitted.text, chat=True)
+            request.n_prompt = len(request.prompt)
             line += f" + chat template = **{request.n_prompt} tokens** in all"
-        except engine.EngineError as exc:
+        except EngineError as exc:
             request.error = str(exc)
     st.markdown(line)
     with st.expander("Show the exact prompt sent"):
@@ -172,90 +174,91 @@ def _fit_prompt(request: RunRequest, text: str, n_tokens: int | None) -> None:
 
 
 # ----------------------------------------------------------------------------------------------
-# The run panel: runs the model when Run was pressed, live, above whatever page is open
+# The run panel: sends the request to the engine worker and follows it live, above whatever page is open
 # ----------------------------------------------------------------------------------------------
+LIVE_TEXT_EVERY_S = 0.5  # refresh the streamed text and progress bar at most this often
+LIVE_CHART_EVERY_S = 2.0  # redraw the live chart at most this often: the browser draws on the same CPU
+# (measured: scripts/ui_vs_cli.py; the Timing page states what remains)
+
+
 def run_panel(request: RunRequest) -> None:
-    """On the rerun caused by Run: generate with live progress, then store the finished Trace.
+    """Run pressed: submit the request; while one is in flight (also after a page switch): follow it live.
 
-    Only a complete trace is stored, so a page switch or a new click mid-run (Streamlit stops the
-    script) leaves the previous results untouched.
+    Only a complete trace is stored, so a cancelled or failed run leaves the previous results untouched.
     """
-    if not st.session_state.get(state.RUN):
+    store = server.store()
+    ss = st.session_state
+    if ss.get(state.RUN_CANCEL) and store.live is not None:
+        server.service().cancel(store.live.work)
+    if ss.get(state.RUN):
+        if request.error or request.lm is None:
+            st.error(f"Cannot run: {request.error}")
+            return
+        if store.live is not None and not store.live.finished:
+            server.service().cancel(store.live.work)
+        work = Request(model=server.current_spec(), prompt_ids=list(request.prompt), max_new_tokens=request.max_new_tokens,
+                       params=request.sampling, prompt_text=request.lm.tokenizer.decode(request.prompt),
+                       chat=request.chat, capture_attention=True, capture_layer=DEFAULT_CAPTURE_LAYER)
+        refused = server.submit(work)
+        if refused:
+            st.error(f"Cannot run: {refused}")
+            return
+        store.live = LiveRun(work, len(request.prompt), request.max_new_tokens)
+    live = store.live
+    if live is None:
         return
-    if request.error or request.lm is None:
-        st.session_state[state.LAST_ERROR] = request.error
-        st.error(f"Cannot run: {request.error}")
-        return
-    lm = request.lm
-    capture_layers = None
-    if request.n_prompt > FULL_CAPTURE_MAX_TOKENS:
-        n = lm.config.n_layers
-        capture_layers = sorted({round(i * (n - 1) / (CAPTURED_LAYERS_LONG - 1)) for i in range(CAPTURED_LAYERS_LONG)})
-    with st.status(f"Running {lm.name}: {request.n_prompt} prompt tokens → up to {request.max_new_tokens} new tokens…",
-                   expanded=True) as status:
-        bar = st.progress(0.0, text="Prefill: reading the whole prompt in one pass (the valley)…")
+    _follow_live(live, request.live_chart)
+    if live.trace is not None:
+        spec = live.work.model
+        live.trace.settings["model_spec"] = [spec.name, spec.device, spec.dtype]  # to capture more layers later
+        store.keep(live.trace)
+    store.live = None
+
+
+def _follow_live(live: LiveRun, live_chart: bool) -> None:
+    head = f"{live.n_prompt} prompt tokens → up to {live.max_new_tokens} new tokens"
+    with st.status(f"Running: {head}…", expanded=True) as status:
+        st.button("■ Cancel this run", key=state.RUN_CANCEL)
+        bar = st.progress(0.0, text="Waiting for the engine…")
         text_box, chart_box = st.empty(), st.empty()
-        last_draw = [time.perf_counter(), 0]  # time of the last redraw (first one after a second), redraw count
+        clock = dict(text=0.0, chart=time.perf_counter(), draws=0)
 
-        last_text = [0.0]
+        def show(event) -> None:
+            live.apply(event) if event is not None else None
+            now = time.perf_counter()
+            if now - clock["text"] >= LIVE_TEXT_EVERY_S or live.finished:
+                bar.progress(min(live.n_output / live.max_new_tokens, 1.0), text=_progress_text(live))
+                text_box.text("".join(live.pieces))
+                clock["text"] = now
+            if live_chart and live.steps and now - clock["chart"] >= LIVE_CHART_EVERY_S:
+                clock["draws"] += 1
+                fig = fig_timing.itl_figure(live.prefill_seconds or 0.0, [s.seconds for s in live.steps],
+                                            title="Live: each token's latency", height=300)
+                chart_box.plotly_chart(fig, width="stretch", key=f"live_itl_{clock['draws']}", theme=None)
+                clock["chart"] = time.perf_counter()
 
-        def on_step(trace) -> None:
-            # Every update is sent to the browser while the next steps run, and on a small machine that
-            # traffic competes with the model for the CPU: update sparingly so the timings stay clean.
-            done, now = trace.n_output, time.perf_counter()
-            if now - last_text[0] > LIVE_TEXT_EVERY_S:
-                bar.progress(min(done / request.max_new_tokens, 1.0),
-                             text=f"Decode: token {done} of up to {request.max_new_tokens} (the bridge, one at a time)")
-                text_box.text("".join(trace.output_tokens))
-                last_text[0] = now
-            if request.live_chart and now - last_draw[0] > LIVE_CHART_EVERY_S:
-                _draw_live_chart(chart_box, trace, last_draw)
-                last_draw[0] = time.perf_counter()
-
-        try:
-            trace = engine.generate(lm, request.prompt, request.max_new_tokens, chat=request.chat, on_step=on_step,
-                                    **request.sampling)
-            # the attention replay (explicit softmax path) runs after timing, exactly as capture_attention=True does
-            bar.progress(1.0, text="Timing done. Replaying the run to capture attention for the Prefill and Decode pages "
-                                   "(not timed)…")
-            start = time.perf_counter()
-            trace.attention = engine.capture_attention(lm, trace.prompt_ids, trace.output_ids, capture_layers)
-            trace.capture_seconds = time.perf_counter() - start
-            trace.settings["capture_attention"] = True
-        except engine.EngineError as exc:
-            _fail(status, str(exc))
-            return
-        except (RuntimeError, ValueError, MemoryError) as exc:  # e.g. a dtype the device cannot run
-            _fail(status, f"the run failed ({type(exc).__name__}: {exc})")
-            return
-        _draw_live_chart(chart_box, trace, last_draw)
-        _store(trace)
-        status.update(label=f"Run finished: {trace.n_prompt} → {trace.n_output} tokens, TTFT {trace.prefill_seconds * 1000:,.0f} ms, "
-                            f"total {trace.total_seconds:,.2f} s (warm-up {trace.warmup_seconds:.2f} s and attention capture "
-                            f"{trace.capture_seconds:.2f} s not counted)", state="complete", expanded=False)
+        while not live.finished:  # events already received on an earlier script run are in `live`
+            server.follow(live.work, show)
+        if live.trace is not None:
+            trace = live.trace
+            status.update(label=f"Run finished: {trace.n_prompt} → {trace.n_output} tokens, TTFT "
+                                f"{trace.prefill_seconds * 1000:,.0f} ms, total {trace.total_seconds:,.2f} s "
+                                f"(queue {trace.queue_seconds:.2f} s, warm-up {trace.warmup_seconds:.2f} s and attention "
+                                f"capture {trace.capture_seconds:.2f} s not counted)", state="complete", expanded=False)
+        elif live.cancelled:
+            status.update(label="Run cancelled; the previous results stay.", state="error", expanded=False)
+        else:
+            status.update(label="The run did not complete", state="error", expanded=True)
+            st.error(f"Cannot run: {live.failure}")
 
 
-LIVE_TEXT_EVERY_S = 0.3  # refresh the streamed text and progress bar at most this often
-LIVE_CHART_EVERY_S = 1.0  # redraw the live chart at most this often (drawing is outside the timed region,
-# but the browser renders while later steps run)
+def _progress_text(live: LiveRun) -> str:
+    if live.position is not None:
+        return (f"Waiting in the queue: position {live.position}, about {live.expected_wait_s:,.0f} s "
+                "(other students' requests run first)")
+    if live.prefill_seconds is None:
+        return "Prefill: reading the whole prompt in one pass (the valley)…"
+    if live.message:
+        return live.message
+    return f"Decode: token {live.n_output} of up to {live.max_new_tokens} (the bridge, one at a time)"
 
-
-def _draw_live_chart(box, trace, draws: list) -> None:
-    draws[1] += 1
-    fig = fig_timing.itl_figure(trace.prefill_seconds, [s.seconds for s in trace.steps], title="Live: each token's latency",
-                                height=300)
-    box.plotly_chart(fig, width="stretch", key=f"live_itl_{draws[1]}", theme=None)
-
-
-def _fail(status, message: str) -> None:
-    st.session_state[state.LAST_ERROR] = message
-    status.update(label="The run did not complete", state="error", expanded=True)
-    st.error(f"Cannot run: {message}")
-
-
-def _store(trace) -> None:
-    """Keep the finished trace; older runs keep their timings but drop bulky attention captures."""
-    history = [replace(t, attention=None) if t.attention is not None else t for t in st.session_state.get(state.RUN_HISTORY, [])]
-    st.session_state[state.RUN_HISTORY] = history + [trace]
-    st.session_state[state.LAST_TRACE] = trace
-    st.session_state[state.LAST_ERROR] = None

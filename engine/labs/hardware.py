@@ -61,3 +61,8 @@ def measure_peaks(device: torch.device | str = "cpu", dtype: torch.dtype = torch
     device = torch.device(device)
     return MeasuredPeaks(measure_copy_bandwidth(device), measure_matmul_flops(device, dtype, cfg),
                          device.type, str(dtype).removeprefix("torch."))
+
+
+def peaks_of(lm) -> MeasuredPeaks:
+    """The peaks of the device and dtype `lm` runs in (a Job target: measured where the model lives)."""
+    return measure_peaks(lm.device, lm.dtype, lm.config)

@@ -170,6 +170,19 @@ def measure_models(models: dict[str, object], prompt: str, n_tokens: int = 24, c
     return list(best.values())
 
 
+def measure_dtypes(lm, dtypes: tuple[str, ...], prompt: str, n_tokens: int = 24, chat: bool = True, repeats: int = 2,
+                   progress: Progress | None = None) -> list[PhaseRow]:
+    """The same request in `lm`'s dtype and each of `dtypes` (the same weights, loaded again in that dtype)."""
+    from engine.loading.loader import load_model
+
+    models = {lm.dtype_name: lm}
+    for dt in dtypes:
+        if dt not in models:
+            _tick(progress, f"loading the same weights in {dt}", 0.0)
+            models[dt] = load_model(lm.source, device=str(lm.device), dtype=dt)
+    return measure_models(models, prompt, n_tokens, chat, repeats, progress)
+
+
 @dataclass
 class Int8Result:
     rows: list[PhaseRow]  # float first, then int8

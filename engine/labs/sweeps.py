@@ -13,6 +13,7 @@ from dataclasses import asdict, dataclass, field
 import numpy as np
 import torch
 
+from engine.core.config import dtype_bytes as config_dtype_bytes
 from engine.core.generate import generate_batch
 from engine.core.metrics import summarize
 from engine.core.prompting import check_lengths
@@ -177,8 +178,9 @@ def available_memory_bytes(device: torch.device | str) -> int | None:
 
 def estimate_batch_memory(lm, batch: int, prompt_tokens: int, output_tokens: int,
                           available: int | None = None) -> MemoryEstimate:
+    """`lm`: a LoadedModel or its ModelInfo (config, dtype, device and weight_bytes are all it reads)."""
     cfg = lm.config
-    dtype_bytes = lm.dtype.itemsize
+    dtype_bytes = config_dtype_bytes(lm.dtype)
     B, T, S = batch, prompt_tokens, prompt_tokens + output_tokens
     widths = 3 * cfg.d_model + (cfg.n_heads + 2 * cfg.n_kv_heads) * cfg.head_dim + 3 * cfg.d_ff  # per token, one layer
     scores = B * cfg.n_heads * T * T * 4  # if attention materialises its (B, H, T, T) scores in fp32
@@ -231,3 +233,8 @@ def median_step_by_context(points: list[SweepPoint]) -> list[tuple[int, float]]:
         for n, s in zip(p.step_kv_lengths, p.step_seconds):
             by_len.setdefault(n, []).append(s)
     return [(n, float(np.median(v))) for n, v in sorted(by_len.items())]
+
+
+def reference_run(lm, prompt_tokens: int = 64, output_tokens: int = 16):
+    """A small fixed measurement (real text, exact lengths, greedy) for pages that need one run's points."""
+    return generate_batch(lm, [prompt_ids_of_length(lm, prompt_tokens)], output_tokens, temperature=0.0, ignore_eos=True)

@@ -1,0 +1,151 @@
+"""What the scheduler takes in and hands back: requests and jobs, and the events each one produces.
+
+A consumer (a dashboard session, an HTTP connection, a lab) submits a Request or a Job and reads
+its events in order until a final one (Done or Failed). Events are small plain dataclasses so they
+cross a process boundary (pickle) as easily as a thread boundary (queue.Queue).
+"""
+from __future__ import annotations
+
+import itertools
+import queue
+import threading
+import time
+from dataclasses import dataclass, field
+
+from engine.core.sampling import SamplingParams
+from engine.core.trace import DecodeStep
+from engine.errors import EngineError
+
+_ids = itertools.count(1)
+
+
+class QueueFull(EngineError):
+    """The operator's queue limit is reached; `retry_after` estimates when a place frees up (seconds)."""
+
+    def __init__(self, message: str, retry_after: float):
+        super().__init__(message)
+        self.retry_after = retry_after
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    """Which model a request runs on: the worker loads each spec once and keeps it."""
+    name: str = "smollm2-135m"
+    device: str = "auto"
+    dtype: str = "float32"
+
+
+# --- events ------------------------------------------------------------------------------------------------
+@dataclass
+class Queued:
+    position: int  # 1 = next to run
+    expected_wait_s: float  # estimate from recent runs (requests ahead + the one running)
+
+
+@dataclass
+class Started:
+    queue_seconds: float  # arrival to the start of its prefill (vLLM: request queue time)
+
+
+@dataclass
+class FirstToken:
+    prefill_seconds: float  # TTFT (prefill pass + first sampling), queueing excluded
+    token_id: int
+    piece: str  # readable text of the token
+
+
+@dataclass
+class Token:
+    step: DecodeStep  # this token's gap, cache size, riders on the bridge
+    token_id: int
+    piece: str
+
+
+@dataclass
+class Progress:
+    message: str
+    fraction: float
+    payload: object = None  # a job's partial result (e.g. a sweep's points so far)
+
+
+@dataclass
+class Done:
+    result: object  # a Trace for a Request, the function's return value for a Job
+
+
+@dataclass
+class Failed:
+    message: str
+    cancelled: bool = False
+
+
+FINAL = (Done, Failed)
+
+
+# --- work items --------------------------------------------------------------------------------------------
+@dataclass
+class Work:
+    """Common part of requests and jobs: identity, arrival time, cancellation and the event stream."""
+    model: ModelSpec = field(default_factory=ModelSpec)
+    id: int = field(default_factory=lambda: next(_ids))
+    arrival: float = field(default_factory=time.perf_counter)
+    events: queue.Queue = field(default_factory=queue.Queue, repr=False)
+    cancelled: threading.Event = field(default_factory=threading.Event, repr=False)
+
+    def emit(self, event) -> None:
+        self.events.put(event)
+
+    def cancel(self) -> None:
+        self.cancelled.set()
+
+    def __getstate__(self) -> dict:
+        """Pickled without its queue and flag (a copy in another process gets fresh ones)."""
+        return {k: v for k, v in self.__dict__.items() if k not in ("events", "cancelled")}
+
+    def __setstate__(self, state: dict) -> None:
+        self.__dict__.update(state, events=queue.Queue(), cancelled=threading.Event())
+
+
+@dataclass
+class Request(Work):
+    """One generation: token ids in, a Trace out (streamed token by token)."""
+    prompt_ids: list[int] = field(default_factory=list)
+    max_new_tokens: int = 16
+    params: SamplingParams = field(default_factory=SamplingParams)
+    prompt_text: str = ""
+    chat: bool = False
+    capture_attention: bool = False  # capture (untimed) after the run, within engine.core.capture's budget
+    capture_layer: int | None = None  # the layer to keep when the budget allows only some
+
+
+@dataclass
+class Job(Work):
+    """Exclusive use of the model for a lab measurement: `function(lm, *args, <callback>=..., **kwargs)`.
+
+    `function` is "module:name" inside engine.labs or engine.core (resolved in the worker);
+    `callback` names the keyword the function reports progress through ("progress" or "on_point").
+    """
+    function: str = ""
+    args: tuple = ()
+    kwargs: dict = field(default_factory=dict)
+    callback: str | None = None
+    label: str = "lab measurement"
+
+
+def drain(work: Work, timeout: float | None = None):
+    """Iterate over a work item's events until its final one (a helper for tests and the CLI)."""
+    while True:
+        event = work.events.get(timeout=timeout)
+        yield event
+        if isinstance(event, FINAL):
+            return
+
+
+def result_of(work: Work, timeout: float | None = None):
+    """Wait for the final event: the result, or EngineError with the failure's message."""
+    for event in drain(work, timeout):
+        if isinstance(event, Done):
+            return event.result
+        if isinstance(event, Failed):
+            raise EngineError(event.message)
+
