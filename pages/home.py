@@ -4,6 +4,7 @@ from pathlib import Path
 import streamlit as st
 
 import engine
+import engine.core.metrics
 from ui import diagnosis, fig_timing, server
 
 ASSETS = Path(__file__).resolve().parent.parent / "assets"
@@ -22,9 +23,15 @@ def show_request(trace) -> None:
     cols[4].metric("Tokens out", f"{summary.output_tokens:,}", help=f"stopped by: {trace.stop_reason}")
     st.plotly_chart(fig_timing.phase_split_figure(summary), width="stretch", key="home_split", theme=None)
 
+    if summary.queue_s >= 0.05:
+        st.caption(f"Before it started, this request waited {summary.queue_s:,.2f} s for the shared engine "
+                   "(other requests ran first). That queue time is not part of TTFT or any number above.")
     left, right = st.columns([3, 2], gap="large")
     with left:
         st.markdown(diagnosis.diagnose(summary).to_markdown())
+        sharing = engine.core.metrics.bridge_sharing(trace)
+        if sharing is not None and sharing.shared_steps:
+            st.markdown(diagnosis.sharing_markdown(sharing))
     with right:
         st.markdown("**The generated text**")
         st.text(trace.text or "(only special tokens were generated)")

@@ -2,7 +2,8 @@
 import streamlit as st
 
 import engine
-from ui import fig_timing, runs, server, state
+import engine.core.metrics
+from ui import diagnosis, fig_timing, runs, server, state
 
 st.title("The dispatcher's ledger")
 st.markdown(
@@ -32,9 +33,15 @@ st.caption(f"{trace.model} · {trace.device} ({trace.env.get('device_name', '?')
            f"stopped by: {trace.stop_reason}")
 
 itl_col, cum_col = st.columns(2, gap="large")
-itl_col.plotly_chart(fig_timing.itl_figure(trace.prefill_seconds, [s.seconds for s in trace.steps]),
+itl_col.plotly_chart(fig_timing.itl_figure(trace.prefill_seconds, [s.seconds for s in trace.steps],
+                                           stall_s=[s.stall_seconds for s in trace.steps],
+                                           riders=[s.riders for s in trace.steps]),
                      width="stretch", key="timing_itl", theme=None)
 cum_col.plotly_chart(fig_timing.cumulative_figure(trace), width="stretch", key="timing_cumulative", theme=None)
+
+sharing = engine.core.metrics.bridge_sharing(trace)
+if sharing is not None and sharing.shared_steps:
+    st.markdown(diagnosis.sharing_markdown(sharing))
 
 table_col, steps_col = st.columns([3, 2], gap="large")
 with table_col:

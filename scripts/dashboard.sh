@@ -1,9 +1,25 @@
 #!/usr/bin/env bash
 # Run the Two Bends dashboard: sets up .venv on first use, converts the bundled model once, serves the app.
-# Usage: scripts/dashboard.sh [extra streamlit args, e.g. --server.port 8502]
+# Usage: scripts/dashboard.sh [--mode queue|batch] [--max-queue N] [--max-new-tokens N] [--max-batch N]
+#                             [streamlit args, e.g. --server.address 0.0.0.0 --server.port 8501]
+# --mode queue (default): one request at a time, first come first served; batch: continuous batching.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --mode) export TWO_BENDS_MODE="$2"; shift 2 ;;
+    --max-queue) export TWO_BENDS_MAX_QUEUE="$2"; shift 2 ;;
+    --max-new-tokens) export TWO_BENDS_MAX_NEW_TOKENS="$2"; shift 2 ;;
+    --max-batch) export TWO_BENDS_MAX_BATCH="$2"; shift 2 ;;
+    *) break ;;
+  esac
+done
+case "${TWO_BENDS_MODE:-queue}" in
+  queue|batch) ;;
+  *) echo "error: --mode must be queue or batch (got '${TWO_BENDS_MODE}')" >&2; exit 2 ;;
+esac
 bash scripts/setup.sh
 echo "[dashboard] preparing the bundled SmolLM2 model (first time: about a minute)"
 .venv/bin/python -m engine prepare
+echo "[dashboard] scheduling mode: ${TWO_BENDS_MODE:-queue}"
 exec .venv/bin/python -m streamlit run app.py --browser.gatherUsageStats false "$@"

@@ -91,3 +91,31 @@ def diagnose(summary) -> Diagnosis:
         wasted = [("Pouring the whole budget into one segment", "with an even split, each side alone caps the gain near half")]
     return Diagnosis(dominant=dominant, share=share, balanced=balanced, headline=headline, details=f"{cost} {amdahl}",
                      helps=list(helps), wasted=list(wasted), max_gain_other=other_share)
+
+
+def sharing_markdown(sharing) -> str:
+    """What sharing the bridge did, in this request's own numbers (an engine.core.metrics.BridgeSharing).
+
+    The seed's point: batching is the bridge's remedy for THROUGHPUT (one read of the weights serves
+    every rider), not for any one rider's latency."""
+    if sharing is None or sharing.shared_steps == 0:
+        return ""
+    lines = [f"**Riders on the bridge.** {sharing.shared_steps} of this request's {sharing.steps} decode steps were "
+             f"shared with other requests (up to {sharing.max_riders} riders, {sharing.mean_riders:.1f} on average)."]
+    if math.isfinite(sharing.itl_alone_p50_s):
+        change = sharing.itl_shared_p50_s / sharing.itl_alone_p50_s - 1
+        alone_rate = 1 / sharing.itl_alone_p50_s
+        lines.append(f"Your gap between tokens: {_ms(sharing.itl_shared_p50_s)} when shared vs "
+                     f"{_ms(sharing.itl_alone_p50_s)} when you crossed alone ({change:+.0%}). Meanwhile the bridge "
+                     f"carried {sharing.room_tokens_per_s:,.1f} tokens/s for the whole room, vs about {alone_rate:,.1f} "
+                     f"tokens/s with one rider.")
+    else:
+        lines.append(f"Your median gap between tokens was {_ms(sharing.itl_shared_p50_s)}, while the bridge carried "
+                     f"{sharing.room_tokens_per_s:,.1f} tokens/s for the whole room (no step of yours crossed alone: "
+                     "run again when the room is quiet, or in queue mode, to compare).")
+    if sharing.stall_s > 0:
+        lines.append(f"Other requests' prefills held your tokens back {_ms(sharing.stall_s)} in all (grey in the "
+                     "latency chart): a new rider's whole prompt crosses the valley between two of your steps.")
+    lines.append("Batching is the bridge's remedy for **throughput** — one read of the weights serves every rider — "
+                 "not for any one rider's latency.")
+    return " ".join(lines)

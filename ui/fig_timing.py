@@ -37,13 +37,18 @@ def phase_split_figure(summary, height: int = 190) -> go.Figure:
     return fig
 
 
-def itl_figure(ttft_s: float, itl_s, title: str = "Each token's latency", height: int = 420) -> go.Figure:
+def itl_figure(ttft_s: float, itl_s, title: str = "Each token's latency", height: int = 420,
+               stall_s=None, riders=None) -> go.Figure:
     """Bar 0 = TTFT (prefill colour), bars 1..n = each decode step's ITL (decode colour), in ms.
 
     When TTFT dwarfs the decode steps the y-axis is clipped so the steps stay readable, and the TTFT
-    bar carries its value as text.
+    bar carries its value as text. With continuous batching, `stall_s` (the part of each gap spent on
+    other requests' prefills) is stacked in grey and `riders` (sequences sharing each step) is drawn
+    on a second axis.
     """
     itl_ms = np.asarray(itl_s, dtype=float) * MS
+    stall_ms = np.zeros_like(itl_ms) if stall_s is None else np.asarray(stall_s, dtype=float) * MS
+    riders = None if riders is None or max(riders, default=1) <= 1 else np.asarray(riders)
     ttft_ms = ttft_s * MS
     steps = np.arange(1, itl_ms.size + 1)
     fig = go.Figure()
@@ -54,14 +59,24 @@ def itl_figure(ttft_s: float, itl_s, title: str = "Each token's latency", height
                          hovertemplate="TTFT: %{y:,.1f} ms<extra></extra>"))
     fig.add_annotation(x=0, y=top * 1.8 if clipped else ttft_ms, text=label, showarrow=True, arrowcolor=PREFILL_COLOR,
                        ax=60, ay=-25 if not clipped else 25, font=dict(color=PREFILL_COLOR), xanchor="left")
-    fig.add_trace(go.Bar(x=steps, y=itl_ms, name="ITL (decode step)", marker_color=DECODE_COLOR,
+    fig.add_trace(go.Bar(x=steps, y=itl_ms - stall_ms, name="ITL (decode step)", marker_color=DECODE_COLOR,
                          hovertemplate="token %{x}: %{y:,.1f} ms<extra></extra>"))
+    if stall_ms.any():
+        fig.add_trace(go.Bar(x=steps, y=stall_ms, name="waiting: another request's prefill", marker_color=NEUTRAL_COLOR,
+                             hovertemplate="token %{x}: %{y:,.1f} ms behind other prefills<extra></extra>"))
+    if riders is not None:
+        fig.add_trace(go.Scatter(x=steps, y=riders, name="riders on the bridge", yaxis="y2", mode="lines",
+                                 line=dict(color="#222222", width=2, shape="hv"),
+                                 hovertemplate="token %{x}: %{y} sequences shared the step<extra></extra>"))
     if itl_ms.size:
         p50 = float(np.median(itl_ms))
         fig.add_trace(go.Scatter(x=[0.5, itl_ms.size + 0.5], y=[p50, p50], mode="lines", name=f"ITL p50 {p50:,.1f} ms",
                                  line=dict(color=NEUTRAL_COLOR, dash="dot", width=3), hoverinfo="skip"))
     fig.update_layout(**base_layout(title, "output token (0 = the first)", "latency (ms)", height),
-                      bargap=0.15)
+                      bargap=0.15, barmode="stack")
+    if riders is not None:
+        fig.update_layout(yaxis2=dict(title=dict(text="riders"), overlaying="y", side="right", rangemode="tozero",
+                                      showgrid=False, dtick=max(1, int(riders.max()) // 4)))
     if clipped:
         fig.update_yaxes(range=[0, top * 1.8])
     return fig

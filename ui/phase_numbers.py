@@ -81,6 +81,7 @@ class DecodeView:
     kv_bytes: int  # bytes of the cache after this step (measured from the cache object)
     seconds: float  # measured: TTFT for p = 0, this step's latency otherwise
     bytes_read: int  # estimate: weights + KV cache read by this step
+    riders: int = 1  # sequences that shared this decode step (continuous batching)
 
 
 def decode_view(trace, position: int) -> DecodeView:
@@ -89,19 +90,20 @@ def decode_view(trace, position: int) -> DecodeView:
     p = max(0, min(int(position), n_positions - 1))
     pieces = list(trace.output_tokens)
     T = trace.n_prompt
+    riders = 1
     if p == 0:
         kv_tokens, seconds = T, trace.prefill_seconds
         kv_bytes = T * trace.kv_bytes_per_token * trace.batch_size
         input_token = trace.prompt_tokens[-1] if trace.prompt_tokens else ""
     else:
         step = trace.steps[p - 1]
-        kv_tokens, seconds, kv_bytes = step.kv_length, step.seconds, step.kv_bytes
+        kv_tokens, seconds, kv_bytes, riders = step.kv_length, step.seconds, step.kv_bytes, step.riders
         input_token = pieces[p - 1] if p - 1 < len(pieces) else ""
     return DecodeView(
         position=p, n_positions=n_positions, phase="prefill" if p == 0 else "decode",
         text_before="".join(pieces[:p]), new_token=pieces[p] if p < len(pieces) else "",
         input_token=input_token, kv_tokens=kv_tokens, kv_bytes=kv_bytes, seconds=seconds,
-        bytes_read=trace.weight_bytes + kv_bytes,
+        bytes_read=trace.weight_bytes + kv_bytes, riders=riders,
     )
 
 
@@ -144,4 +146,7 @@ def step_sentence(view: DecodeView) -> str:
         how = "**prefill** (all prompt tokens in one pass)"
     else:
         how = f"**decode step {view.position}**: fed “{escape_markdown(visible_piece(view.input_token, 20))}”"
-    return f"Token {view.position + 1} of {view.n_positions}, made by {how}, looking over {view.kv_tokens} cached tokens."
+    shared = (f" The step was shared by **{view.riders} riders on the bridge** (other requests' sequences decoding "
+              "in the same pass)." if view.riders > 1 else "")
+    return (f"Token {view.position + 1} of {view.n_positions}, made by {how}, looking over {view.kv_tokens} cached tokens."
+            + shared)

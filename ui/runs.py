@@ -12,6 +12,7 @@ from engine.core.metrics import summarize
 MS = 1000.0
 
 DEFINITIONS = {
+    "queue time": "waiting for the shared engine before the request started (vLLM: request queue time); not in TTFT",
     "TTFT": "time to first token: request start to the first generated token (prefill + first sampling)",
     "TPOT": "time per output token: (end-to-end − TTFT) / (output tokens − 1)",
     "ITL": "inter-token latency: the gap between two consecutive generated tokens (one decode step)",
@@ -28,7 +29,7 @@ def runs_table(traces) -> pd.DataFrame:
         rows.append({
             "run": i, "model": trace.model, "device": trace.device, "dtype": trace.dtype,
             "prompt tokens": s.prompt_tokens, "output tokens": s.output_tokens,
-            "TTFT (ms)": s.ttft_s * MS, "TPOT (ms)": s.tpot_s * MS,
+            "queue (ms)": s.queue_s * MS, "TTFT (ms)": s.ttft_s * MS, "TPOT (ms)": s.tpot_s * MS,
             "ITL p50 (ms)": s.itl_p50_s * MS, "ITL p99 (ms)": s.itl_p99_s * MS,
             "decode (ms)": s.decode_s * MS, "total (ms)": s.total_s * MS,
             "prefill share": s.prefill_share,
@@ -42,15 +43,18 @@ def runs_table(traces) -> pd.DataFrame:
 def steps_table(trace) -> pd.DataFrame:
     """The last run token by token: row 0 is the first token (TTFT), then one row per decode step."""
     rows = [{"token": 0, "phase": "prefill", "latency (ms)": trace.prefill_seconds * MS,
-             "KV length": trace.n_prompt, "KV bytes": trace.n_prompt * trace.kv_bytes_per_token * trace.batch_size}]
+             "KV length": trace.n_prompt, "KV bytes": trace.n_prompt * trace.kv_bytes_per_token * trace.batch_size,
+             "riders": 1, "stall (ms)": 0.0}]
     rows += [{"token": k, "phase": "decode", "latency (ms)": step.seconds * MS, "KV length": step.kv_length,
-              "KV bytes": step.kv_bytes} for k, step in enumerate(trace.steps, start=1)]
+              "KV bytes": step.kv_bytes, "riders": step.riders, "stall (ms)": step.stall_seconds * MS}
+             for k, step in enumerate(trace.steps, start=1)]
     return pd.DataFrame(rows)
 
 
 def metrics_table(summary) -> pd.DataFrame:
     """TTFT, TPOT, ITL percentiles and throughputs with units and their definitions."""
     rows = [
+        ("queue time", summary.queue_s * MS, "ms", DEFINITIONS["queue time"]),
         ("TTFT", summary.ttft_s * MS, "ms", DEFINITIONS["TTFT"]),
         ("TPOT", summary.tpot_s * MS, "ms", DEFINITIONS["TPOT"]),
         ("ITL p50", summary.itl_p50_s * MS, "ms", DEFINITIONS["ITL"]),

@@ -31,6 +31,7 @@ class PhaseSummary:
     decode_tokens_per_s: float
     prefill_share: float  # fraction of end-to-end time spent in prefill
     kv_bytes: int  # KV cache in use at the end (whole batch)
+    queue_s: float = 0.0  # waiting for the engine before the request started (not part of TTFT)
 
     def as_dict(self) -> dict:
         return asdict(self)
@@ -58,7 +59,37 @@ def summarize(trace: Trace) -> PhaseSummary:
         prefill_tokens_per_s=trace.n_prompt * trace.batch_size / trace.prefill_seconds if trace.prefill_seconds > 0 else float("nan"),
         decode_tokens_per_s=trace.batch_size / tpot if tpot == tpot and tpot > 0 else float("nan"),
         prefill_share=trace.prefill_seconds / total if total > 0 else float("nan"),
-        kv_bytes=kv_bytes,
+        kv_bytes=kv_bytes, queue_s=trace.queue_seconds,
+    )
+
+
+@dataclass(frozen=True)
+class BridgeSharing:
+    """How a request's decode steps were shared with other requests (continuous batching), from its trace."""
+    steps: int
+    shared_steps: int  # steps with more than one rider
+    mean_riders: float
+    max_riders: int
+    itl_shared_p50_s: float  # median gap between tokens when shared (NaN if never shared)
+    itl_alone_p50_s: float  # median gap when this request crossed alone (NaN if it never did)
+    stall_s: float  # time its tokens waited for other requests' prefills (and captures)
+    room_tokens_per_s: float  # tokens the whole batch produced per second of this request's decode steps
+
+
+def bridge_sharing(trace: Trace) -> BridgeSharing | None:
+    """None when the trace has no decode steps."""
+    if not trace.steps:
+        return None
+    riders = np.array([s.riders for s in trace.steps])
+    gaps = itl_seconds(trace)
+    shared, alone = gaps[riders > 1], gaps[riders == 1]
+    return BridgeSharing(
+        steps=len(gaps), shared_steps=int((riders > 1).sum()), mean_riders=float(riders.mean()),
+        max_riders=int(riders.max()),
+        itl_shared_p50_s=float(np.median(shared)) if shared.size else float("nan"),
+        itl_alone_p50_s=float(np.median(alone)) if alone.size else float("nan"),
+        stall_s=float(sum(s.stall_seconds for s in trace.steps)),
+        room_tokens_per_s=float(riders.sum() / gaps.sum()) if gaps.sum() > 0 else float("nan"),
     )
 
 
@@ -67,7 +98,7 @@ def format_summary(s: PhaseSummary) -> str:
     ms = 1000.0
     rows = [
         ("prompt / output tokens", f"{s.prompt_tokens} / {s.output_tokens}" + (f"  (batch {s.batch_size})" if s.batch_size > 1 else "")),
-        ("TTFT (prefill)", f"{s.ttft_s * ms:.1f} ms"),
+        ("TTFT (prefill)", f"{s.ttft_s * ms:.1f} ms" + (f"  (+ {s.queue_s * ms:.0f} ms queued)" if s.queue_s else "")),
         ("TPOT", f"{s.tpot_s * ms:.1f} ms"),
         ("ITL p50 / p90 / p99 / max",
          " / ".join(f"{v * ms:.1f}" for v in (s.itl_p50_s, s.itl_p90_s, s.itl_p99_s, s.itl_max_s)) + " ms"),
