@@ -77,3 +77,27 @@ def test_chat_template_and_limits(smollm):
         ids = smollm.tokenizer.encode(text, add_special_tokens=False)
         assert smollm.tokenizer.decode(ids) == text
         assert "".join(engine.core.prompting.token_pieces(smollm.tokenizer, ids)) == text
+
+
+def test_greedy_tokens_are_the_same_alone_queued_and_batched(smollm):
+    """Continuous batching must not change anyone's answer: three prompts of different lengths, each alone,
+    then through the queue, then all in one batch (rows of different lengths sharing every decode step)."""
+    from engine.serving.requests import ModelSpec, Request, result_of
+    from engine.serving.scheduler import Scheduler
+
+    prompts = [smollm.tokenizer.encode(p) for p in PROMPTS]
+    lengths = [24, 16, 20]
+    alone = [engine.generate(smollm, p, n, ignore_eos=True).output_ids for p, n in zip(prompts, lengths)]
+    spec = ModelSpec("smollm2-135m", "cpu")
+    for mode in ("queue", "batch"):
+        scheduler = Scheduler(mode).start()
+        try:
+            reqs = [scheduler.submit(Request(model=spec, prompt_ids=p, max_new_tokens=n,
+                                             params=engine.SamplingParams(ignore_eos=True)))
+                    for p, n in zip(prompts, lengths)]
+            traces = [result_of(r, timeout=300) for r in reqs]
+        finally:
+            scheduler.stop()
+        assert [t.output_ids for t in traces] == alone, mode
+        if mode == "batch":
+            assert max(max(s.riders for s in t.steps) for t in traces) == 3

@@ -18,7 +18,7 @@ from collections import deque
 from engine.core.capture import layers_within_budget
 from engine.core.generate import generate
 from engine.core.metrics import summarize
-from engine.core.prompting import check_lengths
+from engine.core.prompting import check_lengths, encode_prompt
 from engine.errors import EngineError
 from engine.serving.batch import Batch
 from engine.serving.models import ModelPool
@@ -167,6 +167,7 @@ class Scheduler:
 
     def _admit(self, batch: Batch, req: Request) -> None:
         try:
+            req.prompt_ids = encode_prompt(batch.lm, req.prompt_ids)  # the same checks as generate makes
             req.max_new_tokens = check_lengths(batch.lm, len(req.prompt_ids), req.max_new_tokens)
             req.params.checked(batch.lm.config.vocab_size)
             batch.admit(req, time.perf_counter())
