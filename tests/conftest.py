@@ -25,3 +25,19 @@ def tiny_gpt2() -> engine.LoadedModel:
 def smollm() -> engine.LoadedModel:
     """The real SmolLM2-135M (converted once by `python -m engine prepare`, then ~1-4 s to load)."""
     return engine.load_model("smollm2-135m", device="cpu")
+
+
+@pytest.fixture
+def navigation_only(monkeypatch):
+    """AppTest resets the 'pages/ directory' flag before every run, so from the second run on it would run
+    pages/<page>.py on its own, without app.py (no sidebar, no run panel). st.navigation apps never use that
+    mode; this keeps every test run going through app.py, as a real server does."""
+    import streamlit.testing.v1.app_test as app_test_module
+    from streamlit.runtime.pages_manager import PagesManager
+
+    class NavigationOnly(PagesManager):
+        def __init__(self, *args, **kwargs):
+            super().__init__(*args, **kwargs)
+            PagesManager.uses_pages_directory = False
+
+    monkeypatch.setattr(app_test_module, "PagesManager", NavigationOnly)

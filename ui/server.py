@@ -50,6 +50,7 @@ class _Link:
         self.options = options()
         self.service = make_service(self.options, os.environ.get("TWO_BENDS_WORKER", "process"))
         self.stores: dict[str, RunStore] = {}
+        self.models: dict[ModelSpec, object] = {}  # ModelInfo by spec, as the worker described them
         self.gone_since: dict[str, float] = {}
         self.lock = threading.Lock()
         threading.Thread(target=self._janitor, name="two-bends-janitor", daemon=True).start()
@@ -128,13 +129,20 @@ def submit(work: Work) -> str | None:
         return str(exc)
 
 
-@st.cache_resource(show_spinner=False, max_entries=6)
-def _describe(name: str, device: str, dtype: str):
+def model_info(name: str, device: str, dtype: str):
+    """The worker's description of a model (config, tokenizer, sizes), asked once per server; raises EngineError.
+
+    Not an st.cache_* function on purpose: it draws a progress bar while the worker loads the model, and
+    elements drawn inside a cached function that raises break the page around them."""
     spec = ModelSpec(name, device, dtype)
+    lk = link()
+    if spec in lk.models:
+        return lk.models[spec]
     job = Job(model=spec, function="engine.serving.models:describe", args=(spec,), label=f"loading {name}")
     bar = st.progress(0.0, text=f"Loading {name} in the engine worker…")
     refused = submit(job)
     if refused:
+        bar.empty()
         raise EngineError(refused)
 
     def show(event) -> None:
@@ -145,12 +153,8 @@ def _describe(name: str, device: str, dtype: str):
     bar.empty()
     if isinstance(final, Failed):
         raise EngineError(final.message)
+    lk.models[spec] = final.result
     return final.result
-
-
-def model_info(name: str, device: str, dtype: str):
-    """The worker's description of a model (config, tokenizer, sizes); raises EngineError. Cached per server."""
-    return _describe(name, device, dtype)
 
 
 def run_job(key: str, spec: ModelSpec, function: str, args: tuple = (), kwargs: dict | None = None,

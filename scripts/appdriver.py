@@ -1,0 +1,112 @@
+"""Drive the real dashboard in headless Chromium: start `streamlit run app.py`, open sessions, press Run, read numbers.
+
+Shared by the browser tests (tests/test_browser*.py) and the measurement scripts (scripts/ui_vs_cli.py,
+scripts/loadtest.py). Playwright drives Debian's Chromium (/usr/bin/chromium); nothing is downloaded.
+"""
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+CHROMIUM = "/usr/bin/chromium"
+BROWSER_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-dev-shm-usage"]
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def wait_for_port(port: int, seconds: float) -> None:
+    end = time.time() + seconds
+    while time.time() < end:
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=1).close()
+            return
+        except OSError:
+            time.sleep(0.3)
+    raise RuntimeError(f"streamlit did not open port {port} within {seconds:.0f} s")
+
+
+@contextlib.contextmanager
+def dashboard(env: dict | None = None, log_path: Path | None = None):
+    """A running dashboard (yields its URL and the server process); stopped afterwards."""
+    port = free_port()
+    full_env = dict(os.environ, PYTHONUNBUFFERED="1", **(env or {}))
+    log = open(log_path, "w") if log_path else subprocess.DEVNULL
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "streamlit", "run", "app.py", "--server.headless", "true", "--server.port", str(port),
+         "--server.address", "127.0.0.1", "--browser.gatherUsageStats", "false", "--server.fileWatcherType", "none"],
+        cwd=ROOT, env=full_env, stdout=log, stderr=subprocess.STDOUT)
+    try:
+        wait_for_port(port, 120)
+        yield f"http://127.0.0.1:{port}", proc
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(timeout=10)
+        if log is not subprocess.DEVNULL:
+            log.close()
+
+
+def launch(playwright):
+    return playwright.chromium.launch(executable_path=CHROMIUM, args=BROWSER_ARGS)
+
+
+def settle(page, timeout_ms: int = 120_000) -> None:
+    """Wait until the app is rendered and no script run is in progress."""
+    time.sleep(0.7)  # a rerun's "running" indicator appears after a short delay
+    page.wait_for_selector("[data-testid='stApp']", timeout=timeout_ms)
+    page.wait_for_selector("[data-testid='stMainBlockContainer']", timeout=timeout_ms)
+    page.wait_for_function("() => !document.querySelector(\"[data-testid='stStatusWidget']\")", timeout=timeout_ms)
+
+
+def exception_text(page) -> str | None:
+    errors = page.locator("[data-testid='stException']")
+    return errors.first.inner_text()[:500] if errors.count() else None
+
+
+def press_run(page) -> None:
+    page.locator("[data-testid='stSidebar']").get_by_role("button", name="Run", exact=True).click()
+
+
+def wait_for_result(page, timeout_ms: int) -> None:
+    page.get_by_text("TTFT (prefill)").first.wait_for(timeout=timeout_ms)
+    page.get_by_text("The generated text").first.wait_for(timeout=timeout_ms)
+    settle(page, timeout_ms)
+
+
+def shown_ms(page, label: str) -> float:
+    """The number of milliseconds a metric (by its label) shows, e.g. 'TPOT (decode)' -> 37.2."""
+    text = page.locator("[data-testid='stMetric']").filter(has_text=label).first.inner_text()
+    match = re.search(r"([\d,]+(?:\.\d+)?)\s*ms", text)
+    if not match:
+        raise ValueError(f"no milliseconds in the {label!r} metric: {text!r}")
+    return float(match.group(1).replace(",", ""))
+
+
+def rss_bytes(pid: int) -> int:
+    """Resident memory of a process and all its children (the engine worker), from /proc."""
+    total, todo = 0, [pid]
+    while todo:
+        p = todo.pop()
+        try:
+            for line in open(f"/proc/{p}/status"):
+                if line.startswith("VmRSS:"):
+                    total += int(line.split()[1]) * 1024
+            children = Path(f"/proc/{p}/task/{p}/children").read_text().split()
+            todo += [int(c) for c in children]
+        except OSError:
+            continue
+    return total
