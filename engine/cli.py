@@ -20,10 +20,16 @@ def _add_model_args(p: argparse.ArgumentParser) -> None:
 def cmd_generate(args) -> int:
     from engine.core.generate import generate
     from engine.core.metrics import format_summary, summarize
+    from engine.core.prompting import fit_prompt_to_tokens
     from engine.loading.loader import load_model
 
     lm = load_model(args.model, args.device, args.dtype, progress=None if args.json else _progress)
-    trace = generate(lm, args.prompt, args.max_new_tokens, temperature=args.temperature, top_k=args.top_k,
+    prompt = args.prompt
+    if args.prompt_tokens is not None:  # exactly N tokens, trimmed or repeated like the dashboard's slider
+        if args.prompt_tokens < 1:
+            raise EngineError(f"--prompt-tokens must be at least 1 (got {args.prompt_tokens})")
+        prompt = fit_prompt_to_tokens(lm.tokenizer, args.prompt, args.prompt_tokens).ids
+    trace = generate(lm, prompt, args.max_new_tokens, temperature=args.temperature, top_k=args.top_k,
                      top_p=args.top_p, seed=args.seed, ignore_eos=args.ignore_eos, chat=args.chat,
                      batch_size=args.batch_size, cuda_graphs=args.cuda_graphs)
     if args.json:
@@ -66,6 +72,8 @@ def main(argv: list[str] | None = None) -> int:
 
     g = sub.add_parser("generate", help="generate text and print the per-phase timing summary")
     g.add_argument("--prompt", required=True)
+    g.add_argument("--prompt-tokens", type=int, default=None,
+                   help="send exactly N prompt tokens: the text trimmed or repeated (as the dashboard's slider does)")
     g.add_argument("--max-new-tokens", type=int, default=64)
     g.add_argument("--temperature", type=float, default=0.0, help="0 = greedy (default)")
     g.add_argument("--top-k", type=int, default=0)

@@ -1,9 +1,12 @@
 """Text <-> token ids for the engine, and the checks that turn bad input into a clear EngineError."""
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from engine.errors import EngineError
 
 MAX_NEW_TOKENS_CAP = 100_000  # beyond this the request is certainly a typo
+FILL_SEPARATOR = "\n\n"  # placed between repeats when a short text is repeated to fill N tokens
 
 
 def chat_ids(lm, messages: list[dict]) -> list[int]:
@@ -85,3 +88,39 @@ def token_pieces(tokenizer, ids: list[int], context: int = 4) -> list[str]:
         pieces.append(after[len(before):] if after.startswith(before) else tokenizer.decode(ids[start:i + 1]))
         start = i + 1
     return pieces
+
+
+@dataclass(frozen=True)
+class FittedPrompt:
+    ids: list[int]  # exactly what the engine is given
+    text: str  # the decoding of `ids`: what is shown as "the prompt sent"
+    source_tokens: int  # tokens in the text before fitting
+    action: str  # "as typed", "trimmed" or "repeated"
+
+
+def fit_prompt_to_tokens(tokenizer, text: str, n_tokens: int | None) -> FittedPrompt:
+    """Token ids of `text`, trimmed from the end or repeated (joined by a blank line) to exactly n_tokens.
+
+    n_tokens None or 0 means "as typed": the text's own tokens are returned unchanged.
+    Raises EngineError for an empty text (nothing to fill from) or a negative n_tokens.
+    """
+    if not text or not text.strip():
+        raise EngineError("the prompt is empty: type some text or pick an example")
+    if n_tokens is not None and n_tokens < 0:
+        raise EngineError(f"the prompt length must be positive (got {n_tokens})")
+    ids = list(tokenizer.encode(text, add_special_tokens=False))
+    source = len(ids)
+    if not n_tokens:
+        return FittedPrompt(ids, text, source, "as typed")
+    if source >= n_tokens:
+        kept = ids[:n_tokens]
+        action = "as typed" if source == n_tokens else "trimmed"
+    else:
+        # repeat the text (not the ids) so each repeat tokenises naturally, then trim to N
+        repeat = list(tokenizer.encode(FILL_SEPARATOR + text, add_special_tokens=False))
+        kept = list(ids)
+        while len(kept) < n_tokens:
+            kept.extend(repeat)
+        kept = kept[:n_tokens]
+        action = "repeated"
+    return FittedPrompt(kept, tokenizer.decode(kept), source, action)

@@ -1,0 +1,99 @@
+"""Does the dashboard disturb what it measures? The same request, shown by the page and printed by the CLI.
+
+Starts the real dashboard (headless Chromium drives it) and alternates, round after round:
+  the page:  press Run with the default request (64 prompt tokens -> 32, greedy), read TTFT and TPOT off Home;
+  the CLI:   `python -m engine generate` with the same 64 prompt tokens and 32 new tokens, --json.
+Both exclude warm-up (one unmeasured run first). Prints medians and the ratio page / CLI for each
+configuration asked for (live chart on/off, worker process/thread). A benchmark, not a test: machines are noisy.
+
+Usage: .venv/bin/python scripts/ui_vs_cli.py [--rounds 5] [--configs process-live,process-nochart,thread-live]
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+import appdriver  # noqa: E402
+
+from engine.core.metrics import summarize  # noqa: E402
+from engine.core.trace import Trace  # noqa: E402
+from ui import prompts  # noqa: E402
+
+CONFIGS = {  # name: (worker transport, live chart on)
+    "process-live": ("process", True),
+    "process-nochart": ("process", False),
+    "thread-live": ("thread", True),
+    "thread-nochart": ("thread", False),
+}
+
+
+def cli_once(text: str, model: str) -> tuple[float, float]:
+    out = subprocess.run([sys.executable, "-m", "engine", "generate", "--prompt", text, "--prompt-tokens", "64",
+                          "--max-new-tokens", "32", "--model", model, "--json"],
+                         capture_output=True, text=True, check=True, cwd=appdriver.ROOT)
+    s = summarize(Trace.from_json(out.stdout))
+    return s.ttft_s * 1000, s.tpot_s * 1000
+
+
+def page_once(page) -> tuple[float, float]:
+    appdriver.press_run(page)
+    time.sleep(0.5)
+    appdriver.wait_for_result(page, 600_000)
+    return appdriver.shown_ms(page, "TTFT"), appdriver.shown_ms(page, "TPOT")
+
+
+def measure(config: str, rounds: int, model: str) -> dict:
+    from playwright.sync_api import sync_playwright
+
+    transport, live = CONFIGS[config]
+    text = prompts.example("summarisation").text
+    env = dict(TWO_BENDS_MODEL=model, TWO_BENDS_WORKER=transport)
+    page_runs, cli_runs = [], []
+    with appdriver.dashboard(env) as (url, _), sync_playwright() as pw:
+        browser = appdriver.launch(pw)
+        page = browser.new_page(viewport={"width": 1280, "height": 800})
+        page.goto(url, timeout=300_000)
+        appdriver.settle(page, 300_000)
+        if not live:
+            page.get_by_text("Live latency chart during generation").click()
+            appdriver.settle(page)
+        page_once(page)  # warm-up: excluded, like the CLI's own warm-up
+        for r in range(rounds):
+            page_runs.append(page_once(page))
+            cli_runs.append(cli_once(text, model))
+            print(f"  {config} round {r + 1}: page TTFT {page_runs[-1][0]:.1f} TPOT {page_runs[-1][1]:.1f} | "
+                  f"CLI TTFT {cli_runs[-1][0]:.1f} TPOT {cli_runs[-1][1]:.1f} ms", flush=True)
+        browser.close()
+    med = lambda runs, i: statistics.median(r[i] for r in runs)  # noqa: E731
+    return dict(config=config, page_ttft=med(page_runs, 0), page_tpot=med(page_runs, 1),
+                cli_ttft=med(cli_runs, 0), cli_tpot=med(cli_runs, 1))
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--rounds", type=int, default=5)
+    ap.add_argument("--configs", default="process-live,process-nochart,thread-live")
+    ap.add_argument("--model", default="smollm2-135m")
+    ap.add_argument("--json", action="store_true")
+    args = ap.parse_args()
+    print(f"# {time.strftime('%Y-%m-%d %H:%M')} | load average {os.getloadavg()[0]:.2f} | {os.cpu_count()} CPUs | "
+          f"{args.rounds} alternating rounds, medians")
+    rows = [measure(c.strip(), args.rounds, args.model) for c in args.configs.split(",")]
+    print(f"{'configuration':<18} {'page TTFT':>10} {'CLI TTFT':>9} {'ratio':>6}   {'page TPOT':>10} {'CLI TPOT':>9} {'ratio':>6}")
+    for r in rows:
+        print(f"{r['config']:<18} {r['page_ttft']:>10.1f} {r['cli_ttft']:>9.1f} {r['page_ttft'] / r['cli_ttft']:>6.2f}   "
+              f"{r['page_tpot']:>10.1f} {r['cli_tpot']:>9.1f} {r['page_tpot'] / r['cli_tpot']:>6.2f}")
+    if args.json:
+        print(json.dumps(rows))
+
+
+if __name__ == "__main__":
+    main()
