@@ -48,3 +48,11 @@ def test_cuda_graph_measurement_refuses_cpu_with_a_clear_message(tiny_llama):
         remedies.measure_cuda_graphs(tiny_llama, "the sea", 4)
     with pytest.raises(engine.EngineError, match="need a CUDA GPU"):
         engine.generate(tiny_llama, "the sea", 4, cuda_graphs=True)
+
+
+def test_gpu_check_parity_runs_where_it_can():
+    """scripts/gpu_check.sh's parity step, on CPU (the CUDA run itself needs a lent GPU)."""
+    from engine.labs import gpu_check
+
+    assert gpu_check.parity("llama", torch.device("cpu")) < 1e-4
+    assert gpu_check.parity("gpt2", torch.device("cpu")) < 1e-4

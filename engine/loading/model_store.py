@@ -34,7 +34,7 @@ HF_IDS = {  # short names users type -> Hugging Face ids (need internet on first
     "gpt2-xl": "openai-community/gpt2-xl",
     "distilgpt2": "distilbert/distilgpt2",
 }
-TINY_MODELS = ("tiny-llama", "tiny-gpt2")  # random weights, for tests (engine/tiny.py)
+TINY_MODELS = ("tiny-llama", "tiny-gpt2", "smollm2-random")  # random weights, for tests and timing (loading/tiny.py)
 KNOWN_MODELS = (BUNDLED, *HF_IDS, *TINY_MODELS)
 
 
@@ -209,7 +209,7 @@ def load_checkpoint(name_or_path: str, progress: Progress | None = None) -> Chec
     if key.lower() in TINY_MODELS:
         from engine.loading.tiny import tiny_hf_model, tiny_tokenizer
 
-        model = tiny_hf_model(key.lower().removeprefix("tiny-"))
+        model = tiny_hf_model(key.lower().removeprefix("tiny-").removesuffix("-random"))
         return Checkpoint(key.lower() + " (random weights)", model.config, model.state_dict(), tiny_tokenizer())
     if ALIASES.get(key.lower()) == BUNDLED:
         return load_bundled(progress)

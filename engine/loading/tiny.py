@@ -41,10 +41,19 @@ def _trained_tokenizer():
 
 
 def tiny_hf_model(arch: str = "llama", seed: int = 0, vocab_size: int = 512):
-    """A transformers model with random weights: the reference our forward pass is checked against."""
+    """A transformers model with random weights: the reference our forward pass is checked against.
+
+    arch "smollm2" is not tiny: SmolLM2-135M's exact shapes with random weights, for timing where the real
+    weights cannot go (a lent GPU machine has no network and the bundled file is too big to carry)."""
     from transformers import GPT2Config, GPT2LMHeadModel, LlamaConfig, LlamaForCausalLM
 
     torch.manual_seed(seed)
+    if arch == "smollm2":
+        cfg = LlamaConfig(vocab_size=49152, hidden_size=576, intermediate_size=1536, num_hidden_layers=30,
+                          num_attention_heads=9, num_key_value_heads=3, max_position_embeddings=8192,
+                          rope_theta=100000.0, rms_norm_eps=1e-5, tie_word_embeddings=True, bos_token_id=1,
+                          eos_token_id=2)
+        return LlamaForCausalLM(cfg).eval()
     if arch == "gpt2":
         cfg = GPT2Config(vocab_size=vocab_size, n_positions=256, n_embd=64, n_layer=2, n_head=4,
                          bos_token_id=0, eos_token_id=0)
