@@ -101,3 +101,38 @@ def test_four_sessions_share_one_server_in_batch_mode():
             pages[-1].screenshot(path=str(SHOTS / "room-session-4.png"), full_page=True)
         finally:
             browser.close()
+
+
+def test_a_closed_tab_frees_the_engine_for_the_next_student():
+    """Queue mode: A starts a long run, B waits behind it; A closes the tab mid-run. B must start within
+    seconds (the session's run is cancelled), not after A's 512 tokens."""
+    _need_browser()
+    from playwright.sync_api import sync_playwright
+
+    env = dict(TWO_BENDS_MODEL=MODEL, TWO_BENDS_MODE="queue")
+    with appdriver.dashboard(env, _log("browser-close")) as (url, _), sync_playwright() as pw:
+        browser = appdriver.launch(pw)
+        try:
+            a, b = (browser.new_context(viewport={"width": 1280, "height": 800}).new_page() for _ in range(2))
+            for page in (a, b):
+                page.goto(url, timeout=120_000)
+                appdriver.settle(page)
+            a.evaluate("() => 0")
+            thumb = a.locator("[data-testid='stSidebar'] [data-testid='stSlider']").filter(
+                has_text="Output length").get_by_role("slider")
+            thumb.focus()
+            thumb.press("End")  # 512 new tokens: tens of seconds on a CPU
+            appdriver.settle(a)
+            appdriver.press_run(a)
+            a.get_by_text("Decode: token").first.wait_for(timeout=RUN_TIMEOUT_MS)  # A is on the bridge
+            appdriver.press_run(b)
+            b.get_by_text("Waiting in the queue").first.wait_for(timeout=60_000)
+            closed = time.perf_counter()
+            a.context.close()  # the student closes the tab
+            appdriver.wait_for_result(b, RUN_TIMEOUT_MS)
+            waited = time.perf_counter() - closed
+            label = b.get_by_text(re.compile(r"Run finished")).first.inner_text()
+            assert float(re.search(r"queue ([\d.]+) s", label).group(1)) > 0
+            assert waited < 60, f"B finished {waited:.0f} s after A left: A's run was not cancelled"
+        finally:
+            browser.close()

@@ -193,7 +193,7 @@ def status() -> dict:
     try:
         return service().status()
     except EngineError as exc:
-        return dict(mode=link().options.mode, error=str(exc))
+        return dict(mode=os.environ.get("TWO_BENDS_MODE", "queue"), error=str(exc))
 
 
 def current_spec() -> ModelSpec:
