@@ -95,8 +95,9 @@ def describe(trace: Trace) -> str:
 
 
 def _one_line(exc: Exception) -> str:
+    """The reason in one short line of printable characters (it may quote the file's own field names)."""
     text = str(exc).strip().splitlines()
     message = text[0] if text else type(exc).__name__
     if isinstance(exc, KeyError):
         message = f"field {message} is missing"
-    return message[:300]
+    return "".join(ch if ch.isprintable() else "?" for ch in message)[:300]
