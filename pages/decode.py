@@ -106,7 +106,7 @@ def presenter_view(view) -> None:
         bottom[1].metric("Riders" if view.riders > 1 else "Per token", f"{view.riders}" if view.riders > 1
                          else phase_numbers.binary_bytes(trace.kv_bytes_per_token))
     with kv_col:
-        kv_figure = fig_kvcache.kv_cache_figure(trace, view.position, st.session_state.get(state.DECODE_KV_HEAD), height=470,
+        kv_figure = fig_kvcache.kv_cache_figure(trace, view.position, st.session_state.get(state.DECODE_KV_HEAD), height=440,
                                                 compact=True)
         presenter.chart(kv_figure, key="decode_kv", name="kv_cache")
     layer = st.session_state.get(state.DECODE_LAYER, layer_options[0])

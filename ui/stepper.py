@@ -2,8 +2,8 @@
 
 A Streamlit module (like ui/widgets.py). The position lives in session state under the page's own keys;
 autoplay reruns only the page's step fragment (`st.fragment(run_every=...)`), advancing one step per
-period, and switches itself off at the last step. Turning autoplay on at the last step starts again from
-the first. Presenter mode's keyboard (ui/presenter.py) presses these very buttons.
+period, and switches itself off at the last step. Presenter mode's keyboard (ui/presenter.py) presses these
+very buttons.
 """
 from __future__ import annotations
 
@@ -39,13 +39,6 @@ def move(keys: StepKeys, n_positions: int, delta: int) -> None:
     st.session_state[keys.position] = max(0, min(n_positions - 1, position))
 
 
-def _autoplay_changed(keys: StepKeys, n_positions: int) -> None:
-    """Autoplay switched on at the last step: start again from the first."""
-    if st.session_state.get(keys.autoplay) and st.session_state.get(keys.position, 0) >= n_positions - 1:
-        st.session_state[keys.position] = 0
-        st.session_state.pop(keys.last_tick, None)
-
-
 def controls(keys: StepKeys, n_positions: int, next_label: str = "Next token ▶") -> tuple[bool, float]:
     """The control row; returns (playing, seconds per step). Call outside the step fragment."""
     ss = st.session_state
@@ -58,7 +51,7 @@ def controls(keys: StepKeys, n_positions: int, next_label: str = "Next token ▶
     row = st.columns([1, 1, 1.3, 1.7])
     row[0].button("◀ Previous", key=keys.prev, on_click=move, args=(keys, n_positions, -1), width="stretch")
     row[1].button(next_label, key=keys.next, on_click=move, args=(keys, n_positions, 1), type="primary", width="stretch")
-    autoplay = row[2].toggle("Autoplay", key=keys.autoplay, on_change=_autoplay_changed, args=(keys, n_positions))
+    autoplay = row[2].toggle("Autoplay", key=keys.autoplay)
     speed = row[3].select_slider("Seconds per step", options=SPEEDS, value=1.0, key=keys.speed)
     return autoplay and ss.get(keys.position, 0) < n_positions - 1, speed
 
