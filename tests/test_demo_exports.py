@@ -1,10 +1,12 @@
 """Exports: the one-page HTML report (self-contained, text escaped, opens offline in Chromium), PNG chart config,
 presenter-sized figures and the presenter step figure."""
 import dataclasses
+import json
 import re
 import time
 from pathlib import Path
 
+import plotly.utils
 import pytest
 
 import engine
@@ -96,3 +98,19 @@ def test_phase_step_figure_adds_one_decode_row_per_step(trace):
     assert decode_rows(1) == 1 and decode_rows(3) == 3
     assert decode_rows(99) == len(trace.steps)  # clamped to the last step
     assert "Prefill: all" in fig_attention.phase_step_figure(trace, layer, None, 0).layout.title.text
+
+
+def test_token_text_in_charts_is_escaped_for_plotly(trace):
+    """Plotly reads <b>, <a href> and entities in tick and hover text: a recorded token must stay plain text."""
+    from ui import fig_kvcache
+
+    pieces = ["<b>", "<a href='https://x'>x</a>", "&amp;"]
+    hostile = dataclasses.replace(trace, prompt_tokens=pieces + trace.prompt_tokens[3:],
+                                  output_tokens=["<i>"] + trace.output_tokens[1:])
+    layer = trace.attention.layers[0]
+    for fig in (fig_attention.attention_heatmap(hostile, layer, None), fig_attention.attention_row_figure(hostile, 2, layer, None),
+                fig_kvcache.kv_cache_figure(hostile, 2)):
+        spec = json.dumps(fig.to_plotly_json(), cls=plotly.utils.PlotlyJSONEncoder)  # "<" kept as "<", unlike to_json
+        spec = spec.replace("\\u003c", "<").replace("\\u003e", ">")
+        assert "&lt;b&gt;" in spec, "the hostile token is in the figure, escaped"
+        assert "<b>" not in spec and "<a href" not in spec and "<i>" not in spec

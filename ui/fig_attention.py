@@ -12,7 +12,7 @@ import math
 import numpy as np
 import plotly.graph_objects as go
 
-from ui.phase_numbers import tick_labels, visible_piece
+from ui.phase_numbers import plot_label, tick_labels
 from ui.theme import DECODE_COLOR, FONT_SIZE, PREFILL_COLOR, base_layout
 
 MAX_SIDE = 160  # largest matrix side drawn cell by cell; longer sequences are pooled
@@ -106,7 +106,7 @@ def _matrix_layout(fig: go.Figure, title: str, pieces: list[str], block: int, he
 
 def _hover_labels(pieces: list[str], block: int) -> list[str]:
     if block == 1:
-        return [f"{i}: {visible_piece(p, 16)}" for i, p in enumerate(pieces)]
+        return [f"{i}: {plot_label(p, 16)}" for i, p in enumerate(pieces)]
     return [f"{i}–{min(i + block, len(pieces)) - 1}" for i in range(0, len(pieces), block)]
 
 
@@ -231,7 +231,7 @@ def attention_row_figure(trace, position: int, layer: int, head: int | None, hei
     T = trace.n_prompt
     pieces = (list(trace.prompt_tokens) + list(trace.output_tokens))[: row.shape[0]]
     colors = [PREFILL_COLOR if i < T else DECODE_COLOR for i in range(row.shape[0])]
-    hover = [f"{i}: {visible_piece(p, 16)}" for i, p in enumerate(pieces)]
+    hover = [f"{i}: {plot_label(p, 16)}" for i, p in enumerate(pieces)]
     fig = go.Figure(go.Bar(x=list(range(row.shape[0])), y=row, marker_color=colors, customdata=hover,
                            hovertemplate="%{customdata}<br>weight %{y:.3f}<extra></extra>"))
     who = "mean over heads" if head is None else f"head {head}"
