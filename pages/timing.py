@@ -61,9 +61,10 @@ with steps_col:
     st.download_button("Download this run's steps (CSV)", runs.to_csv(steps), file_name="two_bends_steps.csv",
                        mime="text/csv", key=state.TIMING_STEPS_CSV)
     demo_panel.trace_download(trace, state.TIMING_TRACE_JSON, "Download this run (Trace JSON)")
-    st.download_button("Download a one-page report (HTML, opens offline)", data=lambda: report.run_report(trace),
+    st.download_button("Download the run report (HTML)", data=lambda: report.run_report(trace),
                        file_name=demo_panel.file_name(trace).replace(".json", "-report.html"), mime="text/html",
-                       key=state.TIMING_REPORT, on_click="ignore", icon=":material/description:")
+                       key=state.TIMING_REPORT, on_click="ignore", icon=":material/description:",
+                       help="One self-contained page: key figures, phase split, ITL chart, diagnosis; opens offline.")
     st.caption("Every chart saves itself as a PNG: the camera icon above its top-right corner.")
 
 st.divider()

@@ -24,9 +24,9 @@ STYLE = f"""
 body {{ font-family: system-ui, -apple-system, "Segoe UI", sans-serif; margin: 2rem auto; max-width: 1100px;
        color: #222; line-height: 1.45; padding: 0 1rem; }}
 h1 {{ margin-bottom: 0.2rem; }} .sub {{ color: #666; margin-top: 0; }}
-.cards {{ display: grid; grid-template-columns: repeat(auto-fit, minmax(150px, 1fr)); gap: 0.8rem; margin: 1.2rem 0; }}
+.cards {{ display: grid; grid-template-columns: repeat(auto-fit, minmax(190px, 1fr)); gap: 0.8rem; margin: 1.2rem 0; }}
 .card {{ border: 1px solid #ddd; border-radius: 8px; padding: 0.6rem 0.8rem; }}
-.card .v {{ font-size: 1.7rem; font-weight: 600; }} .card .k {{ color: #555; font-size: 0.9rem; }}
+.card .v {{ font-size: 1.5rem; font-weight: 600; }} .card .k {{ color: #555; font-size: 0.9rem; }}
 .prefill {{ border-top: 5px solid {PREFILL_COLOR}; }} .decode {{ border-top: 5px solid {DECODE_COLOR}; }}
 pre {{ white-space: pre-wrap; background: #f6f6f6; padding: 0.8rem; border-radius: 6px; max-height: 24rem;
       overflow: auto; }}
@@ -94,7 +94,7 @@ def run_report(trace, title: str = "") -> str:
     queued = (f"<p>Before it started, this request waited {summary.queue_s:,.2f} s for the shared engine; that queue "
               "time is in none of the numbers above.</p>" if summary.queue_s >= 0.05 else "")
     env = trace.env
-    machine = (f"{env.get('threads', '?')} threads · torch {env.get('torch', '?')} · source: {trace.source} · "
+    machine = (f"torch threads: {env.get('threads', '?')} · torch {env.get('torch', '?')} · source: {trace.source} · "
                f"stopped by: {trace.stop_reason} · warm-up {trace.warmup_seconds:.3f} s and attention capture "
                f"{trace.capture_seconds:.3f} s excluded")
     return f"""<!DOCTYPE html>
