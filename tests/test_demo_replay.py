@@ -156,3 +156,19 @@ def test_text_inside_an_uploaded_trace_is_shown_as_text(replay, tiny_llama, good
     texts = [t.value for t in at.text]
     assert hostile.text in texts and hostile.prompt_text in texts  # st.text: verbatim, never Markdown or HTML
     assert not any("<img" in m.value or "<script" in m.value for m in at.markdown)
+
+
+def test_a_server_measured_recording_opens_on_every_story_page(replay):
+    trace = engine.Trace(model="smollm2-135m-instruct", device="server 127.0.0.1:8000/v1", dtype="as served",
+                         prompt_ids=[-1] * 12, output_ids=[-1] * 4, text="Hello", prefill_seconds=0.05,
+                         steps=[engine.DecodeStep(0.01, 12 + k, 0) for k in range(1, 4)],
+                         env={"device_name": "a server at http://127.0.0.1:8000/v1"}, source="server")
+    at = replay().run()
+    at.sidebar.file_uploader(key=state.TRACE_UPLOAD).set_value(
+        ("server.json", trace_file.trace_bytes(trace), "application/json")).run()
+    assert at.session_state[state.STORE].last_trace.source == "server"
+    for page in STORY:
+        at.switch_page(page).run()
+        assert not at.exception, (page, at.exception)
+    at.switch_page("pages/decode.py").run()
+    assert any("measured on a server" in w.value for w in at.warning)  # Decode says what it cannot draw

@@ -143,3 +143,15 @@ def test_show_never_prints_terminal_escapes(good, tmp_path, capsys):
     path.write_bytes(changed(good, text="hi \x1b]0;owned\x07 there"))
     assert cli.main(["show", str(path)]) == 0
     assert "\x1b" not in capsys.readouterr().out
+
+
+def test_a_run_measured_on_a_server_saves_and_opens(tmp_path):
+    """Shaped like engine.serving's measured runs: ids unknown (-1), no config, captures or cache picture."""
+    trace = engine.Trace(model="smollm2-135m-instruct", device="server 127.0.0.1:8000/v1", dtype="as served",
+                         prompt_ids=[-1] * 12, output_ids=[-1] * 4, text="Hello <b>there</b>", prefill_seconds=0.05,
+                         steps=[engine.DecodeStep(0.01, 12 + k, 0) for k in range(1, 4)],
+                         env={"device_name": "a server at http://127.0.0.1:8000/v1", "threads": "?", "torch": "?"},
+                         settings={"url": "http://127.0.0.1:8000/v1", "server_metrics": {"ttft": 0.04}}, source="server")
+    back = trace_file.load_trace(trace_file.save_trace(trace, tmp_path / "server.json", "measured on a server"))
+    assert back.source == "server" and back.model_config is None and back.steps == trace.steps
+    assert engine.summarize(back) == engine.summarize(trace)

@@ -24,7 +24,7 @@ COUNTS = ("kv_bytes_per_token", "weight_bytes", "n_params")
 TEXTS = ("model", "device", "dtype", "text", "prompt_text", "stop_reason", "source")
 # names pages print inside Markdown: plain characters only, so a file cannot smuggle links, images or HTML in
 NAMES = ("model", "device", "dtype", "stop_reason")
-PLAIN_NAME = re.compile(r"[\w .,:;/@()+=%'-]{0,200}")
+PLAIN_NAME = re.compile(r"[\w .,:;/@()+=%'?&#~-]{0,200}")
 
 
 def _is_int(value) -> bool:
@@ -46,8 +46,8 @@ def _count(data: dict, key: str, where: str = "", low: int = 0) -> None:
 
 
 def _int_list(value, key: str) -> None:
-    if not isinstance(value, list) or not all(_is_int(v) and v >= 0 for v in value):
-        raise ValueError(f"field '{key}' must be a list of token ids (whole numbers ≥ 0)")
+    if not isinstance(value, list) or not all(_is_int(v) and v >= -1 for v in value):
+        raise ValueError(f"field '{key}' must be a list of token ids (whole numbers ≥ 0, or -1 for an id not known)")
 
 
 def _str_list(value, key: str, length: int) -> None:
