@@ -1,7 +1,7 @@
 """Two Bends: the entry point. Routes the pages and draws the shared sidebar (layout only)."""
 import streamlit as st
 
-from ui import widgets
+from ui import demo_panel, presenter, recorded, widgets
 
 st.set_page_config(page_title="Two Bends — prefill and decode", page_icon=":material/landscape:", layout="wide")
 
@@ -22,7 +22,12 @@ PAGES = {
     ],
 }
 
+if recorded.replay_only():
+    PAGES.pop("Labs")  # labs measure live on this machine: replay-only mode has no model to measure with
 page = st.navigation(PAGES)
+demo_panel.restore(page, [p for group in PAGES.values() for p in group])  # a shared link's settings, once
 request = widgets.sidebar()
+presenter.apply(PAGES["The story"])
 widgets.run_panel(request)  # runs the model when Run was pressed, live, above any page
+demo_panel.publish(page)  # the current settings into the URL, for sharing
 page.run()

@@ -1,4 +1,4 @@
-"""Command line: `python -m engine generate|bench|prepare`. Errors print one line, never a traceback."""
+"""Command line: `python -m engine generate|show|bench|prepare`. Errors print one line, never a traceback."""
 from __future__ import annotations
 
 import argparse
@@ -41,6 +41,27 @@ def cmd_generate(args) -> int:
           f"warm-up {trace.warmup_seconds * 1000:.0f} ms (excluded)")
     print(format_summary(summarize(trace)))
     return 0
+
+
+def cmd_show(args) -> int:
+    """A recorded trace's text and phase summary, exactly as `generate` prints them; no model is loaded."""
+    from engine.core.metrics import format_summary, summarize
+    from engine.core.trace_file import describe, load_trace
+
+    trace = load_trace(args.file)
+    title = (trace.settings.get("recording") or {}).get("title")
+    print(f"recorded run: {title + ' — ' if title else ''}{describe(trace)}")
+    print(_printable(trace.text))
+    print()
+    print(_printable(f"model {trace.model} on {trace.device} ({trace.dtype}), {trace.env.get('threads', '?')} threads; "
+                     f"warm-up {trace.warmup_seconds * 1000:.0f} ms (excluded)"))
+    print(format_summary(summarize(trace)))
+    return 0
+
+
+def _printable(text: str) -> str:
+    """A file's text without terminal control sequences (escape codes could rewrite the terminal)."""
+    return "".join(ch if ch in "\n\t" or ch.isprintable() else "\N{REPLACEMENT CHARACTER}" for ch in text)
 
 
 def cmd_prepare(args) -> int:
@@ -86,6 +107,10 @@ def main(argv: list[str] | None = None) -> int:
     g.add_argument("--json", action="store_true", help="print the whole Trace as JSON")
     _add_model_args(g)
     g.set_defaults(func=cmd_generate)
+
+    s = sub.add_parser("show", help="print a recorded trace's phase summary (no model is loaded)")
+    s.add_argument("file", help="a Trace JSON file (saved from the dashboard, or assets/traces/*.json)")
+    s.set_defaults(func=cmd_show)
 
     p = sub.add_parser("prepare", help="convert and cache the bundled model")
     p.add_argument("--model", default="smollm2-135m")

@@ -5,7 +5,7 @@ import streamlit as st
 
 import engine
 import engine.core.metrics
-from ui import diagnosis, fig_timing, server
+from ui import demo_panel, diagnosis, fig_timing, presenter, server
 
 ASSETS = Path(__file__).resolve().parent.parent / "assets"
 
@@ -21,7 +21,7 @@ def show_request(trace) -> None:
     cols[2].metric("Total time", f"{summary.total_s:,.2f} s", help="TTFT + every decode step; warm-up and capture excluded")
     cols[3].metric("Tokens in", f"{summary.prompt_tokens:,}")
     cols[4].metric("Tokens out", f"{summary.output_tokens:,}", help=f"stopped by: {trace.stop_reason}")
-    st.plotly_chart(fig_timing.phase_split_figure(summary), width="stretch", key="home_split", theme=None)
+    presenter.chart(fig_timing.phase_split_figure(summary), key="home_split", name="phase_split")
 
     if summary.queue_s >= 0.05:
         st.caption(f"Before it started, this request waited {summary.queue_s:,.2f} s for the shared engine "
@@ -40,13 +40,16 @@ def show_request(trace) -> None:
 
 
 st.title("Two bends on the old post road")
-st.markdown(
-    "An old post road reaches its destination through two bends. At the first, the road opens into a "
-    "**wide valley** and the whole convoy gallops through side by side. At the second, it narrows to a "
-    "**single-plank bridge** over a gorge, and riders cross one at a time. A language model answering a "
-    "request travels the same road: first it reads your whole prompt, then it writes its answer one token "
-    "after another."
-)
+presenting = presenter.active()
+demo_panel.recorded_banner()
+if not presenting:
+    st.markdown(
+        "An old post road reaches its destination through two bends. At the first, the road opens into a "
+        "**wide valley** and the whole convoy gallops through side by side. At the second, it narrows to a "
+        "**single-plank bridge** over a gorge, and riders cross one at a time. A language model answering a "
+        "request travels the same road: first it reads your whole prompt, then it writes its answer one token "
+        "after another."
+    )
 
 trace = server.store().last_trace
 if trace is None:

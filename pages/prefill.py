@@ -1,27 +1,39 @@
 """Prefill — the valley: the whole prompt crosses side by side in one pass (layout only; numbers come from ui/)."""
 import streamlit as st
 
-from ui import fig_attention, phase_numbers, server, state
+from ui import demo_panel, fig_attention, phase_numbers, presenter, recorded, server, state, stepper
 
 st.title("Prefill — the valley")
-st.markdown(
-    "At the first bend the whole convoy rides through a **wide valley side by side**: every prompt token goes "
-    "through the model **in one forward pass**. Each layer multiplies a *T × d* block of activations by its "
-    "weight matrices (matrix × matrix products), so every weight fetched from memory is reused for all *T* tokens: "
-    "the arithmetic, not the memory traffic, sets the pace — prefill is **compute-bound**, and its cost is the "
-    "time to first token (TTFT)."
-)
+presenting = presenter.active()
+if not presenting:
+    st.markdown(
+        "At the first bend the whole convoy rides through a **wide valley side by side**: every prompt token goes "
+        "through the model **in one forward pass**. Each layer multiplies a *T × d* block of activations by its "
+        "weight matrices (matrix × matrix products), so every weight fetched from memory is reused for all *T* tokens: "
+        "the arithmetic, not the memory traffic, sets the pace — prefill is **compute-bound**, and its cost is the "
+        "time to first token (TTFT)."
+    )
 
 trace = server.store().last_trace
+demo_panel.recorded_banner()
 if trace is None:
     st.info("👈 Press **Run** in the sidebar: this page then shows the real attention matrix of your prompt, "
             "the prefill time and the FLOP/s the valley achieved.")
+    st.stop()
+if trace.model_config is None:
+    st.warning("This run has no model shapes to draw its attention or work from (a run measured on a server): "
+               "its timings are on the Home and Timing pages.")
     st.stop()
 
 # --- the measured time and the estimated work -------------------------------------------------------------
 cfg = trace.model_config
 flops = phase_numbers.prefill_flops_of(trace)
-cols = st.columns([0.8, 1.1, 1.1, 1.4])
+if presenting:
+    layout = st.columns([1, 2.2], gap="medium")
+    numbers, stage = layout[0].container(), layout[1].container()
+    cols = [numbers] * 4
+else:
+    cols = st.columns([0.8, 1.1, 1.1, 1.4])
 cols[0].metric("Prompt tokens (T)", f"{trace.n_prompt}" + (f" × {trace.batch_size}" if trace.batch_size > 1 else ""))
 cols[1].metric("Prefill time = TTFT (measured)", f"{trace.prefill_seconds * 1000:.1f} ms")
 cols[2].metric("Prefill work (estimate)", phase_numbers.si(flops.total, "FLOP"))
@@ -35,13 +47,32 @@ st.caption(
 )
 
 # --- layer / head pickers (redrawing never re-runs the model: everything comes from the trace) -------------
-layer_options = list(range(cfg.n_layers))
+layer_options = recorded.layer_choices(trace, cfg.n_layers)
 head_options = [None] + list(range(cfg.n_heads))
 if state.PREFILL_LAYER not in st.session_state and trace.attention is not None and trace.attention.layers:
     st.session_state[state.PREFILL_LAYER] = trace.attention.layers[0]  # a layer captured with the run
 for key, options in ((state.PREFILL_LAYER, layer_options), (state.PREFILL_HEAD, head_options)):
     if key in st.session_state and st.session_state[key] not in options:
         del st.session_state[key]  # a new run with another model: fall back to the default
+if presenting:  # the still of the current step, large, driven by the keyboard (ui/presenter.py)
+    n_positions = len(trace.steps) + 1
+    layer = st.session_state.get(state.PREFILL_LAYER, layer_options[0])
+    head, scale = st.session_state.get(state.PREFILL_HEAD), st.session_state.get(state.PREFILL_SCALE, "log")
+    if trace.attention is None or not server.ensure_layer(trace, layer):
+        st.stop()
+    with stage:
+        playing, speed = stepper.controls(stepper.PREFILL, n_positions, next_label="Next row ▶")
+        presenter.keyboard(state.PREFILL_NEXT, state.PREFILL_PREV, state.PREFILL_AUTOPLAY)
+
+        @st.fragment(run_every=speed if playing else None)
+        def step_view() -> None:
+            """The matrix at the current step: autoplay reruns only this part, one row per period."""
+            step = stepper.tick(stepper.PREFILL, n_positions, playing, speed)
+            presenter.chart(fig_attention.phase_step_figure(trace, layer, head, step, scale, height=460),
+                            key="prefill_step", name="prefill_vs_decode")
+
+        step_view()
+    st.stop()
 pick = st.columns([1, 1, 1, 1.6])
 layer = pick[0].selectbox("Layer", layer_options, key=state.PREFILL_LAYER,
                           format_func=lambda i: f"layer {i}")
@@ -56,10 +87,12 @@ if not server.ensure_layer(trace, layer):
 
 matrix_tab, animation_tab = st.tabs(["The T × T matrix", "Prefill vs decode on the same matrix"])
 with matrix_tab:
-    st.plotly_chart(fig_attention.attention_heatmap(trace, layer, head, scale), theme=None)
+    presenter.chart(fig_attention.attention_heatmap(trace, layer, head, scale), key="prefill_matrix",
+                    name="prefill_attention")
     st.caption("All rows of this matrix were computed **at the same time**, in one pass: that is the valley.")
 with animation_tab:
-    st.plotly_chart(fig_attention.phase_animation(trace, layer, head, scale), theme=None)
+    presenter.chart(fig_attention.phase_animation(trace, layer, head, scale), key="prefill_animation",
+                    name="prefill_vs_decode_animation")
     st.caption(
         f"Press ▶ Play or drag the slider. Frame 0: prefill fills all {trace.n_prompt} orange rows in one pass. "
         f"Each later frame is one decode step adding a single blue row ({len(trace.steps)} steps): "

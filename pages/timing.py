@@ -3,14 +3,16 @@ import streamlit as st
 
 import engine
 import engine.core.metrics
-from ui import diagnosis, fig_timing, runs, server, state
+from ui import demo_panel, diagnosis, fig_timing, presenter, report, runs, server, state
 
 st.title("The dispatcher's ledger")
-st.markdown(
-    "Old Qin times each segment of the road on its own. Here every token is a line in the ledger: the first one "
-    "after the whole prompt has crossed the valley (**TTFT**), every later one after a single crossing of the "
-    "bridge (**ITL**). While a run is in progress, the live chart above shows the steps as they happen."
-)
+demo_panel.recorded_banner()
+if not presenter.active():
+    st.markdown(
+        "Old Qin times each segment of the road on its own. Here every token is a line in the ledger: the first one "
+        "after the whole prompt has crossed the valley (**TTFT**), every later one after a single crossing of the "
+        "bridge (**ITL**). While a run is in progress, the live chart above shows the steps as they happen."
+    )
 with st.expander("Definitions (the same as vLLM's benchmarks)", expanded=False):
     for name, definition in runs.DEFINITIONS.items():
         st.markdown(f"- **{name}** — {definition}")
@@ -33,11 +35,12 @@ st.caption(f"{trace.model} · {trace.device} ({trace.env.get('device_name', '?')
            f"stopped by: {trace.stop_reason}")
 
 itl_col, cum_col = st.columns(2, gap="large")
-itl_col.plotly_chart(fig_timing.itl_figure(trace.prefill_seconds, [s.seconds for s in trace.steps],
-                                           stall_s=[s.stall_seconds for s in trace.steps],
-                                           riders=[s.riders for s in trace.steps]),
-                     width="stretch", key="timing_itl", theme=None)
-cum_col.plotly_chart(fig_timing.cumulative_figure(trace), width="stretch", key="timing_cumulative", theme=None)
+with itl_col:
+    presenter.chart(fig_timing.itl_figure(trace.prefill_seconds, [s.seconds for s in trace.steps],
+                                          stall_s=[s.stall_seconds for s in trace.steps],
+                                          riders=[s.riders for s in trace.steps]), key="timing_itl", name="itl")
+with cum_col:
+    presenter.chart(fig_timing.cumulative_figure(trace), key="timing_cumulative", name="cumulative_time")
 
 sharing = engine.core.metrics.bridge_sharing(trace)
 if sharing is not None and sharing.shared_steps:
@@ -57,6 +60,12 @@ with steps_col:
                  column_config={"latency (ms)": st.column_config.NumberColumn(format="%.2f")})
     st.download_button("Download this run's steps (CSV)", runs.to_csv(steps), file_name="two_bends_steps.csv",
                        mime="text/csv", key=state.TIMING_STEPS_CSV)
+    demo_panel.trace_download(trace, state.TIMING_TRACE_JSON, "Download this run (Trace JSON)")
+    st.download_button("Download the run report (HTML)", data=lambda: report.run_report(trace),
+                       file_name=demo_panel.file_name(trace).replace(".json", "-report.html"), mime="text/html",
+                       key=state.TIMING_REPORT, on_click="ignore", icon=":material/description:",
+                       help="One self-contained page: key figures, phase split, ITL chart, diagnosis; opens offline.")
+    st.caption("Every chart saves itself as a PNG: the camera icon above its top-right corner.")
 
 st.divider()
 history = server.store().history
@@ -64,7 +73,7 @@ st.subheader(f"Every run of this session ({len(history)})")
 st.markdown("Change the prompt length or the output length in the sidebar and press Run again: long prompts grow "
             "the orange (valley) part, long answers grow the blue (bridge) part.")
 table = runs.runs_table(history)
-st.plotly_chart(fig_timing.runs_figure(table), width="stretch", key="timing_runs", theme=None)
+presenter.chart(fig_timing.runs_figure(table), key="timing_runs", name="runs_compared")
 st.dataframe(table, hide_index=True, width="stretch",
              column_config={c: st.column_config.NumberColumn(format="%.1f") for c in table.columns if "(ms)" in c or "/s" in c}
              | {"prefill share": st.column_config.NumberColumn(format="percent")})

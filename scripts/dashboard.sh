@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Run the Two Bends dashboard: sets up .venv on first use, converts the bundled model once, serves the app.
-# Usage: scripts/dashboard.sh [--mode queue|batch] [--max-queue N] [--max-new-tokens N] [--max-batch N]
+# Usage: scripts/dashboard.sh [--mode queue|batch] [--max-queue N] [--max-new-tokens N] [--max-batch N] [--replay]
 #                             [streamlit args, e.g. --server.address 0.0.0.0 --server.port 8501]
 # --mode queue (default): one request at a time, first come first served; batch: continuous batching.
+# --replay: recorded runs only (assets/traces/ and uploaded Trace JSON files); no model is converted or loaded.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 while [ $# -gt 0 ]; do
@@ -11,6 +12,7 @@ while [ $# -gt 0 ]; do
     --max-queue) export TWO_BENDS_MAX_QUEUE="$2"; shift 2 ;;
     --max-new-tokens) export TWO_BENDS_MAX_NEW_TOKENS="$2"; shift 2 ;;
     --max-batch) export TWO_BENDS_MAX_BATCH="$2"; shift 2 ;;
+    --replay) export TWO_BENDS_REPLAY=1; shift ;;
     *) break ;;
   esac
 done
@@ -19,7 +21,11 @@ case "${TWO_BENDS_MODE:-queue}" in
   *) echo "error: --mode must be queue or batch (got '${TWO_BENDS_MODE}')" >&2; exit 2 ;;
 esac
 bash scripts/setup.sh
-echo "[dashboard] preparing the bundled SmolLM2 model (first time: about a minute)"
-.venv/bin/python -m engine prepare
-echo "[dashboard] scheduling mode: ${TWO_BENDS_MODE:-queue}"
+if [ "${TWO_BENDS_REPLAY:-}" = "1" ]; then
+  echo "[dashboard] replay mode: recorded runs only, no model is loaded"
+else
+  echo "[dashboard] preparing the bundled SmolLM2 model (first time: about a minute)"
+  .venv/bin/python -m engine prepare
+  echo "[dashboard] scheduling mode: ${TWO_BENDS_MODE:-queue}"
+fi
 exec .venv/bin/python -m streamlit run app.py --browser.gatherUsageStats false "$@"

@@ -12,7 +12,7 @@ import math
 import numpy as np
 import plotly.graph_objects as go
 
-from ui.phase_numbers import tick_labels, visible_piece
+from ui.phase_numbers import plot_label, tick_labels
 from ui.theme import DECODE_COLOR, FONT_SIZE, PREFILL_COLOR, base_layout
 
 MAX_SIDE = 160  # largest matrix side drawn cell by cell; longer sequences are pooled
@@ -106,7 +106,7 @@ def _matrix_layout(fig: go.Figure, title: str, pieces: list[str], block: int, he
 
 def _hover_labels(pieces: list[str], block: int) -> list[str]:
     if block == 1:
-        return [f"{i}: {visible_piece(p, 16)}" for i, p in enumerate(pieces)]
+        return [f"{i}: {plot_label(p, 16)}" for i, p in enumerate(pieces)]
     return [f"{i}–{min(i + block, len(pieces)) - 1}" for i in range(0, len(pieces), block)]
 
 
@@ -138,15 +138,11 @@ def _grid(labels: list[str], weights: np.ndarray) -> np.ndarray:
     return np.stack([rows, rows.T, values], axis=-1)
 
 
-def phase_animation(trace, layer: int, head: int | None, scale: str = "linear", height: int = 700) -> go.Figure:
-    """Same matrix, two phases: frame 0 = prefill fills all T rows at once; frame k = k decode rows, one per step.
-
-    Two heatmap traces share the axes: prompt rows in prefill orange, generated rows in decode blue.
-    Frames only carry the decode trace, so frame count = 1 + decode steps.
-    """
+def _phase_parts(trace, layer: int, head: int | None, scale: str, max_side: int):
+    """The matrix split for the two-phase pictures: prompt rows, a function for the first k decode rows."""
     full = full_matrix(trace, layer, head)  # (T+n, T+n)
     T, n = trace.n_prompt, full.shape[0] - trace.n_prompt
-    block = block_size(T + n, MAX_SIDE_ANIMATION)
+    block = block_size(T + n, max_side)
     _, zmin, zmax, ticks = colour_values(full, scale)
     prompt_part = full.copy()
     prompt_part[T:] = np.nan
@@ -159,12 +155,23 @@ def phase_animation(trace, layer: int, head: int | None, scale: str = "linear", 
 
     cells = list(range(math.ceil((T + n) / block)))
     common = dict(x=cells, y=cells, zmin=zmin, zmax=zmax, hoverongaps=False, hoverinfo="skip")
-    fig = go.Figure([
+    traces = [
         go.Heatmap(z=colour_values(pool(prompt_part, block), scale)[0], colorscale=PREFILL_SCALE, name="prefill rows",
                    colorbar=dict(title=dict(text="prefill"), x=1.0, thickness=14, **ticks), **common),
         go.Heatmap(z=decode_part(0), colorscale=DECODE_SCALE, name="decode rows",
                    colorbar=dict(title=dict(text="decode"), x=1.13, thickness=14, **ticks), **common),
-    ])
+    ]
+    return traces, decode_part, cells, pieces, block, T, n
+
+
+def phase_animation(trace, layer: int, head: int | None, scale: str = "linear", height: int = 700) -> go.Figure:
+    """Same matrix, two phases: frame 0 = prefill fills all T rows at once; frame k = k decode rows, one per step.
+
+    Two heatmap traces share the axes: prompt rows in prefill orange, generated rows in decode blue.
+    Frames only carry the decode trace, so frame count = 1 + decode steps.
+    """
+    traces, decode_part, cells, pieces, block, T, n = _phase_parts(trace, layer, head, scale, MAX_SIDE_ANIMATION)
+    fig = go.Figure(traces)
     fig.frames = [go.Frame(data=[go.Heatmap(z=decode_part(k), x=cells, y=cells)], traces=[1], name=str(k)) for k in range(n + 1)]
     labels = ["prefill: all rows"] + [f"decode {k}" for k in range(1, n + 1)]
     steps = [dict(method="animate", label=label, args=[[str(k)], dict(mode="immediate", frame=dict(duration=0, redraw=True))])
@@ -187,6 +194,26 @@ def phase_animation(trace, layer: int, head: int | None, scale: str = "linear", 
     return fig
 
 
+def phase_step_figure(trace, layer: int, head: int | None, step: int, scale: str = "linear",
+                      height: int = 620) -> go.Figure:
+    """One frame of `phase_animation` as a still (presenter mode steps through it): step 0 = the T prompt rows
+    prefill fills at once, step k = k decode rows added one at a time."""
+    traces, decode_part, _, pieces, block, T, n = _phase_parts(trace, layer, head, scale, MAX_SIDE_ANIMATION)
+    k = max(0, min(int(step), n))
+    traces[1].z = decode_part(k)
+    fig = go.Figure(traces)
+    title = (f"Prefill: all {T} prompt rows in one pass (layer {layer})" if k == 0 else
+             f"Decode step {k} of {n}: one new row, {T + k} keys (layer {layer})")
+    _matrix_layout(fig, title, pieces, block, height)
+    # for the back of the room: no token labels (the matrix is the point), colour bars apart
+    fig.update_xaxes(showticklabels=False, title=dict(text="keys: the tokens looked at →"))
+    fig.update_yaxes(showticklabels=False, title=dict(text="↓ queries (orange: prompt, blue: generated)"))
+    fig.update_traces(colorbar_x=1.04, selector=dict(name="prefill rows"))
+    fig.update_traces(colorbar_x=1.3, selector=dict(name="decode rows"))
+    fig.update_layout(margin=dict(l=40, r=190, t=70, b=50))
+    return fig
+
+
 def history_row(trace, position: int, layer: int, head: int | None) -> np.ndarray:
     """Attention row of the token fed at step-through position p over its T+p keys.
 
@@ -204,7 +231,7 @@ def attention_row_figure(trace, position: int, layer: int, head: int | None, hei
     T = trace.n_prompt
     pieces = (list(trace.prompt_tokens) + list(trace.output_tokens))[: row.shape[0]]
     colors = [PREFILL_COLOR if i < T else DECODE_COLOR for i in range(row.shape[0])]
-    hover = [f"{i}: {visible_piece(p, 16)}" for i, p in enumerate(pieces)]
+    hover = [f"{i}: {plot_label(p, 16)}" for i, p in enumerate(pieces)]
     fig = go.Figure(go.Bar(x=list(range(row.shape[0])), y=row, marker_color=colors, customdata=hover,
                            hovertemplate="%{customdata}<br>weight %{y:.3f}<extra></extra>"))
     who = "mean over heads" if head is None else f"head {head}"

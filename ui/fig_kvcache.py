@@ -23,8 +23,10 @@ def kv_matrix(trace, kind: str = "keys", kv_head: int | None = None) -> np.ndarr
     return norms.mean(axis=1) if kv_head is None else norms[:, kv_head]
 
 
-def kv_cache_figure(trace, position: int, kv_head: int | None = None, height: int = 560) -> go.Figure:
+def kv_cache_figure(trace, position: int, kv_head: int | None = None, height: int = 560, compact: bool = False) -> go.Figure:
     """Keys (top) and values (bottom), layers × tokens, filled up to the T+p tokens cached at position p.
+
+    compact (presenter mode): a short title and no token labels under the columns (the page shows the text).
 
     Orange band = prompt columns (written together by prefill); blue band = generated columns (one per
     decode step); the outlined column(s) = what this step wrote.
@@ -60,10 +62,13 @@ def kv_cache_figure(trace, position: int, kv_head: int | None = None, height: in
     fig.update_xaxes(tickmode="array", tickvals=tv, ticktext=tt, tickangle=-60, tickfont=dict(size=FONT_SIZE - 4),
                      title=dict(text="cached token (orange band = prompt, blue band = generated)"), row=2, col=1)
     who = "mean over KV heads" if kv_head is None else f"KV head {kv_head}"
-    layout = base_layout(f"KV cache: {cached} of {n_tokens} tokens cached ({who})", "", "", height)
+    title = f"KV cache: {cached} of {n_tokens} tokens" if compact else f"KV cache: {cached} of {n_tokens} tokens cached ({who})"
+    layout = base_layout(title, "", "", height)
     layout.pop("xaxis"), layout.pop("yaxis")
     fig.update_layout(**layout)
-    fig.update_layout(margin=dict(l=70, r=30, t=90, b=110))
+    fig.update_layout(margin=dict(l=70, r=30, t=90, b=40 if compact else 110))
+    if compact:
+        fig.update_xaxes(showticklabels=False, title=dict(text="cached tokens →"), row=2, col=1)
     return fig
 
 

@@ -6,6 +6,7 @@ per parameter per token for the matrix products) plus the attention scores and w
 """
 from __future__ import annotations
 
+import html
 import math
 import unicodedata
 from dataclasses import dataclass
@@ -26,11 +27,17 @@ def visible_piece(piece: str, max_chars: int = 8) -> str:
     return shown if len(shown) <= max_chars else shown[: max_chars - 1] + "…"
 
 
+def plot_label(piece: str, max_chars: int = 8) -> str:
+    """`visible_piece` for Plotly text (ticks, hovers): Plotly reads a few HTML tags and entities, so the
+    token's own <, > and & are escaped: a token is always shown as text, never as markup."""
+    return html.escape(visible_piece(piece, max_chars), quote=False)
+
+
 def tick_labels(pieces: list[str], max_labels: int = 40, start: int = 0) -> tuple[list[int], list[str]]:
     """Tick positions and texts for token axes: every k-th token so at most `max_labels` are shown."""
     every = max(1, math.ceil(len(pieces) / max_labels))
     positions = list(range(0, len(pieces), every))
-    return [start + i for i in positions], [visible_piece(pieces[i]) for i in positions]
+    return [start + i for i in positions], [plot_label(pieces[i]) for i in positions]
 
 
 def prefill_flops_of(trace) -> PrefillFlops:

@@ -65,10 +65,13 @@ class RunStore:
     live: LiveRun | None = None  # the request in flight
     labs: dict = field(default_factory=dict)  # lab results by the lab's state key
     jobs: dict = field(default_factory=dict)  # lab jobs in flight, by the lab's state key
+    recorded: str | None = None  # the label of the recorded run the pages show (None: a run of this session)
 
-    def keep(self, trace: Trace) -> None:
-        """A finished run: the newest keeps everything the pages draw, the history keeps timings only."""
-        self.last_trace = trace
+    def keep(self, trace: Trace, recorded: str | None = None) -> None:
+        """A finished run: the newest keeps everything the pages draw, the history keeps timings only.
+
+        `recorded` labels a run opened from a file (ui/demo_panel.py) rather than run in this session."""
+        self.last_trace, self.recorded = trace, recorded
         light = replace(trace, attention=None, kv_key_norms=None, kv_value_norms=None)
         self.history = (self.history + [light])[-HISTORY_MAX:]
 
@@ -77,5 +80,5 @@ class RunStore:
         return works + list(self.jobs.values())
 
     def clear(self) -> None:
-        self.last_trace, self.live = None, None
+        self.last_trace, self.live, self.recorded = None, None, None
         self.history, self.labs, self.jobs = [], {}, {}

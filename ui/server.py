@@ -5,7 +5,8 @@ figures never do. Every session's model work goes to the same scheduler (engine/
 runs in its own process: the UI never runs the model, so its drawing cannot stretch a measurement.
 Settings come from the environment (scripts/dashboard.sh sets them from its flags):
   TWO_BENDS_MODE=queue|batch, TWO_BENDS_MAX_QUEUE, TWO_BENDS_MAX_NEW_TOKENS, TWO_BENDS_MAX_BATCH,
-  TWO_BENDS_WORKER=process|thread, TWO_BENDS_MODEL (the model loaded at start).
+  TWO_BENDS_WORKER=process|thread, TWO_BENDS_MODEL (the model loaded at start);
+  TWO_BENDS_REPLAY=1: recorded runs only, the worker is never started (ui/recorded.py).
 """
 from __future__ import annotations
 
@@ -22,7 +23,7 @@ from engine.core.capture import BUDGET_BYTES
 from engine.errors import EngineError
 from engine.serving.requests import FINAL, Done, Failed, Job, ModelSpec, Progress, Queued, Work
 from engine.serving.worker import ServiceOptions, make_service
-from ui import state
+from ui import recorded, state
 from ui.run_store import RunStore
 
 JANITOR_EVERY_S = 2.0  # how often closed sessions are looked for
@@ -90,7 +91,7 @@ def store() -> RunStore:
     if state.STORE not in ss:
         ss[state.STORE] = RunStore()
     ctx = get_script_run_ctx()
-    if ctx is not None:
+    if ctx is not None and not recorded.replay_only():  # replay-only mode never starts the engine worker
         lk = link()
         with lk.lock:
             lk.stores[ctx.session_id] = ss[state.STORE]

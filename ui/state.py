@@ -99,3 +99,25 @@ PROFILE_TOKENS = "prof_tokens"  # prompt tokens of the profiled prefill
 PROFILE_RUN = "prof_run"
 PROFILE_JOB = "prof_job"
 REMEDY_CANCEL = "rem_cancel"
+
+# demo kit: presenter mode, shareable links, recorded runs (ui/presenter.py, ui/links.py, ui/demo_panel.py)
+PRESENTER = "sb_presenter"  # presenter mode: big type, no sidebar, keys drive the Decode and Prefill pages
+PRESENTER_LEAVE = "presenter_leave"  # the main area's button that switches presenter mode off
+PRESENTER_KEYS = "presenter_keys"  # container of the keyboard script (its CSS class: st-key-presenter_keys)
+LINK_RESTORED = "link_restored"  # the URL's settings were applied once for this session
+TRACE_UPLOAD = "sb_trace_upload"  # file uploader: open a recorded run (Trace JSON)
+TRACE_SHIPPED = "sb_trace_shipped"  # which shipped recording (assets/traces/) to open
+TRACE_OPEN = "sb_trace_open"  # button: open the chosen shipped recording
+TRACE_MESSAGE = "sb_trace_message"  # ("error" | "success", text) about the latest file opened
+TRACE_DOWNLOAD = "sb_trace_download"  # download the latest run as a Trace JSON file
+TIMING_TRACE_JSON = "timing_trace_json"  # the same download on the Timing page
+TIMING_REPORT = "timing_report_html"  # the one-page HTML run report
+PREFILL_POSITION = "pf_position"  # presenter step-through of the Prefill page: 0 = all prompt rows, k = k decode rows
+PREFILL_PREV = "pf_prev"
+PREFILL_NEXT = "pf_next"
+PREFILL_AUTOPLAY = "pf_autoplay"
+PREFILL_SPEED = "pf_speed"
+PREFILL_LAST_TICK = "pf_last_tick"
+PREFILL_AUTOPLAY_DONE = "pf_autoplay_done"
+LINK_NOTICE = "link_notice"  # what the URL asked for that could not be used (shown once, then dropped)
+TRACE_SHOWN = "trace_shown"  # the shipped recording last opened (kept in the link while it is the run shown)

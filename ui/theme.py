@@ -23,3 +23,26 @@ def base_layout(title: str = "", x_title: str = "", y_title: str = "", height: i
         # under the x-axis title, so a legend never covers a long chart title
         legend=dict(orientation="h", yanchor="top", y=-0.28, xanchor="left", x=0, traceorder="normal"),
     )
+
+
+def export_config(name: str) -> dict:
+    """Plotly's `config` for st.plotly_chart: the modebar camera saves a 2x PNG named after the chart."""
+    return dict(displaylogo=False, toImageButtonOptions=dict(format="png", filename=f"two_bends_{name}", scale=2))
+
+
+def enlarged(fig, factor: float):
+    """A copy of `fig` with every font size in its layout (titles, ticks, legend, annotations) times `factor`."""
+    import plotly.graph_objects as go
+
+    def scale(node, in_font: bool = False):
+        if isinstance(node, dict):
+            return {k: (v * factor if k == "size" and in_font and isinstance(v, (int, float)) else
+                        scale(v, in_font=k.endswith("font"))) for k, v in node.items()}
+        if isinstance(node, list):
+            return [scale(v, in_font) for v in node]
+        return node
+
+    layout = fig.to_plotly_json()["layout"]
+    layout = scale(layout)
+    layout.setdefault("font", {}).setdefault("size", FONT_SIZE * factor)
+    return go.Figure(data=fig.data, layout=layout, frames=fig.frames)

@@ -15,7 +15,7 @@ from engine.core.prompting import encode_prompt
 from engine.core.sampling import SamplingParams
 from engine.errors import EngineError
 from engine.serving.requests import Request
-from ui import fig_timing, prompts, server, state
+from ui import demo_panel, fig_timing, prompts, recorded, server, state
 from ui.run_store import LiveRun
 
 MODEL_CHOICES = {
@@ -85,6 +85,10 @@ def sidebar() -> RunRequest:
     """Model, prompt, lengths, sampling and the Run button, shared by all pages; returns the request."""
     _init_defaults()
     request = RunRequest()
+    if recorded.replay_only():
+        demo_panel.replay_sidebar()
+        request.error = "this dashboard shows recorded runs only (replay mode): no model is loaded"
+        return request
     with st.sidebar:
         st.selectbox("Model", list(MODEL_CHOICES), format_func=MODEL_CHOICES.get, key=state.MODEL,
                      index=list(MODEL_CHOICES).index(DEFAULT_MODEL) if DEFAULT_MODEL in MODEL_CHOICES else 0)
@@ -129,6 +133,7 @@ def sidebar() -> RunRequest:
             _fit_prompt(request, text, ss[state.PROMPT_TOKENS] if fit else None)
         st.button("Run", key=state.RUN, type="primary", width="stretch")
         _server_line()
+        demo_panel.sidebar_section()
     return request
 
 

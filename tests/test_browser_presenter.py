@@ -1,0 +1,139 @@
+"""Presenter mode in a real browser: `streamlit run app.py` in replay mode (no model), headless Chromium, keys.
+
+→ and ← press the page's own Next / Previous buttons, space starts and stops autoplay, which switches
+itself off at the last token; the sidebar is hidden and the numbers are large. Screenshots at 1280x720 go to
+artifacts/screenshots/ (presenter-*.png) when that folder exists.
+"""
+import os
+import re
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.slow
+ROOT = Path(__file__).resolve().parent.parent
+CHROMIUM = "/usr/bin/chromium"
+SHOTS = ROOT / "artifacts" / "screenshots"
+TRACE = "long-prompt-short-answer"  # 8 tokens: autoplay reaches the end quickly
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _wait_for_port(port: int, seconds: float) -> None:
+    end = time.time() + seconds
+    while time.time() < end:
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=1).close()
+            return
+        except OSError:
+            time.sleep(0.3)
+    raise AssertionError(f"streamlit did not open port {port} within {seconds:.0f} s")
+
+
+@pytest.fixture(scope="module")
+def replay_server():
+    if not Path(CHROMIUM).exists():
+        pytest.skip(f"{CHROMIUM} is missing (the test command installs Debian's chromium); browser test skipped")
+    pytest.importorskip("playwright.sync_api", reason="playwright (python) is not installed")
+    port = _free_port()
+    env = dict(os.environ, TWO_BENDS_REPLAY="1", PYTHONUNBUFFERED="1")
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "streamlit", "run", "app.py", "--server.headless", "true", "--server.port", str(port),
+         "--server.address", "127.0.0.1", "--browser.gatherUsageStats", "false", "--server.fileWatcherType", "none"],
+        cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT)
+    try:
+        _wait_for_port(port, 120)
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(timeout=10)
+
+
+def _token(page) -> int:
+    """The step shown: 'Token N of M' (1 = the first token, made by prefill)."""
+    text = page.get_by_text(re.compile(r"^Token \d+ of \d+")).first.inner_text()
+    return int(re.match(r"Token (\d+)", text).group(1))
+
+
+def _wait_token(page, expected: int, timeout_s: float = 60.0) -> None:
+    end = time.time() + timeout_s
+    while time.time() < end:
+        try:
+            if _token(page) == expected:
+                return
+        except Exception:  # noqa: BLE001 - the text is being redrawn
+            pass
+        time.sleep(0.2)
+    raise AssertionError(f"expected token {expected}, the page shows {_token(page)}")
+
+
+def test_presenter_keys_drive_decode_and_prefill(replay_server):
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=CHROMIUM,
+                                     args=["--no-sandbox", "--disable-gpu", "--disable-background-networking"])
+        try:
+            page = browser.new_page(viewport={"width": 1280, "height": 720})
+            # the root first: a fresh server runs deep links through Streamlit's old pages/ mode until app.py ran once
+            page.goto(replay_server, timeout=120_000)
+            page.get_by_text("Two bends on the old post road").first.wait_for(timeout=120_000)
+            page.goto(f"{replay_server}/decode?present=1&trace={TRACE}", timeout=120_000)
+            page.get_by_text(re.compile(r"^Token 1 of 8")).first.wait_for(timeout=120_000)
+            page.locator("[data-testid='stSidebar']").wait_for(state="hidden", timeout=30_000)  # presenter: no sidebar
+            value = page.locator("[data-testid='stMetricValue']").first
+            assert float(value.evaluate("e => getComputedStyle(e.querySelector('p')).fontSize").rstrip("px")) >= 40
+            if SHOTS.exists():
+                page.screenshot(path=str(SHOTS / "presenter-decode.png"))
+
+            page.keyboard.press("ArrowRight")
+            _wait_token(page, 2)
+            page.keyboard.press("ArrowRight")
+            _wait_token(page, 3)
+            page.keyboard.press("ArrowLeft")
+            _wait_token(page, 2)
+            page.keyboard.press(" ")  # autoplay on: one token per second, then it stops at the last one
+            _wait_token(page, 8, timeout_s=90)
+            page.wait_for_function("() => !document.querySelector('.st-key-dc_autoplay input').checked", timeout=30_000)
+            time.sleep(2.5)
+            assert _token(page) == 8  # switched itself off at the last token
+            for expected in (7, 6, 5, 4):
+                page.keyboard.press("ArrowLeft")
+                _wait_token(page, expected)
+            page.keyboard.press(" ")  # on again...
+            page.wait_for_function("() => document.querySelector('.st-key-dc_autoplay input').checked", timeout=30_000)
+            _wait_token(page, 5)
+            page.keyboard.press(" ")  # ...and off: it stays where it is
+            page.wait_for_function("() => !document.querySelector('.st-key-dc_autoplay input').checked", timeout=30_000)
+            time.sleep(1.5)
+            stopped = _token(page)
+            time.sleep(3)
+            assert _token(page) == stopped < 8
+            assert page.locator("[data-testid='stException']").count() == 0
+
+            page.locator("[data-testid='stPageLink'] a").filter(has_text="Prefill").first.click()
+            page.get_by_text("Prefill: all 512 prompt rows").first.wait_for(timeout=120_000)
+            page.keyboard.press("ArrowRight")
+            page.get_by_text("Decode step 1 of 7").first.wait_for(timeout=60_000)
+            page.keyboard.press("ArrowLeft")
+            page.get_by_text("Prefill: all 512 prompt rows").first.wait_for(timeout=60_000)
+            if SHOTS.exists():
+                page.screenshot(path=str(SHOTS / "presenter-prefill.png"))
+            assert page.locator("[data-testid='stException']").count() == 0
+
+            page.get_by_role("button", name=re.compile("Leave presenter mode")).click()
+            page.locator("[data-testid='stSidebar']").wait_for(state="visible", timeout=60_000)
+        finally:
+            browser.close()

@@ -1,0 +1,121 @@
+"""Shareable links: query parameters checked value by value, defaults left out, and a round trip through the app."""
+from pathlib import Path
+
+import pytest
+import streamlit.testing.v1.app_test as app_test_module
+from streamlit.runtime.pages_manager import PagesManager
+from streamlit.testing.v1 import AppTest
+
+from ui import links, state, widgets
+
+APP = str(Path(__file__).resolve().parent.parent / "app.py")
+PAGES = {"home", "prefill", "decode", "timing"}
+TRACES = {"long-prompt-short-answer"}
+
+
+class _NavigationOnly(PagesManager):
+    """Keep every AppTest run going through app.py (see tests/test_pages_home_timing.py)."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        PagesManager.uses_pages_directory = False
+
+
+def test_parse_reads_every_setting():
+    link = links.parse({"page": "decode", "example": "chat", "prompt_tokens": "128", "output_tokens": "200",
+                        "temperature": "0.7", "top_k": "40", "top_p": "0.9", "seed": "7", "chat": "1", "fit": "0",
+                        "present": "1", "trace": "long-prompt-short-answer", "embed": "true"}, PAGES, TRACES)
+    assert not link.notices and link.notice() == ""
+    assert link.page == "decode" and link.trace == "long-prompt-short-answer"
+    assert link.values == {state.EXAMPLE: "chat", state.PROMPT_TOKENS: 128, state.MAX_NEW_TOKENS: 200,
+                           state.TEMPERATURE: 0.7, state.TOP_K: 40, state.TOP_P: 0.9, state.SEED: 7, state.CHAT: True,
+                           state.FIT_PROMPT: False, state.PRESENTER: True}
+
+
+@pytest.mark.parametrize("name,raw", [
+    ("prompt_tokens", "0"), ("prompt_tokens", "5000"), ("prompt_tokens", "12.5"), ("prompt_tokens", "-3"),
+    ("output_tokens", "lots"), ("temperature", "nan"), ("temperature", "inf"), ("temperature", "2.5"),
+    ("top_p", "0"), ("top_k", "1e3"), ("seed", "99999999999"), ("chat", "maybe"), ("present", ""),
+    ("example", "poetry"), ("example", "<script>"), ("page", "admin"), ("trace", "../../etc/passwd"),
+])
+def test_bad_values_fall_back_with_a_notice(name, raw):
+    good_name, good_key = ("top_k", state.TOP_K) if name != "top_k" else ("seed", state.SEED)
+    link = links.parse({name: raw, good_name: "3"}, PAGES, TRACES)
+    assert link.values == {good_key: 3}  # the good value is kept, the bad one dropped
+    assert link.page is None and link.trace is None
+    notice = link.notice()
+    assert notice.startswith("Some settings in this link could not be used") and name in notice
+    assert "<" not in notice and "/" not in notice.split(":", 1)[1]  # the refused value is quoted harmlessly
+
+
+def test_floats_snap_to_the_slider_step():
+    assert links.parse({"temperature": "0.33"}, PAGES, TRACES).values[state.TEMPERATURE] == 0.35
+    assert links.parse({"top_p": "0.951"}, PAGES, TRACES).values[state.TOP_P] == 0.95
+
+
+def test_build_leaves_defaults_out_and_round_trips():
+    defaults = {p.key: p.default for p in links.PARAMS.values()}
+    assert links.build(defaults, "home") == {"page": "home"}
+    values = dict(defaults, **{state.TEMPERATURE: 0.7, state.PROMPT_TOKENS: 256, state.PRESENTER: True, state.FIT_PROMPT: False})
+    query = links.build(values, "timing", "long-prompt-short-answer")
+    assert query == {"page": "timing", "prompt_tokens": "256", "fit": "0", "temperature": "0.7", "present": "1",
+                     "trace": "long-prompt-short-answer"}
+    back = links.parse(query, PAGES, TRACES)
+    assert {k: back.values.get(k, d) for k, d in defaults.items()} == values and back.page == "timing"
+
+
+def test_link_ranges_are_the_sidebar_ranges():
+    assert links.PARAMS["prompt_tokens"].high == widgets.PROMPT_TOKENS_MAX
+    assert links.PARAMS["output_tokens"].high == widgets.OUTPUT_TOKENS_MAX
+    assert links.PARAMS["prompt_tokens"].default == widgets.DEFAULT_PROMPT_TOKENS
+    assert links.PARAMS["output_tokens"].default == widgets.DEFAULT_OUTPUT_TOKENS
+    assert links.PARAMS["example"].default == widgets.DEFAULT_EXAMPLE
+
+
+@pytest.fixture
+def app_test(monkeypatch):
+    monkeypatch.setattr(app_test_module, "PagesManager", _NavigationOnly)
+
+    def make(query: dict | None = None) -> AppTest:
+        at = AppTest.from_file(APP, default_timeout=120)
+        at.session_state[state.MODEL] = "tiny-llama"
+        at.query_params.update(query or {})
+        return at
+
+    return make
+
+
+def test_query_parameters_round_trip_through_the_app(app_test):
+    at = app_test().run()
+    assert not at.exception
+    at.sidebar.selectbox(key=state.EXAMPLE).set_value("chat").run()
+    at.sidebar.slider(key=state.PROMPT_TOKENS).set_value(96).run()
+    at.sidebar.slider(key=state.MAX_NEW_TOKENS).set_value(48).run()
+    at.sidebar.slider(key=state.TEMPERATURE).set_value(0.8).run()
+    at.sidebar.number_input(key=state.SEED).set_value(11).run()
+    at.sidebar.toggle(key=state.CHAT).set_value(True).run()
+    at.switch_page("pages/timing.py").run()
+    assert not at.exception
+    query = dict(at.query_params)
+    assert query == {"page": "timing", "example": "chat", "prompt_tokens": "96", "output_tokens": "48",
+                     "temperature": "0.8", "seed": "11", "chat": "1"}
+
+    opened = app_test(query).run()  # a classmate opens the link
+    assert not opened.exception and not opened.warning
+    ss = opened.session_state
+    assert (ss[state.EXAMPLE], ss[state.PROMPT_TOKENS], ss[state.MAX_NEW_TOKENS], ss[state.TEMPERATURE], ss[state.SEED],
+            ss[state.CHAT]) == ("chat", 96, 48, 0.8, 11, True)
+    assert "tutor" in ss[state.PROMPT]  # the example's text, as picking it in the sidebar does
+    assert any(t.value.startswith("The dispatcher") for t in opened.title)  # the page of the link
+    assert dict(opened.query_params) == query
+
+
+def test_a_bad_link_opens_the_defaults_with_a_short_notice(app_test):
+    at = app_test({"prompt_tokens": "99999", "temperature": "hot", "page": "nowhere", "output_tokens": "16"}).run()
+    assert not at.exception
+    assert at.session_state[state.PROMPT_TOKENS] == widgets.DEFAULT_PROMPT_TOKENS
+    assert at.session_state[state.TEMPERATURE] == 0.0 and at.session_state[state.MAX_NEW_TOKENS] == 16
+    notice = " ".join(w.value for w in at.warning)
+    assert "prompt_tokens" in notice and "temperature" in notice and "page" in notice
+    at.run()
+    assert not at.warning  # said once
