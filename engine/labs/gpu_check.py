@@ -24,6 +24,7 @@ import torch
 import engine
 from engine.core.clock import now
 from engine.core.generate import decode_loop, greedy, new_cache, prefill
+from engine.core.trace_file import save_trace
 from engine.labs.sweeps import prompt_ids_of_length
 from engine.loading.model_store import CACHE_FOLDER, cache_root
 from engine.loading.tiny import tiny_hf_model
@@ -103,9 +104,7 @@ def record(lm, out: Path, label: str) -> None:
     for name, (n_prompt, n_out) in {"short-prompt-long-answer": (32, 256), "long-prompt-short-answer": (1024, 16)}.items():
         trace = engine.generate(lm, prompt_ids_of_length(lm, n_prompt), n_out, ignore_eos=True, capture_attention=True,
                                 capture_layers=[lm.config.n_layers // 2])
-        trace.settings["recorded"] = f"{label}; {time.strftime('%Y-%m-%d')}; {trace.env.get('device_name')}"
-        path = out / f"gpu-{name}.json"
-        path.write_text(trace.to_json())
+        path = save_trace(trace, out / f"gpu-{name}.json", f"{label}: {n_prompt} prompt tokens -> {n_out} new, on a GPU")
         say(f"recorded {path.name}: {n_prompt} -> {trace.n_output} tokens, TTFT {trace.prefill_seconds * 1e3:.2f} ms")
 
 
