@@ -1,4 +1,4 @@
-"""Command line: `python -m engine generate|bench|prepare`. Errors print one line, never a traceback."""
+"""Command line: `python -m engine generate|bench|prepare|serve`. Errors print one line, never a traceback."""
 from __future__ import annotations
 
 import argparse
@@ -60,6 +60,29 @@ def cmd_bench(args) -> int:
     return 0
 
 
+def cmd_serve(args) -> int:
+    from engine.serving.server import serve
+
+    serve(args)
+    return 0
+
+
+def _add_serve_args(s: argparse.ArgumentParser) -> None:
+    from engine.serving.server import WORKER_DEFAULT
+
+    s.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1: this machine only)")
+    s.add_argument("--port", type=int, default=8000)
+    s.add_argument("--served-model-name", default=None, help="the name clients use (default: --model)")
+    s.add_argument("--mode", default="queue", choices=["queue", "batch"],
+                   help="queue: one request at a time (default); batch: continuous batching")
+    s.add_argument("--max-queue", type=int, default=64, help="waiting requests before new ones get 429")
+    s.add_argument("--max-batch", type=int, default=8, help="sequences sharing a decode step in batch mode")
+    s.add_argument("--max-new-tokens", type=int, default=4096, help="most new tokens one request may ask for")
+    s.add_argument("--worker", default=WORKER_DEFAULT, choices=["process", "thread"],
+                   help=f"run the scheduler in a child process or a thread of the server (default {WORKER_DEFAULT})")
+    _add_model_args(s)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m engine", description="Two Bends inference engine")
     sub = parser.add_subparsers(dest="command", required=True)
@@ -88,6 +111,10 @@ def main(argv: list[str] | None = None) -> int:
     b.add_argument("--repeats", type=int, default=3, help="alternating rounds per measurement")
     b.add_argument("--quick", action="store_true", help="smaller sizes, for a smoke test")
     b.set_defaults(func=cmd_bench)
+
+    s = sub.add_parser("serve", help="serve the engine over the OpenAI API (FastAPI + uvicorn, vLLM's metric names)")
+    _add_serve_args(s)
+    s.set_defaults(func=cmd_serve)
 
     args = parser.parse_args(argv)
     try:
