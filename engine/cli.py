@@ -1,4 +1,4 @@
-"""Command line: `python -m engine generate|bench|prepare|serve`. Errors print one line, never a traceback."""
+"""Command line: `python -m engine generate|bench|prepare|serve|measure`. Errors print one line, never a traceback."""
 from __future__ import annotations
 
 import argparse
@@ -67,6 +67,25 @@ def cmd_serve(args) -> int:
     return 0
 
 
+def cmd_measure(args) -> int:
+    import json
+
+    from engine.serving.measure import Plan, run
+    from engine.serving.measure_report import format_report
+
+    plan = Plan(args.url, args.prompt_tokens, args.max_new_tokens, args.model, args.requests, args.concurrency,
+                args.shared_prefix, args.warmup, args.timeout)
+
+    def show(rec: dict) -> None:
+        if args.json:
+            print(json.dumps(rec), flush=True)
+
+    records, facts = run(plan, on_record=show)
+    if not args.json:
+        print(format_report(records, facts))
+    return 0
+
+
 def _add_serve_args(s: argparse.ArgumentParser) -> None:
     from engine.serving.server import WORKER_DEFAULT
 
@@ -115,6 +134,20 @@ def main(argv: list[str] | None = None) -> int:
     s = sub.add_parser("serve", help="serve the engine over the OpenAI API (FastAPI + uvicorn, vLLM's metric names)")
     _add_serve_args(s)
     s.set_defaults(func=cmd_serve)
+
+    m = sub.add_parser("measure", help="time any OpenAI-compatible server (vLLM, llama.cpp, SGLang, TGI, Ollama, ours)")
+    m.add_argument("--url", required=True, help="the server, e.g. http://127.0.0.1:8000 (a trailing /v1 is fine)")
+    m.add_argument("--model", default=None, help="model name on that server (default: the first it lists)")
+    m.add_argument("--prompt-tokens", type=int, required=True, help="exact prompt length N in tokens")
+    m.add_argument("--max-new-tokens", type=int, required=True, help="output tokens M per request (ignore_eos)")
+    m.add_argument("--requests", type=int, default=1, help="measured requests K (default 1)")
+    m.add_argument("--concurrency", type=int, default=1, help="requests in flight at once C (default 1)")
+    m.add_argument("--shared-prefix", action="store_true", help="prompts share all but their last tokens "
+                   "(default: each starts with its own tag, so no prefix cache helps)")
+    m.add_argument("--warmup", type=int, default=1, help="requests sent first and excluded (default 1)")
+    m.add_argument("--timeout", type=float, default=120.0, help="seconds to wait for an answer (default 120)")
+    m.add_argument("--json", action="store_true", help="one Trace-shaped JSON object per request, one per line")
+    m.set_defaults(func=cmd_measure)
 
     args = parser.parse_args(argv)
     try:
