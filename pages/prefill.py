@@ -1,7 +1,7 @@
 """Prefill — the valley: the whole prompt crosses side by side in one pass (layout only; numbers come from ui/)."""
 import streamlit as st
 
-from ui import fig_attention, phase_numbers, server, state
+from ui import fig_attention, measure, phase_numbers, server, state
 
 st.title("Prefill — the valley")
 st.markdown(
@@ -16,6 +16,9 @@ trace = server.store().last_trace
 if trace is None:
     st.info("👈 Press **Run** in the sidebar: this page then shows the real attention matrix of your prompt, "
             "the prefill time and the FLOP/s the valley achieved.")
+    st.stop()
+if trace.model_config is None:
+    st.info(measure.outside_only(trace, "the model's attention matrix or the FLOPs of its prefill"))
     st.stop()
 
 # --- the measured time and the estimated work -------------------------------------------------------------

@@ -3,7 +3,7 @@ import streamlit as st
 
 import engine
 import engine.core.metrics
-from ui import diagnosis, fig_timing, runs, server, state
+from ui import diagnosis, fig_timing, measure, runs, server, state
 
 st.title("The dispatcher's ledger")
 st.markdown(
@@ -27,10 +27,13 @@ if trace is None:
 
 summary = engine.summarize(trace)
 st.subheader(f"Last run: {trace.n_prompt} prompt tokens → {trace.n_output} output tokens (measured)")
-st.caption(f"{trace.model} · {trace.device} ({trace.env.get('device_name', '?')}) · {trace.dtype} · "
-           f"{trace.env.get('threads', '?')} threads · torch {trace.env.get('torch', '?')} · "
-           f"warm-up {trace.warmup_seconds:.3f} s and attention capture {trace.capture_seconds:.3f} s excluded · "
-           f"stopped by: {trace.stop_reason}")
+if trace.source == "server":
+    st.caption(f"{trace.model} · {measure.outside_caption(trace)}")
+else:
+    st.caption(f"{trace.model} · {trace.device} ({trace.env.get('device_name', '?')}) · {trace.dtype} · "
+               f"{trace.env.get('threads', '?')} threads · torch {trace.env.get('torch', '?')} · "
+               f"warm-up {trace.warmup_seconds:.3f} s and attention capture {trace.capture_seconds:.3f} s excluded · "
+               f"stopped by: {trace.stop_reason}")
 
 itl_col, cum_col = st.columns(2, gap="large")
 itl_col.plotly_chart(fig_timing.itl_figure(trace.prefill_seconds, [s.seconds for s in trace.steps],
@@ -46,7 +49,7 @@ if sharing is not None and sharing.shared_steps:
 table_col, steps_col = st.columns([3, 2], gap="large")
 with table_col:
     st.markdown("**Metrics of the last run**")
-    st.dataframe(runs.metrics_table(summary), hide_index=True, width="stretch",
+    st.dataframe(runs.metrics_table(summary, server=trace.source == "server"), hide_index=True, width="stretch",
                  column_config={"value": st.column_config.NumberColumn(format="%.2f", width="small"),
                                 "unit": st.column_config.TextColumn(width="small"),
                                 "definition": st.column_config.TextColumn(width="large")})

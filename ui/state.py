@@ -99,3 +99,15 @@ PROFILE_TOKENS = "prof_tokens"  # prompt tokens of the profiled prefill
 PROFILE_RUN = "prof_run"
 PROFILE_JOB = "prof_job"
 REMEDY_CANCEL = "rem_cancel"
+
+# measure a server (pages/measure.py): any OpenAI-compatible server, on the operator's allow-list only
+MEASURE_URL = "ms_url"
+MEASURE_MODEL = "ms_model"  # "" = the first model the server lists
+MEASURE_PROMPT_TOKENS = "ms_prompt_tokens"
+MEASURE_OUTPUT_TOKENS = "ms_output_tokens"
+MEASURE_REQUESTS = "ms_requests"
+MEASURE_CONCURRENCY = "ms_concurrency"
+MEASURE_SHARED_PREFIX = "ms_shared_prefix"
+MEASURE_RUN = "ms_run"
+MEASURE_PICK = "ms_pick"  # which measured request the ledger draws
+MEASURE_RESULT = "measure_result"  # RunStore.labs key: the latest measurement's records (list of dicts)
