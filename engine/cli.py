@@ -97,6 +97,7 @@ def _add_serve_args(s: argparse.ArgumentParser) -> None:
     s.add_argument("--max-queue", type=int, default=64, help="waiting requests before new ones get 429")
     s.add_argument("--max-batch", type=int, default=8, help="sequences sharing a decode step in batch mode")
     s.add_argument("--max-new-tokens", type=int, default=4096, help="most new tokens one request may ask for")
+    s.add_argument("--threads", type=int, default=0, help="torch threads for the model (default 0: every core)")
     s.add_argument("--worker", default=WORKER_DEFAULT, choices=["process", "thread"],
                    help=f"run the scheduler in a child process or a thread of the server (default {WORKER_DEFAULT})")
     _add_model_args(s)

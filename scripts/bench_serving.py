@@ -1,7 +1,7 @@
 """Side by side on this machine: our engine through `python -m engine serve` vs vLLM's CPU build, same weights.
 
-Both serve SmolLM2-135M-Instruct in float32 with prefix caching off, on the same cores (vLLM gets
-VLLM_CPU_OMP_THREADS_BIND=0-<cores-1>, our engine torch's default: every core), and are measured with
+Both serve SmolLM2-135M-Instruct in float32 with prefix caching off, with the same number of threads
+(--threads N: our torch threads, vLLM's VLLM_CPU_OMP_THREADS_BIND=0-(N-1); default every core), measured with
 `engine measure`'s client (engine/serving/measure.py): TTFT at 128/512/1024 prompt tokens and the
 gaps between tokens (ITL), one request at a time, the servers taking turns so that the machine's
 noise falls on both alike. Prints a Markdown table with medians and ours/vLLM ratios (below 1.00:
@@ -38,13 +38,13 @@ class Server:
         self.kind, self.url = kind, f"http://127.0.0.1:{port}"
         env = dict(os.environ)
         if kind == "vllm":
-            env.setdefault("VLLM_CPU_OMP_THREADS_BIND", f"0-{(os.cpu_count() or 1) - 1}")
+            env.setdefault("VLLM_CPU_OMP_THREADS_BIND", f"0-{args.threads - 1}" if args.threads > 1 else "0")
             if args.vllm_mode == "compiled":
                 env["TWO_BENDS_VLLM_COMPILE"] = "1"
             cmd = ["bash", "scripts/start_vllm.sh", str(port), "--foreground"]
         else:
             cmd = [sys.executable, "-m", "engine", "serve", "--port", str(port), "--mode", args.mode,
-                   "--worker", "process" if kind == "ours-process" else "thread"]
+                   "--threads", str(args.threads), "--worker", "process" if kind == "ours-process" else "thread"]
         self.log = open(f"/tmp/bench_serving_{kind}_{port}.log", "w")
         self.proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=self.log, stderr=subprocess.STDOUT, start_new_session=True)
         started, limit = time.monotonic(), args.start_timeout
@@ -91,6 +91,8 @@ def main() -> None:
     p.add_argument("--mode", default="queue", choices=["queue", "batch"], help="our scheduler's mode")
     p.add_argument("--vllm-mode", default="eager", choices=["eager", "compiled"],
                    help="eager: --enforce-eager (starts in ~1 min); compiled: vLLM's default torch.compile (4-6 min)")
+    p.add_argument("--threads", type=int, default=os.cpu_count() or 1,
+                   help="cores for each engine: our torch threads, vLLM's VLLM_CPU_OMP_THREADS_BIND=0-(N-1) (default: all)")
     p.add_argument("--start-timeout", type=float, default=900)
     p.add_argument("--base-port", type=int, default=18600)
     args = p.parse_args()
@@ -123,8 +125,9 @@ def report(kinds, lengths, got, args, load_before, load_after) -> None:
     ms = lambda v: statistics.median(v) * 1000  # noqa: E731
     base, other = kinds[0], kinds[1] if len(kinds) > 1 else None
     print(f"\n{platform.processor() or platform.machine()}, {os.cpu_count()} cores; {time.strftime('%Y-%m-%d %H:%M')}; "
-          f"load average {load_before[0]:.1f} before, {load_after[0]:.1f} after; vLLM mode: {args.vllm_mode} "
-          f"(VLLM_CPU_OMP_THREADS_BIND={os.environ.get('VLLM_CPU_OMP_THREADS_BIND', f'0-{(os.cpu_count() or 1) - 1}')}); "
+          f"load average {load_before[0]:.1f} before, {load_after[0]:.1f} after; vLLM mode: {args.vllm_mode}; "
+          f"{args.threads} thread(s) each (ours: torch threads; vLLM: VLLM_CPU_OMP_THREADS_BIND="
+          f"{os.environ.get('VLLM_CPU_OMP_THREADS_BIND', f'0-{args.threads - 1}' if args.threads > 1 else '0')}); "
           f"our scheduler: {args.mode}; {args.rounds} rounds x {args.requests} request(s), concurrency {args.concurrency}, "
           f"{args.output_tokens} output tokens, medians\n")
     head = "| prompt tokens | " + " | ".join(f"{k} TTFT ms | {k} ITL ms" for k in kinds)
