@@ -154,7 +154,7 @@ def test_bad_chat_requests_get_4xx(server, body, words):
 def test_unknown_route_and_wrong_method_answer_json(server):
     assert post(server.url, "/v2/nothing", {})[0] == 404
     status, _, answer = post(server.url, "/v1/completions", None, method="GET")
-    assert status == 405 and "error" in answer
+    assert status == 405 and answer["error"]["type"] == "invalid_request_error"
 
 
 def test_full_queue_answers_429_with_retry_after():

@@ -31,7 +31,8 @@ class ApiError(Exception):
         self.status, self.message, self.param, self.code, self.headers = status, message, param, code, headers or {}
 
     def body(self) -> dict:
-        kind = {400: "invalid_request_error", 404: "not_found_error", 429: "rate_limit_error"}.get(self.status, "server_error")
+        kind = {404: "not_found_error", 429: "rate_limit_error"}.get(
+            self.status, "invalid_request_error" if self.status < 500 else "server_error")
         return {"error": {"message": self.message, "type": kind, "param": self.param, "code": self.code}}
 
 
