@@ -20,6 +20,9 @@ PAGES = {
         st.Page("pages/lab_budget.py", title="Old Qin's budget", icon=":material/savings:"),
         st.Page("pages/lab_profile.py", title="Where the time goes", icon=":material/biotech:"),
     ],
+    "Beyond one machine": [
+        st.Page("pages/measure.py", title="Measure a server", icon=":material/dns:"),
+    ],
 }
 
 if recorded.replay_only():

@@ -1,4 +1,4 @@
-"""Command line: `python -m engine generate|show|bench|prepare`. Errors print one line, never a traceback."""
+"""Command line: `python -m engine generate|show|bench|prepare|serve|measure`. Errors print one line, never a traceback."""
 from __future__ import annotations
 
 import argparse
@@ -87,6 +87,49 @@ def cmd_bench(args) -> int:
     return 0
 
 
+def cmd_serve(args) -> int:
+    from engine.serving.server import serve
+
+    serve(args)
+    return 0
+
+
+def cmd_measure(args) -> int:
+    import json
+
+    from engine.serving.measure import Plan, run
+    from engine.serving.measure_report import format_report
+
+    plan = Plan(args.url, args.prompt_tokens, args.max_new_tokens, args.model, args.requests, args.concurrency,
+                args.shared_prefix, args.warmup, args.timeout)
+
+    def show(rec: dict) -> None:
+        if args.json:
+            print(json.dumps(rec), flush=True)
+
+    records, facts = run(plan, on_record=show)
+    if not args.json:
+        print(format_report(records, facts))
+    return 0
+
+
+def _add_serve_args(s: argparse.ArgumentParser) -> None:
+    from engine.serving.server import WORKER_DEFAULT
+
+    s.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1: this machine only)")
+    s.add_argument("--port", type=int, default=8000)
+    s.add_argument("--served-model-name", default=None, help="the name clients use (default: --model)")
+    s.add_argument("--mode", default="queue", choices=["queue", "batch"],
+                   help="queue: one request at a time (default); batch: continuous batching")
+    s.add_argument("--max-queue", type=int, default=64, help="waiting requests before new ones get 429")
+    s.add_argument("--max-batch", type=int, default=8, help="sequences sharing a decode step in batch mode")
+    s.add_argument("--max-new-tokens", type=int, default=4096, help="most new tokens one request may ask for")
+    s.add_argument("--threads", type=int, default=0, help="torch threads for the model (default 0: every core)")
+    s.add_argument("--worker", default=WORKER_DEFAULT, choices=["process", "thread"],
+                   help=f"run the scheduler in a child process or a thread of the server (default {WORKER_DEFAULT})")
+    _add_model_args(s)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m engine", description="Two Bends inference engine")
     sub = parser.add_subparsers(dest="command", required=True)
@@ -121,6 +164,24 @@ def main(argv: list[str] | None = None) -> int:
     b.add_argument("--repeats", type=int, default=3, help="alternating rounds per measurement")
     b.add_argument("--quick", action="store_true", help="smaller sizes, for a smoke test")
     b.set_defaults(func=cmd_bench)
+
+    s = sub.add_parser("serve", help="serve the engine over the OpenAI API (FastAPI + uvicorn, vLLM's metric names)")
+    _add_serve_args(s)
+    s.set_defaults(func=cmd_serve)
+
+    m = sub.add_parser("measure", help="time any OpenAI-compatible server (vLLM, llama.cpp, SGLang, TGI, Ollama, ours)")
+    m.add_argument("--url", required=True, help="the server, e.g. http://127.0.0.1:8000 (a trailing /v1 is fine)")
+    m.add_argument("--model", default=None, help="model name on that server (default: the first it lists)")
+    m.add_argument("--prompt-tokens", type=int, required=True, help="exact prompt length N in tokens")
+    m.add_argument("--max-new-tokens", type=int, required=True, help="output tokens M per request (ignore_eos)")
+    m.add_argument("--requests", type=int, default=1, help="measured requests K (default 1)")
+    m.add_argument("--concurrency", type=int, default=1, help="requests in flight at once C (default 1)")
+    m.add_argument("--shared-prefix", action="store_true", help="prompts share all but their last tokens "
+                   "(default: each starts with its own tag, so no prefix cache helps)")
+    m.add_argument("--warmup", type=int, default=1, help="requests sent first and excluded (default 1)")
+    m.add_argument("--timeout", type=float, default=120.0, help="seconds to wait for an answer (default 120)")
+    m.add_argument("--json", action="store_true", help="one Trace-shaped JSON object per request, one per line")
+    m.set_defaults(func=cmd_measure)
 
     args = parser.parse_args(argv)
     try:

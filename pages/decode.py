@@ -1,7 +1,7 @@
 """Decode — the bridge: one token per step, each step reads all weights and the whole KV cache (layout only)."""
 import streamlit as st
 
-from ui import demo_panel, fig_attention, fig_kvcache, phase_numbers, presenter, recorded, server, state, stepper
+from ui import demo_panel, fig_attention, fig_kvcache, measure, phase_numbers, presenter, recorded, server, state, stepper
 
 st.title("Decode — the bridge")
 presenting = presenter.active()
@@ -20,8 +20,8 @@ if trace is None:
     st.info("👈 Press **Run** in the sidebar, then step through the generation here token by token: the text, "
             "the KV cache growing one column per token, its byte count and each new token's attention.")
     st.stop()
-if trace.kv_key_norms is None:
-    st.warning("This run has no picture of its KV cache to draw (a run measured on a server). Run again from the sidebar.")
+if trace.model_config is None or trace.kv_key_norms is None:
+    st.info(measure.outside_only(trace, "its KV cache or each token's attention"))
     st.stop()
 
 cfg = trace.model_config

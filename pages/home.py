@@ -5,7 +5,7 @@ import streamlit as st
 
 import engine
 import engine.core.metrics
-from ui import demo_panel, diagnosis, fig_timing, presenter, server
+from ui import demo_panel, diagnosis, fig_timing, measure, presenter, server
 
 ASSETS = Path(__file__).resolve().parent.parent / "assets"
 
@@ -23,7 +23,9 @@ def show_request(trace) -> None:
     cols[4].metric("Tokens out", f"{summary.output_tokens:,}", help=f"stopped by: {trace.stop_reason}")
     presenter.chart(fig_timing.phase_split_figure(summary), key="home_split", name="phase_split")
 
-    if summary.queue_s >= 0.05:
+    if trace.source == "server":
+        st.caption(measure.outside_caption(trace))
+    elif summary.queue_s >= 0.05:
         st.caption(f"Before it started, this request waited {summary.queue_s:,.2f} s for the shared engine "
                    "(other requests ran first). That queue time is not part of TTFT or any number above.")
     left, right = st.columns([3, 2], gap="large")
@@ -36,7 +38,7 @@ def show_request(trace) -> None:
         st.markdown("**The generated text**")
         st.text(trace.text or "(only special tokens were generated)")
         with st.expander(f"The prompt sent ({trace.n_prompt} tokens, as the model saw it)"):
-            st.text(trace.prompt_text)
+            st.text(trace.prompt_text or "(built by the measuring client as token ids; the text is the server's to decode)")
 
 
 st.title("Two bends on the old post road")

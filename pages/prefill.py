@@ -1,7 +1,7 @@
 """Prefill — the valley: the whole prompt crosses side by side in one pass (layout only; numbers come from ui/)."""
 import streamlit as st
 
-from ui import demo_panel, fig_attention, phase_numbers, presenter, recorded, server, state, stepper
+from ui import demo_panel, fig_attention, measure, phase_numbers, presenter, recorded, server, state, stepper
 
 st.title("Prefill — the valley")
 presenting = presenter.active()
@@ -21,8 +21,7 @@ if trace is None:
             "the prefill time and the FLOP/s the valley achieved.")
     st.stop()
 if trace.model_config is None:
-    st.warning("This run has no model shapes to draw its attention or work from (a run measured on a server): "
-               "its timings are on the Home and Timing pages.")
+    st.info(measure.outside_only(trace, "the model's attention matrix or the FLOPs of its prefill"))
     st.stop()
 
 # --- the measured time and the estimated work -------------------------------------------------------------

@@ -3,7 +3,7 @@ import streamlit as st
 
 import engine
 import engine.core.metrics
-from ui import demo_panel, diagnosis, fig_timing, presenter, report, runs, server, state
+from ui import demo_panel, diagnosis, fig_timing, measure, presenter, report, runs, server, state
 
 st.title("The dispatcher's ledger")
 demo_panel.recorded_banner()
@@ -29,10 +29,13 @@ if trace is None:
 
 summary = engine.summarize(trace)
 st.subheader(f"Last run: {trace.n_prompt} prompt tokens → {trace.n_output} output tokens (measured)")
-st.caption(f"{trace.model} · {trace.device} ({trace.env.get('device_name', '?')}) · {trace.dtype} · "
-           f"{trace.env.get('threads', '?')} threads · torch {trace.env.get('torch', '?')} · "
-           f"warm-up {trace.warmup_seconds:.3f} s and attention capture {trace.capture_seconds:.3f} s excluded · "
-           f"stopped by: {trace.stop_reason}")
+if trace.source == "server":
+    st.caption(f"{trace.model} · {measure.outside_caption(trace)}")
+else:
+    st.caption(f"{trace.model} · {trace.device} ({trace.env.get('device_name', '?')}) · {trace.dtype} · "
+               f"{trace.env.get('threads', '?')} threads · torch {trace.env.get('torch', '?')} · "
+               f"warm-up {trace.warmup_seconds:.3f} s and attention capture {trace.capture_seconds:.3f} s excluded · "
+               f"stopped by: {trace.stop_reason}")
 
 itl_col, cum_col = st.columns(2, gap="large")
 with itl_col:
@@ -49,7 +52,7 @@ if sharing is not None and sharing.shared_steps:
 table_col, steps_col = st.columns([3, 2], gap="large")
 with table_col:
     st.markdown("**Metrics of the last run**")
-    st.dataframe(runs.metrics_table(summary), hide_index=True, width="stretch",
+    st.dataframe(runs.metrics_table(summary, server=trace.source == "server"), hide_index=True, width="stretch",
                  column_config={"value": st.column_config.NumberColumn(format="%.2f", width="small"),
                                 "unit": st.column_config.TextColumn(width="small"),
                                 "definition": st.column_config.TextColumn(width="large")})

@@ -1,9 +1,12 @@
 #!/usr/bin/env bash
 # Run the Two Bends dashboard: sets up .venv on first use, converts the bundled model once, serves the app.
 # Usage: scripts/dashboard.sh [--mode queue|batch] [--max-queue N] [--max-new-tokens N] [--max-batch N] [--replay]
+#                             [--measure-hosts HOST[:PORT],...]
 #                             [streamlit args, e.g. --server.address 0.0.0.0 --server.port 8501]
 # --mode queue (default): one request at a time, first come first served; batch: continuous batching.
 # --replay: recorded runs only (assets/traces/ and uploaded Trace JSON files); no model is converted or loaded.
+# --measure-hosts: the servers the "Measure a server" page may measure (off when not given: nobody in the
+#   room can make the dashboard fetch an address the operator did not list).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 while [ $# -gt 0 ]; do
@@ -13,6 +16,7 @@ while [ $# -gt 0 ]; do
     --max-new-tokens) export TWO_BENDS_MAX_NEW_TOKENS="$2"; shift 2 ;;
     --max-batch) export TWO_BENDS_MAX_BATCH="$2"; shift 2 ;;
     --replay) export TWO_BENDS_REPLAY=1; shift ;;
+    --measure-hosts) export TWO_BENDS_MEASURE_HOSTS="$2"; shift 2 ;;
     *) break ;;
   esac
 done
@@ -27,5 +31,6 @@ else
   echo "[dashboard] preparing the bundled SmolLM2 model (first time: about a minute)"
   .venv/bin/python -m engine prepare
   echo "[dashboard] scheduling mode: ${TWO_BENDS_MODE:-queue}"
+  [ -n "${TWO_BENDS_MEASURE_HOSTS:-}" ] && echo "[dashboard] the Measure a server page may measure: ${TWO_BENDS_MEASURE_HOSTS}"
 fi
 exec .venv/bin/python -m streamlit run app.py --browser.gatherUsageStats false "$@"

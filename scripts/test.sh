@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
-# Run every check: lint, then the whole pytest suite (engine, figures, pages, real browser).
-# Sets up .venv with the dev tools and Debian's Chromium for the browser test on first use.
+# Run every check: lint, then the whole pytest suite (engine, figures, pages, real browser, a real vLLM).
+# Sets up .venv with the dev tools and Debian's Chromium for the browser test on first use, and vLLM's
+# CPU build in its own venv outside the clone (scripts/setup_vllm.sh: a few minutes and ~3.4 GB once,
+# reused by every checkout). TWO_BENDS_SKIP_VLLM=1 leaves vLLM out (its tests then skip, saying why).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh dev
@@ -11,4 +13,8 @@ if [ ! -x /usr/bin/chromium ]; then
 fi
 .venv/bin/python -m ruff check .
 .venv/bin/python -m engine prepare
-exec .venv/bin/python -m pytest -q "$@"
+if [ "${TWO_BENDS_SKIP_VLLM:-0}" != 1 ]; then
+  bash scripts/setup_vllm.sh
+  export TWO_BENDS_REQUIRE_VLLM=1  # installed: a vLLM that does not start fails its tests instead of skipping
+fi
+exec .venv/bin/python -m pytest -q -rs "$@"

@@ -27,7 +27,7 @@ def runs_table(traces) -> pd.DataFrame:
     for i, trace in enumerate(traces, start=1):
         s = summarize(trace)
         rows.append({
-            "run": i, "model": trace.model, "device": trace.device, "dtype": trace.dtype,
+            "run": i, "source": trace.source, "model": trace.model, "device": trace.device, "dtype": trace.dtype,
             "prompt tokens": s.prompt_tokens, "output tokens": s.output_tokens,
             "queue (ms)": s.queue_s * MS, "TTFT (ms)": s.ttft_s * MS, "TPOT (ms)": s.tpot_s * MS,
             "ITL p50 (ms)": s.itl_p50_s * MS, "ITL p99 (ms)": s.itl_p99_s * MS,
@@ -41,20 +41,27 @@ def runs_table(traces) -> pd.DataFrame:
 
 
 def steps_table(trace) -> pd.DataFrame:
-    """The last run token by token: row 0 is the first token (TTFT), then one row per decode step."""
+    """The last run token by token: row 0 is the first token (TTFT), then one row per decode step.
+
+    A run measured on a server has no KV cache facts or riders (only what a client can see): those columns go."""
     rows = [{"token": 0, "phase": "prefill", "latency (ms)": trace.prefill_seconds * MS,
              "KV length": trace.n_prompt, "KV bytes": trace.n_prompt * trace.kv_bytes_per_token * trace.batch_size,
              "riders": 1, "stall (ms)": 0.0}]
     rows += [{"token": k, "phase": "decode", "latency (ms)": step.seconds * MS, "KV length": step.kv_length,
               "KV bytes": step.kv_bytes, "riders": step.riders, "stall (ms)": step.stall_seconds * MS}
              for k, step in enumerate(trace.steps, start=1)]
-    return pd.DataFrame(rows)
+    table = pd.DataFrame(rows)
+    return table[["token", "phase", "latency (ms)"]] if trace.source == "server" else table
 
 
-def metrics_table(summary) -> pd.DataFrame:
-    """TTFT, TPOT, ITL percentiles and throughputs with units and their definitions."""
+def metrics_table(summary, server: bool = False) -> pd.DataFrame:
+    """TTFT, TPOT, ITL percentiles and throughputs with units and their definitions.
+
+    server=True: a run measured from outside, where any queueing is inside TTFT (the server's own /metrics
+    split it out)."""
     rows = [
-        ("queue time", summary.queue_s * MS, "ms", DEFINITIONS["queue time"]),
+        ("queue time", summary.queue_s * MS, "ms", DEFINITIONS["queue time"]) if not server else
+        ("queue time", float("nan"), "ms", "measured from outside: any queueing is part of TTFT"),
         ("TTFT", summary.ttft_s * MS, "ms", DEFINITIONS["TTFT"]),
         ("TPOT", summary.tpot_s * MS, "ms", DEFINITIONS["TPOT"]),
         ("ITL p50", summary.itl_p50_s * MS, "ms", DEFINITIONS["ITL"]),

@@ -121,3 +121,15 @@ PREFILL_LAST_TICK = "pf_last_tick"
 PREFILL_AUTOPLAY_DONE = "pf_autoplay_done"
 LINK_NOTICE = "link_notice"  # what the URL asked for that could not be used (shown once, then dropped)
 TRACE_SHOWN = "trace_shown"  # the shipped recording last opened (kept in the link while it is the run shown)
+
+# measure a server (pages/measure.py): any OpenAI-compatible server, on the operator's allow-list only
+MEASURE_URL = "ms_url"
+MEASURE_MODEL = "ms_model"  # "" = the first model the server lists
+MEASURE_PROMPT_TOKENS = "ms_prompt_tokens"
+MEASURE_OUTPUT_TOKENS = "ms_output_tokens"
+MEASURE_REQUESTS = "ms_requests"
+MEASURE_CONCURRENCY = "ms_concurrency"
+MEASURE_SHARED_PREFIX = "ms_shared_prefix"
+MEASURE_RUN = "ms_run"
+MEASURE_PICK = "ms_pick"  # which measured request the ledger draws
+MEASURE_RESULT = "measure_result"  # RunStore.labs key: the latest measurement's records (list of dicts)

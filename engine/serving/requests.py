@@ -26,6 +26,10 @@ class QueueFull(EngineError):
         super().__init__(message)
         self.retry_after = retry_after
 
+    def __reduce__(self):
+        """Pickled with its retry_after, so a worker process can send it back (plain exceptions pickle args only)."""
+        return type(self), (str(self), self.retry_after)
+
 
 @dataclass(frozen=True)
 class ModelSpec:

@@ -1,0 +1,211 @@
+"""The OpenAI API's request and response shapes, checked by hand so every mistake gets a clear 4xx.
+
+A request body is plain JSON; `parse_request` turns it into an `Ask` or raises `ApiError` with the
+status, a one-sentence message naming the field, and the field (`param`), exactly as OpenAI's
+errors look: {"error": {"message", "type", "param", "code"}}. Field names and defaults follow
+OpenAI's API reference and vLLM's extensions (`top_k`, `ignore_eos`, `return_token_ids`).
+Responses and streamed chunks are built here too, so server.py only moves them.
+"""
+from __future__ import annotations
+
+import math
+import time
+import uuid
+from dataclasses import dataclass, field
+
+from engine.core.sampling import SamplingParams
+
+MAX_STOP_STRINGS = 8
+# fields that would change the answer in ways this server does not do: refused unless left at the default
+UNSUPPORTED = {"n": (None, 1), "best_of": (None, 1), "echo": (None, False), "logprobs": (None, False),
+               "top_logprobs": (None, 0), "suffix": (None, ""), "presence_penalty": (None, 0), "frequency_penalty": (None, 0),
+               "logit_bias": (None, {}), "tools": (None, []), "response_format": (None, {"type": "text"})}
+
+
+class ApiError(Exception):
+    """An error answered as OpenAI-style JSON; `headers` e.g. Retry-After for 429."""
+
+    def __init__(self, status: int, message: str, param: str | None = None, code: str | None = None,
+                 headers: dict | None = None):
+        super().__init__(message)
+        self.status, self.message, self.param, self.code, self.headers = status, message, param, code, headers or {}
+
+    def body(self) -> dict:
+        kind = {404: "not_found_error", 429: "rate_limit_error"}.get(
+            self.status, "invalid_request_error" if self.status < 500 else "server_error")
+        return {"error": {"message": self.message, "type": kind, "param": self.param, "code": self.code}}
+
+
+@dataclass
+class Ask:
+    """One request to generate, checked: what to send to the scheduler and how to answer."""
+    kind: str  # "completion" (/v1/completions) or "chat" (/v1/chat/completions)
+    model: str
+    prompt: str | list[int] | None = None  # completions: text or token ids
+    messages: list[dict] | None = None  # chat: [{"role", "content"}] with text content
+    max_tokens: int | None = None  # None: completions 16 (OpenAI's default), chat: the rest of the context
+    params: SamplingParams = field(default_factory=SamplingParams)
+    stop: list[str] = field(default_factory=list)
+    stream: bool = False
+    include_usage: bool = False  # stream_options.include_usage: a last chunk with the token counts
+    return_token_ids: bool = False  # vLLM's extension: each choice also carries its token ids
+
+
+def _bad(message: str, param: str | None = None) -> ApiError:
+    return ApiError(400, message, param)
+
+
+def _int(body: dict, name: str, default, low: int | None = None):
+    value = body.get(name)
+    if value is None:
+        return default
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise _bad(f"{name} must be an integer (got {value!r})", name)
+    if low is not None and value < low:
+        raise _bad(f"{name} must be at least {low} (got {value})", name)
+    return value
+
+
+def _number(body: dict, name: str, default: float) -> float:
+    value = body.get(name)
+    if value is None:
+        return default
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        raise _bad(f"{name} must be a number (got {value!r})", name)
+    return float(value)
+
+
+def _bool(body: dict, name: str, default: bool = False) -> bool:
+    value = body.get(name)
+    if value is None:
+        return default
+    if not isinstance(value, bool):
+        raise _bad(f"{name} must be true or false (got {value!r})", name)
+    return value
+
+
+def prompt_field(value) -> str | list[int]:
+    if isinstance(value, list) and len(value) == 1 and isinstance(value[0], (str, list)):
+        value = value[0]  # OpenAI's batch form with a single prompt
+    if isinstance(value, str):
+        if not value:
+            raise _bad("prompt is empty: give some text or token ids", "prompt")
+        return value
+    if isinstance(value, list) and value and all(isinstance(t, int) and not isinstance(t, bool) for t in value):
+        return list(value)
+    if isinstance(value, list) and len(value) > 1 and all(isinstance(p, (str, list)) for p in value):
+        raise _bad(f"this server takes one prompt per request (got {len(value)}); send them as separate requests", "prompt")
+    raise _bad("prompt must be a non-empty string or a list of token ids (integers)", "prompt")
+
+
+def messages_field(value) -> list[dict]:
+    if not isinstance(value, list) or not value:
+        raise _bad("messages must be a non-empty list of {\"role\": ..., \"content\": ...} objects", "messages")
+    out = []
+    for i, m in enumerate(value):
+        if not isinstance(m, dict) or not isinstance(m.get("role"), str):
+            raise _bad(f"messages[{i}] must be an object with a string \"role\"", "messages")
+        content = m.get("content")
+        if isinstance(content, list):  # the parts form: [{"type": "text", "text": ...}]
+            if not all(isinstance(p, dict) and p.get("type") == "text" and isinstance(p.get("text"), str) for p in content):
+                raise _bad(f"messages[{i}].content: only text parts are supported", "messages")
+            content = "".join(p["text"] for p in content)
+        if not isinstance(content, str):
+            raise _bad(f"messages[{i}].content must be a string (got {content!r})", "messages")
+        out.append({"role": m["role"], "content": content})
+    return out
+
+
+def _stop(value) -> list[str]:
+    if value is None:
+        return []
+    stops = [value] if isinstance(value, str) else value
+    if not isinstance(stops, list) or not all(isinstance(s, str) and s for s in stops):
+        raise _bad("stop must be a non-empty string or a list of non-empty strings", "stop")
+    if len(stops) > MAX_STOP_STRINGS:
+        raise _bad(f"stop takes at most {MAX_STOP_STRINGS} strings (got {len(stops)})", "stop")
+    return list(stops)
+
+
+def parse_request(body, kind: str) -> Ask:
+    """Check a JSON body for /v1/completions ("completion") or /v1/chat/completions ("chat")."""
+    if not isinstance(body, dict):
+        raise _bad("the request body must be a JSON object")
+    model = body.get("model")
+    if not isinstance(model, str) or not model:
+        raise _bad("model is required: a string naming a model from GET /v1/models", "model")
+    for name, allowed in UNSUPPORTED.items():
+        if name in body and body[name] not in allowed:
+            raise _bad(f"{name}={body[name]!r} is not supported by this server", name)
+    ask = Ask(kind=kind, model=model)
+    if kind == "chat":
+        if "messages" not in body:
+            raise _bad("messages is required for chat completions", "messages")
+        ask.messages = messages_field(body["messages"])
+        ask.max_tokens = _int(body, "max_completion_tokens", None, low=1)  # OpenAI's newer name wins
+    else:
+        if "prompt" not in body:
+            raise _bad("prompt is required: a string or a list of token ids", "prompt")
+        ask.prompt = prompt_field(body["prompt"])
+    max_tokens = _int(body, "max_tokens", None, low=1)
+    ask.max_tokens = ask.max_tokens or max_tokens or (16 if kind == "completion" else None)
+    top_k = _int(body, "top_k", None)
+    if top_k is not None and top_k < 0:  # vLLM's spelling of "off" is -1
+        top_k = 0
+    seed = _int(body, "seed", None)
+    ask.params = SamplingParams(temperature=_number(body, "temperature", 1.0), top_p=_number(body, "top_p", 1.0),
+                                top_k=top_k or 0, seed=seed, ignore_eos=_bool(body, "ignore_eos"))
+    ask.stop = _stop(body.get("stop"))
+    ask.stream = _bool(body, "stream")
+    options = body.get("stream_options")
+    if options is not None:
+        if not ask.stream:
+            raise _bad("stream_options is only allowed with \"stream\": true", "stream_options")
+        if not isinstance(options, dict):
+            raise _bad("stream_options must be an object such as {\"include_usage\": true}", "stream_options")
+        ask.include_usage = _bool(options, "include_usage")
+    ask.return_token_ids = _bool(body, "return_token_ids")
+    return ask
+
+
+# --- answers ------------------------------------------------------------------------------------------------
+def new_id(kind: str) -> str:
+    return ("chatcmpl-" if kind == "chat" else "cmpl-") + uuid.uuid4().hex[:24]
+
+
+def usage(prompt_tokens: int, completion_tokens: int) -> dict:
+    return {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens,
+            "total_tokens": prompt_tokens + completion_tokens}
+
+
+def _choice(kind: str, text: str, finish: str | None, ids: list[int] | None, first: bool, stream: bool) -> dict:
+    if kind == "chat":
+        key = "delta" if stream else "message"
+        message = {"role": "assistant", "content": text} if first or not stream else {"content": text}
+        choice = {"index": 0, key: message if (text or first or not stream) else {}, "logprobs": None, "finish_reason": finish}
+    else:
+        choice = {"index": 0, "text": text, "logprobs": None, "finish_reason": finish}
+    if ids is not None:
+        choice["token_ids"] = ids
+    return choice
+
+
+def response(kind: str, rid: str, model: str, text: str, finish: str, n_prompt: int, ids: list[int],
+             with_ids: bool) -> dict:
+    """A whole (non-streamed) answer."""
+    return {"id": rid, "object": "chat.completion" if kind == "chat" else "text_completion", "created": int(time.time()),
+            "model": model, "choices": [_choice(kind, text, finish, ids if with_ids else None, True, False)],
+            "usage": usage(n_prompt, len(ids))}
+
+
+def chunk(kind: str, rid: str, model: str, text: str, finish: str | None, ids: list[int] | None = None,
+          first: bool = False) -> dict:
+    """One streamed piece: normally one token's text (finish_reason set on the last token's chunk)."""
+    return {"id": rid, "object": "chat.completion.chunk" if kind == "chat" else "text_completion",
+            "created": int(time.time()), "model": model, "choices": [_choice(kind, text, finish, ids, first, True)]}
+
+
+def usage_chunk(kind: str, rid: str, model: str, n_prompt: int, n_output: int) -> dict:
+    """The last chunk with stream_options.include_usage: no choices, only the counts."""
+    return {"id": rid, "object": "chat.completion.chunk" if kind == "chat" else "text_completion",
+            "created": int(time.time()), "model": model, "choices": [], "usage": usage(n_prompt, n_output)}

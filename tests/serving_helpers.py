@@ -1,0 +1,103 @@
+"""Servers the serving tests start and stop: our engine in this process (tiny model) or as `python -m engine serve`."""
+from __future__ import annotations
+
+import http.client
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+from engine.serving.requests import ModelSpec
+from engine.serving.server import BackgroundServer, create_app, prepare
+from engine.serving.worker import LocalService, ServiceOptions
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+class InProcessServer:
+    """create_app + uvicorn in a thread, the scheduler in another thread (tiny models load instantly)."""
+
+    def __init__(self, model: str = "tiny-llama", max_queue: int = 64, mode: str = "queue", hold: bool = False):
+        spec = ModelSpec(model, "cpu", "float32")
+        self.service = LocalService(ServiceOptions(mode=mode, max_queue=max_queue, preload=spec))
+        self.served = prepare(self.service, spec, model, 4096)
+        if hold:  # stop the scheduler's thread: submitted work waits forever (a queue that fills up on demand)
+            self.service.scheduler.stop()
+            self.service.scheduler._thread.join(5)
+        self.http = BackgroundServer(create_app(self.service, self.served))
+        self.url = self.http.url
+
+    def close(self) -> None:
+        self.http.stop()
+        self.service.close()
+
+
+class CliServer:
+    """`python -m engine serve` in a child process (its own process group, always killed)."""
+
+    def __init__(self, *args: str, port: int, timeout: float = 300.0):
+        self.url = f"http://127.0.0.1:{port}"
+        self.proc = subprocess.Popen([sys.executable, "-m", "engine", "serve", "--port", str(port), *args], cwd=ROOT,
+                                     stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)
+        self.lines: list[str] = []
+        deadline = time.monotonic() + timeout
+        for line in self.proc.stdout:
+            self.lines.append(line)
+            if line.startswith("serving"):  # keep reading its output, so a full pipe never blocks it
+                threading.Thread(target=lambda: self.lines.extend(self.proc.stdout), daemon=True).start()
+                return
+            if time.monotonic() > deadline:
+                break
+        self.close()
+        raise RuntimeError("python -m engine serve did not start:\n" + "".join(self.lines[-20:]))
+
+    def close(self) -> None:
+        if self.proc.poll() is None:
+            os.killpg(self.proc.pid, signal.SIGTERM)
+            try:
+                self.proc.wait(20)
+            except subprocess.TimeoutExpired:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+                self.proc.wait(10)
+
+
+def free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def post(url: str, path: str, body, raw: bytes | None = None, method: str = "POST") -> tuple[int, dict, dict]:
+    """(status, headers, JSON body) of one plain request."""
+    host, port = url.split("://")[1].split(":")
+    conn = http.client.HTTPConnection(host, int(port), timeout=60)
+    data = raw if raw is not None else (json.dumps(body).encode() if body is not None else None)
+    conn.request(method, path, body=data, headers={"Content-Type": "application/json"})
+    resp = conn.getresponse()
+    payload = resp.read()
+    conn.close()
+    return resp.status, dict(resp.getheaders()), json.loads(payload) if payload else {}
+
+
+def metrics_of(url: str) -> dict[str, float]:
+    """The server's /metrics parsed with prometheus_client's parser: {sample name: value} summed over labels."""
+    from prometheus_client.parser import text_string_to_metric_families
+
+    host, port = url.split("://")[1].split(":")
+    conn = http.client.HTTPConnection(host, int(port), timeout=60)
+    conn.request("GET", "/metrics")
+    resp = conn.getresponse()
+    assert resp.status == 200 and resp.getheader("content-type").startswith("text/plain")
+    sums: dict[str, float] = {}
+    for family in text_string_to_metric_families(resp.read().decode()):
+        for sample in family.samples:
+            if sample.name.startswith("vllm:") and not sample.name.endswith("_created"):
+                sums[sample.name] = sums.get(sample.name, 0.0) + sample.value
+    conn.close()
+    return sums
