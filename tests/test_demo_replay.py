@@ -171,4 +171,4 @@ def test_a_server_measured_recording_opens_on_every_story_page(replay):
         at.switch_page(page).run()
         assert not at.exception, (page, at.exception)
     at.switch_page("pages/decode.py").run()
-    assert any("measured on a server" in w.value for w in at.warning)  # Decode says what it cannot draw
+    assert any("measured from outside, on a server" in i.value for i in at.info)  # Decode says what it cannot draw
