@@ -7,21 +7,21 @@ st.set_page_config(page_title="Two Bends — prefill and decode", page_icon=":ma
 
 PAGES = {
     "The story": [
-        st.Page("pages/home.py", title="Home — two bends", icon=":material/landscape:", default=True),
-        st.Page("pages/prefill.py", title="Prefill — the valley", icon=":material/grid_on:"),
-        st.Page("pages/decode.py", title="Decode — the bridge", icon=":material/linear_scale:"),
-        st.Page("pages/timing.py", title="Timing — the ledger", icon=":material/timer:"),
+        st.Page("app_pages/home.py", title="Home — two bends", icon=":material/landscape:", default=True),
+        st.Page("app_pages/prefill.py", title="Prefill — the valley", icon=":material/grid_on:"),
+        st.Page("app_pages/decode.py", title="Decode — the bridge", icon=":material/linear_scale:"),
+        st.Page("app_pages/timing.py", title="Timing — the ledger", icon=":material/timer:"),
     ],
     "Labs": [
-        st.Page("pages/lab_sweeps.py", title="Sweep lab", icon=":material/show_chart:"),
-        st.Page("pages/lab_batch.py", title="Batch lab", icon=":material/stacks:"),
-        st.Page("pages/lab_roofline.py", title="Roofline & hardware", icon=":material/terrain:"),
-        st.Page("pages/lab_remedies.py", title="Remedies lab", icon=":material/build:"),
-        st.Page("pages/lab_budget.py", title="Old Qin's budget", icon=":material/savings:"),
-        st.Page("pages/lab_profile.py", title="Where the time goes", icon=":material/biotech:"),
+        st.Page("app_pages/lab_sweeps.py", title="Sweep lab", icon=":material/show_chart:"),
+        st.Page("app_pages/lab_batch.py", title="Batch lab", icon=":material/stacks:"),
+        st.Page("app_pages/lab_roofline.py", title="Roofline & hardware", icon=":material/terrain:"),
+        st.Page("app_pages/lab_remedies.py", title="Remedies lab", icon=":material/build:"),
+        st.Page("app_pages/lab_budget.py", title="Old Qin's budget", icon=":material/savings:"),
+        st.Page("app_pages/lab_profile.py", title="Where the time goes", icon=":material/biotech:"),
     ],
     "Beyond one machine": [
-        st.Page("pages/measure.py", title="Measure a server", icon=":material/dns:"),
+        st.Page("app_pages/measure.py", title="Measure a server", icon=":material/dns:"),
     ],
 }
 

@@ -29,7 +29,7 @@ def smollm() -> engine.LoadedModel:
 
 @pytest.fixture
 def navigation_only(monkeypatch):
-    """AppTest resets the 'pages/ directory' flag before every run, so from the second run on it would run
+    """AppTest resets the 'app_pages/ directory' flag before every run, so from the second run on it would run
     pages/<page>.py on its own, without app.py (no sidebar, no run panel). st.navigation apps never use that
     mode; this keeps every test run going through app.py, as a real server does."""
     import streamlit.testing.v1.app_test as app_test_module

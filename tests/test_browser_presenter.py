@@ -87,9 +87,8 @@ def test_presenter_keys_drive_decode_and_prefill(replay_server):
                                      args=["--no-sandbox", "--disable-gpu", "--disable-background-networking"])
         try:
             page = browser.new_page(viewport={"width": 1280, "height": 720})
-            # the root first: a fresh server runs deep links through Streamlit's old pages/ mode until app.py ran once
-            page.goto(replay_server, timeout=120_000)
-            page.get_by_text("Two bends on the old post road").first.wait_for(timeout=120_000)
+            # straight to a deep link on a fresh server (the layout lives in app_pages/, so Streamlit never runs
+            # a page file on its own)
             page.goto(f"{replay_server}/decode?present=1&trace={TRACE}", timeout=120_000)
             page.get_by_text(re.compile(r"^Token 1 of 8")).first.wait_for(timeout=120_000)
             page.locator("[data-testid='stSidebar']").wait_for(state="hidden", timeout=30_000)  # presenter: no sidebar

@@ -36,7 +36,7 @@ def open_page(monkeypatch, hosts: str | None) -> AppTest:
     at = AppTest.from_file(APP, default_timeout=240)
     at.session_state[state.MODEL] = "tiny-llama"
     at.run()
-    return at.switch_page("pages/measure.py").run()
+    return at.switch_page("app_pages/measure.py").run()
 
 
 def measure_with(at: AppTest, url: str) -> AppTest:
@@ -65,14 +65,14 @@ def test_measures_a_server_and_keeps_its_runs_next_to_local_ones(monkeypatch, ta
     assert table.loc["TTFT", "client mean (ms)"] > 0 and table.loc["TTFT", "server mean (ms)"] > 0
     assert table.loc["ITL", "server mean (ms)"] > 0
 
-    for page in ("pages/home.py", "pages/timing.py", "pages/prefill.py", "pages/decode.py", "pages/lab_budget.py"):
+    for page in ("app_pages/home.py", "app_pages/timing.py", "app_pages/prefill.py", "app_pages/decode.py", "app_pages/lab_budget.py"):
         at.switch_page(page).run()
         assert not at.exception, page
-    at.switch_page("pages/prefill.py").run()
+    at.switch_page("app_pages/prefill.py").run()
     assert any("measured from outside" in i.value for i in at.info)
-    at.switch_page("pages/decode.py").run()
+    at.switch_page("app_pages/decode.py").run()
     assert any("measured from outside" in i.value for i in at.info)
-    at.switch_page("pages/timing.py").run()
+    at.switch_page("app_pages/timing.py").run()
     assert list(at.dataframe[2].value["source"]) == ["server", "server"]
     assert any("Measured from outside" in c.value for c in at.caption)
 

@@ -12,7 +12,7 @@ APP = str(Path(__file__).resolve().parent.parent / "app.py")
 
 
 class _NavigationOnly(PagesManager):
-    """AppTest resets the 'pages/ directory' flag before every run, so from the second run on it would run
+    """AppTest resets the 'app_pages/ directory' flag before every run, so from the second run on it would run
     pages/<page>.py on its own, without app.py (no sidebar, no run panel). st.navigation apps never use that
     mode; this keeps every test run going through app.py, as a real server does."""
 
@@ -49,7 +49,7 @@ def test_home_before_run_calls_to_action(app):
 
 
 def test_timing_before_run(app):
-    app.switch_page("pages/timing.py").run()
+    app.switch_page("app_pages/timing.py").run()
     assert not app.exception
     assert any("Press Run" in i.value for i in app.info)
 
@@ -65,7 +65,7 @@ def test_run_shows_metrics_text_and_ledger(app):
     assert trace.attention is not None  # captured for the Prefill/Decode pages
     assert any("dominates" in m.value for m in app.markdown)
 
-    app.switch_page("pages/timing.py").run()  # switching pages does not re-run the model
+    app.switch_page("app_pages/timing.py").run()  # switching pages does not re-run the model
     assert not app.exception
     assert last(app) is trace and len(app.session_state[state.STORE].history) == 1
     assert len(app.dataframe) == 3

@@ -22,13 +22,13 @@ RUN_CANCEL = "sb_run_cancel"  # the run panel's Cancel button
 # cleared by ui/server.py's janitor as soon as the session's tab is closed
 STORE = "run_store"
 
-# sidebar + run panel + home/timing pages (ui/widgets.py, pages/home.py, pages/timing.py)
+# sidebar + run panel + home/timing pages (ui/widgets.py, app_pages/home.py, app_pages/timing.py)
 FIT_PROMPT = "sb_fit_prompt"  # True: send exactly PROMPT_TOKENS tokens (trim or repeat the text)
 TIMING_RUNS_CSV = "timing_runs_csv"
 TIMING_STEPS_CSV = "timing_steps_csv"
 TIMING_CLEAR = "timing_clear_history"
 
-# labs: sweeps, batch, roofline, budget (pages/lab_sweeps.py, lab_batch.py, lab_roofline.py, lab_budget.py)
+# labs: sweeps, batch, roofline, budget (app_pages/lab_sweeps.py, lab_batch.py, lab_roofline.py, lab_budget.py)
 SWEEP_KIND = "lab_sweep_kind"  # "prompt" or "output"
 SWEEP_PROMPT_LENGTHS = "lab_sweep_prompt_lengths"
 SWEEP_OUTPUT_LENGTHS = "lab_sweep_output_lengths"
@@ -122,7 +122,7 @@ PREFILL_AUTOPLAY_DONE = "pf_autoplay_done"
 LINK_NOTICE = "link_notice"  # what the URL asked for that could not be used (shown once, then dropped)
 TRACE_SHOWN = "trace_shown"  # the shipped recording last opened (kept in the link while it is the run shown)
 
-# measure a server (pages/measure.py): any OpenAI-compatible server, on the operator's allow-list only
+# measure a server (app_pages/measure.py): any OpenAI-compatible server, on the operator's allow-list only
 MEASURE_URL = "ms_url"
 MEASURE_MODEL = "ms_model"  # "" = the first model the server lists
 MEASURE_PROMPT_TOKENS = "ms_prompt_tokens"
