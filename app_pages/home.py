@@ -13,7 +13,8 @@ ASSETS = Path(__file__).resolve().parent.parent / "assets"
 def show_request(trace) -> None:
     """The measured ledger of the last run: metrics, phase split, diagnosis, prompt and output."""
     summary = engine.summarize(trace)
-    st.subheader(f"This request — {trace.model} on {trace.device}, {trace.dtype} (measured)")
+    kernels = f", {trace.env['kernels']} kernels" if trace.source != "server" and trace.env.get("kernels") else ""
+    st.subheader(f"This request — {trace.model} on {trace.device}, {trace.dtype}{kernels} (measured)")
     cols = st.columns(5)
     cols[0].metric("TTFT (prefill)", f"{summary.ttft_s * 1000:,.1f} ms", help="request start to the first generated token")
     cols[1].metric("TPOT (decode)", f"{summary.tpot_s * 1000:,.1f} ms" if summary.output_tokens > 1 else "n/a",

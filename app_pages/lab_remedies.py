@@ -29,7 +29,7 @@ def header(key: str) -> None:
     st.markdown(f"{rt.badge(key)} &nbsp; {rt.HELPS[key][1]}")
 
 
-tabs = st.tabs([rt.TITLES[k] for k in ("kv_cache", "speculative", "prefix", "dtype", "int8", "overhead", "matrix")])
+tabs = st.tabs([rt.TITLES[k] for k in ("kv_cache", "speculative", "prefix", "dtype", "int8", "kernels", "overhead", "matrix")])
 
 with tabs[0]:
     header("kv_cache")
@@ -81,6 +81,14 @@ with tabs[4]:
     st.caption(rt.LLAMA_CPP_CITATION)
 
 with tabs[5]:
+    header("kernels")
+    measure("kernels", "measure_kernels", rt.OPEN_PROMPT, n_tokens)
+    if r := results.get("kernels"):
+        st.plotly_chart(fr.phase_pair_figure(r.rows, "The same weights: nn.Linear vs the fast kernels (measured)"),
+                        width="stretch", theme=None)
+        st.markdown(rt.kernels_summary(r))
+
+with tabs[6]:
     header("overhead")
     measure("overhead", "measure_overhead")
     if r := results.get("overhead"):
@@ -97,7 +105,7 @@ with tabs[5]:
                             width="stretch", theme=None)
             st.caption(f"Same tokens: {r.same_tokens}")
 
-with tabs[6]:
+with tabs[7]:
     st.markdown("Rows: the remedies measured so far in this session; columns: their measured effect on each phase. "
                 "A remedy meant for one segment shows grey on the other: budget spent there buys nothing.")
     st.plotly_chart(fr.indicator_matrix_figure(results), width="stretch", theme=None)

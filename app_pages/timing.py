@@ -33,6 +33,7 @@ if trace.source == "server":
     st.caption(f"{trace.model} · {measure.outside_caption(trace)}")
 else:
     st.caption(f"{trace.model} · {trace.device} ({trace.env.get('device_name', '?')}) · {trace.dtype} · "
+               f"kernels: {trace.env.get('kernels', 'plain')} · "
                f"{trace.env.get('threads', '?')} threads · torch {trace.env.get('torch', '?')} · "
                f"warm-up {trace.warmup_seconds:.3f} s and attention capture {trace.capture_seconds:.3f} s excluded · "
                f"stopped by: {trace.stop_reason}")

@@ -11,10 +11,13 @@ def _progress(message: str, fraction: float) -> None:
     print(f"[{fraction:4.0%}] {message}", file=sys.stderr, flush=True)
 
 
-def _add_model_args(p: argparse.ArgumentParser) -> None:
+def _add_model_args(p: argparse.ArgumentParser, kernels: bool = True) -> None:
     p.add_argument("--model", default="smollm2-135m", help="smollm2-135m (bundled), gpt2, a HF id or a folder")
     p.add_argument("--device", default="auto", help="auto (CUDA, then MPS, then CPU), cpu, cuda, mps")
     p.add_argument("--dtype", default="float32", choices=["float32", "bfloat16", "float16"])
+    if kernels:
+        p.add_argument("--kernels", default="fast", choices=["fast", "plain"],
+                       help="fast (default): the best library matmul kernels for this device and dtype; plain: nn.Linear")
 
 
 def cmd_generate(args) -> int:
@@ -23,7 +26,7 @@ def cmd_generate(args) -> int:
     from engine.core.prompting import fit_prompt_to_tokens
     from engine.loading.loader import load_model
 
-    lm = load_model(args.model, args.device, args.dtype, progress=None if args.json else _progress)
+    lm = load_model(args.model, args.device, args.dtype, progress=None if args.json else _progress, kernels=args.kernels)
     prompt = args.prompt
     if args.prompt_tokens is not None:  # exactly N tokens, trimmed or repeated like the dashboard's slider
         if args.prompt_tokens < 1:
@@ -37,7 +40,7 @@ def cmd_generate(args) -> int:
         return 0
     print(trace.text)
     print()
-    print(f"model {lm.name} on {lm.device} ({lm.dtype_name}), {trace.env['threads']} threads; "
+    print(f"model {lm.name} on {lm.device} ({lm.dtype_name}, kernels {lm.kernels}), {trace.env['threads']} threads; "
           f"warm-up {trace.warmup_seconds * 1000:.0f} ms (excluded)")
     print(format_summary(summarize(trace)))
     return 0
@@ -159,10 +162,11 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--model", default="smollm2-135m")
     p.set_defaults(func=cmd_prepare)
 
-    b = sub.add_parser("bench", help="our engine vs transformers, and both vs this machine's floors")
-    _add_model_args(b)
+    b = sub.add_parser("bench", help="our engine (fast and plain kernels) vs transformers and vLLM, and this machine's floors")
+    _add_model_args(b, kernels=False)
     b.add_argument("--repeats", type=int, default=3, help="alternating rounds per measurement")
     b.add_argument("--quick", action="store_true", help="smaller sizes, for a smoke test")
+    b.add_argument("--no-vllm", action="store_true", help="leave out the vLLM column even when its venv is there")
     b.set_defaults(func=cmd_bench)
 
     s = sub.add_parser("serve", help="serve the engine over the OpenAI API (FastAPI + uvicorn, vLLM's metric names)")

@@ -93,6 +93,8 @@ def main() -> None:
                    help="eager: --enforce-eager (starts in ~1 min); compiled: vLLM's default torch.compile (4-6 min)")
     p.add_argument("--threads", type=int, default=os.cpu_count() or 1,
                    help="cores for each engine: our torch threads, vLLM's VLLM_CPU_OMP_THREADS_BIND=0-(N-1) (default: all)")
+    p.add_argument("--settle", type=float, default=2.5, help="seconds of rest after each turn (default 2.5: for ~2 s "
+                   "after a vLLM request every engine on the machine ran 2-3x slower)")
     p.add_argument("--start-timeout", type=float, default=900)
     p.add_argument("--base-port", type=int, default=18600)
     args = p.parse_args()
@@ -111,6 +113,7 @@ def main() -> None:
             for n in lengths:
                 for s in (servers if r % 2 == 0 else servers[::-1]):
                     ttft, itl, server_side = measure(s, n, args)
+                    time.sleep(args.settle)  # untimed: vLLM's threads keep spinning ~2 s after a request
                     got[(s.kind, n)][0].extend(ttft)
                     got[(s.kind, n)][1].extend(itl)
                     got[(s.kind, n)][2].append(server_side)

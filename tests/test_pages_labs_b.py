@@ -21,12 +21,12 @@ def test_remedies_page_measures_each_remedy():
     at = _page("app_pages/lab_remedies.py")
     assert not at.exception
     at.number_input(key=state.REMEDY_TOKENS).set_value(6).run()
-    for key in ("kv_cache", "speculative", "prefix", "int8", "overhead", "dtype"):
+    for key in ("kv_cache", "speculative", "prefix", "int8", "kernels", "overhead", "dtype"):
         at.button(key=state.REMEDY_MEASURE + key).click().run()
         assert not at.exception, key
         assert not at.error, (key, [e.value for e in at.error])
         assert key in at.session_state[state.STORE].labs[state.REMEDY_RESULTS]
-    assert len(at.get("plotly_chart")) >= 7  # one per remedy + the indicator matrix
+    assert len(at.get("plotly_chart")) >= 8  # one per remedy + the indicator matrix
     assert any("×" in str(md.value) for md in at.markdown)
 
 

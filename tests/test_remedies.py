@@ -5,6 +5,7 @@ import torch
 import engine
 from engine.core.generate import new_cache, prefill
 from engine.labs import remedies
+from engine.techniques.kernels import FAST_LINEARS
 from engine.techniques.prefix_cache import PrefixCache, chat_ids, common_prefix_len, two_turn_chat
 from engine.techniques.quantize import Int8Linear, compare_logits, matrix_bytes, quantize_model, quantize_weight
 from engine.techniques.speculative import find_draft, generate_speculative
@@ -87,7 +88,7 @@ def test_int8_weight_roundtrip():
 def test_int8_model_close_to_float(tiny_llama):
     qlm, kernel = quantize_model(tiny_llama)
     assert isinstance(qlm.model.lm_head, Int8Linear) and isinstance(qlm.model.blocks[0].mlp.down, Int8Linear)
-    assert isinstance(tiny_llama.model.blocks[0].mlp.down, torch.nn.Linear)  # the original is untouched
+    assert isinstance(tiny_llama.model.blocks[0].mlp.down, FAST_LINEARS)  # the original (fast kernels) is untouched
     assert matrix_bytes(qlm.model) < 0.3 * matrix_bytes(tiny_llama.model)
     prompts = [tiny_llama.tokenizer.encode(COPY_PROMPT), tiny_llama.tokenizer.encode("def add(a, b):")]
     agree = compare_logits(tiny_llama, qlm, prompts)
@@ -119,6 +120,9 @@ def test_measurements_return_rows(tiny_llama):
     assert pref.reused_tokens > 0 and pref.max_logit_diff < 1e-4
     i8 = remedies.measure_int8(tiny_llama, "Hello bridge", 6, chat=False, repeats=1)
     assert [r.label for r in i8.rows] == ["float32", "int8 weights"] and i8.rows[1].matrix_bytes < i8.rows[0].matrix_bytes
+    kern = remedies.measure_kernels(tiny_llama, "Hello bridge", 6, chat=False, repeats=1)
+    assert [r.label for r in kern.rows] == ["plain (nn.Linear)", "fast kernels"] and kern.same_tokens
+    assert kern.rows[0].matrix_bytes == kern.rows[1].matrix_bytes > 0 and kern.fast_label.startswith("fast")
     over = remedies.measure_overhead(tiny_llama, context=16, steps=4)
     assert over.skeleton_step_s > 0 and over.real_step_s > 0 and "skeleton" in over.method
 

@@ -79,7 +79,7 @@ def _effects(results: dict) -> list[dict]:
         add("speculative", f"{TITLES['speculative']} — {r.label}", ratio(r.greedy.ttft_s, r.speculative.ttft_s), r.speedup)
     if r := results.get("prefix"):
         add("prefix", TITLES["prefix"], ratio(r.full.ttft_s, r.reused.ttft_s), ratio(r.full.tpot_s, r.reused.tpot_s))
-    for key in ("dtype", "int8"):
+    for key in ("dtype", "int8", "kernels"):
         res = results.get(key)
         prs = getattr(res, "rows", res)
         if prs and len(prs) > 1:

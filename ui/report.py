@@ -94,7 +94,8 @@ def run_report(trace, title: str = "") -> str:
     queued = (f"<p>Before it started, this request waited {summary.queue_s:,.2f} s for the shared engine; that queue "
               "time is in none of the numbers above.</p>" if summary.queue_s >= 0.05 else "")
     env = trace.env
-    machine = (f"torch threads: {env.get('threads', '?')} · torch {env.get('torch', '?')} · source: {trace.source} · "
+    machine = (f"kernels: {env.get('kernels', 'plain')} · "
+               f"torch threads: {env.get('threads', '?')} · torch {env.get('torch', '?')} · source: {trace.source} · "
                f"stopped by: {trace.stop_reason} · warm-up {trace.warmup_seconds:.3f} s and attention capture "
                f"{trace.capture_seconds:.3f} s excluded")
     return f"""<!DOCTYPE html>

@@ -130,12 +130,12 @@ def submit(work: Work) -> str | None:
         return str(exc)
 
 
-def model_info(name: str, device: str, dtype: str):
+def model_info(spec: ModelSpec):
     """The worker's description of a model (config, tokenizer, sizes), asked once per server; raises EngineError.
 
     Not an st.cache_* function on purpose: it draws a progress bar while the worker loads the model, and
     elements drawn inside a cached function that raises break the page around them."""
-    spec = ModelSpec(name, device, dtype)
+    name = spec.name
     lk = link()
     if spec in lk.models:
         return lk.models[spec]
@@ -200,7 +200,7 @@ def status() -> dict:
 def current_spec() -> ModelSpec:
     ss = st.session_state
     name = ss.get(state.MODEL, os.environ.get("TWO_BENDS_MODEL", "smollm2-135m"))
-    return ModelSpec(name, ss.get(state.DEVICE, "auto"), ss.get(state.DTYPE, "float32"))
+    return ModelSpec(name, ss.get(state.DEVICE, "auto"), ss.get(state.DTYPE, "float32"), ss.get(state.KERNELS, "fast"))
 
 
 def ensure_layer(trace, layer: int) -> bool:

@@ -4,6 +4,7 @@
 MODEL = "sb_model"
 DEVICE = "sb_device"
 DTYPE = "sb_dtype"
+KERNELS = "sb_kernels"
 EXAMPLE = "sb_example"
 PROMPT = "sb_prompt"
 PROMPT_TOKENS = "sb_prompt_tokens"

@@ -31,7 +31,7 @@ def current_model():
     reason shown, when it cannot be loaded."""
     spec = server.current_spec()
     try:
-        return server.model_info(spec.name, spec.device, spec.dtype)
+        return server.model_info(spec)
     except EngineError as exc:
         st.error(f"Could not load {spec.name} on device '{spec.device}' ({spec.dtype}): {exc}")
         return None
@@ -95,6 +95,10 @@ def sidebar() -> RunRequest:
         cols = st.columns(2)
         cols[0].selectbox("Device", ["auto", "cpu", "cuda", "mps"], key=state.DEVICE)
         cols[1].selectbox("Dtype", ["float32", "bfloat16", "float16"], key=state.DTYPE)
+        st.radio("Matmul kernels", ["fast", "plain"], key=state.KERNELS, horizontal=True,
+                 help="fast: the best library kernels for this device and dtype (on CPU, oneDNN with weights "
+                      "prepacked once). plain: nn.Linear, the readable teaching path. Same weights, same maths; "
+                      "in float32 the same tokens.")
         lm = current_model()
         if lm is not None:
             n = lm.config.n_params
@@ -215,7 +219,7 @@ def run_panel(request: RunRequest) -> None:
     _follow_live(live, request.live_chart)
     if live.trace is not None:
         spec = live.work.model
-        live.trace.settings["model_spec"] = [spec.name, spec.device, spec.dtype]  # to capture more layers later
+        live.trace.settings["model_spec"] = [spec.name, spec.device, spec.dtype, spec.kernels]  # to capture more layers later
         store.keep(live.trace)
     store.live = None
 

@@ -1,8 +1,10 @@
-"""`python -m engine bench`: our engine vs transformers on the same weights, and both vs this machine's floors.
+"""`python -m engine bench`: our engine (fast and plain kernels) vs transformers and vLLM on the same
+weights, and all of them vs this machine's floors.
 
-Every ratio is measured side by side in one run, alternating ours/theirs, median of `--repeats`
-rounds. Floors: decode can't beat (weight + KV bytes) / measured copy bandwidth; prefill can't beat
-FLOPs / measured matmul FLOP/s at the model's shapes.
+Every ratio is measured side by side in one run, the engines taking turns, median of `--repeats`
+rounds. Floors: decode can't beat (weight + KV bytes) / measured streaming-read bandwidth; prefill
+can't beat FLOPs / measured matmul FLOP/s at the model's shapes. The vLLM column appears when
+scripts/setup_vllm.sh has built its venv (engine/labs/bench_vllm.py says how it is timed).
 """
 from __future__ import annotations
 
@@ -17,7 +19,7 @@ import torch
 from engine.core.clock import now
 from engine.core.generate import decode_loop, generate, greedy, new_cache, prefill
 from engine.errors import EngineError
-from engine.labs.hardware import measure_peaks
+from engine.labs.hardware import measure_peaks, measure_read_bandwidth
 from engine.labs.sweeps import prompt_ids_of_length
 from engine.loading.loader import load_model
 from engine.perfmodel.flops import decode_step_bytes, prefill_flops
@@ -42,11 +44,8 @@ def hf_reference(lm):
 
 def median_pair(repeats: int, ours, theirs) -> tuple[float, float]:
     """Alternate the two callables; each returns seconds. Medians of both."""
-    a, b = [], []
-    for _ in range(repeats):
-        a.append(ours())
-        b.append(theirs())
-    return statistics.median(a), statistics.median(b)
+    got = medians(repeats, {"a": ours, "b": theirs})
+    return got["a"], got["b"]
 
 
 def prompt_ids(lm, n: int) -> torch.Tensor:
@@ -119,7 +118,8 @@ def bench_cuda_graphs(lm, contexts, steps: int, reps: int) -> None:
     for ctx in contexts:
         ids = prompt_ids(lm, ctx)
         graphed, eager = median_pair(reps, partial(time_decode_graphed, lm, ids, steps), partial(time_decode_ours, lm, ids, steps))
-        print(row(f"CUDA graph decode @ {ctx}", graphed, None, None) + f"   eager {eager * 1000:.2f} ms -> {eager / graphed:.1f}x")
+        print(f"{'CUDA graph decode @ ' + str(ctx):<26}  graphed {graphed * 1000:.2f} ms, eager {eager * 1000:.2f} ms "
+              f"-> {eager / graphed:.1f}x")
     a = generate(lm, prompt_ids(lm, 64)[0].tolist(), 32, ignore_eos=True)
     b = generate(lm, prompt_ids(lm, 64)[0].tolist(), 32, ignore_eos=True, cuda_graphs=True)
     print(f"# CUDA graphs: same 32 greedy tokens as eager: {a.output_ids == b.output_ids}")
@@ -134,61 +134,123 @@ def cold_load_seconds(model: str) -> tuple[float, float]:
     return float(imp), float(load)
 
 
-def row(label: str, ours: float, theirs: float | None, floor: float | None, unit: str = "ms") -> str:
-    scale = 1000.0 if unit == "ms" else 1.0
-    parts = [f"{label:<28}", f"{ours * scale:10.1f}"]
-    parts.append(f"{theirs * scale:10.1f}" if theirs else f"{'-':>10}")
-    parts.append(f"{ours / theirs:8.2f}" if theirs else f"{'-':>8}")
-    parts.append(f"{floor * scale:10.1f}" if floor else f"{'-':>10}")
-    parts.append(f"{ours / floor:8.2f}" if floor else f"{'-':>8}")
+COLUMNS = ("fast", "plain", "hf", "vLLM")
+
+
+def row(label: str, ms: dict[str, float | None], floor: float | None) -> str:
+    """One line: each engine's time, then fast's ratio to transformers, to vLLM and to the floor."""
+    fast = ms["fast"]
+
+    def num(v: float | None, scale: float = 1000.0, width: int = 9, digits: int = 1) -> str:
+        return f"{v * scale:{width}.{digits}f}" if v else f"{'-':>{width}}"
+
+    parts = [f"{label:<26}"] + [num(ms.get(c)) for c in COLUMNS]
+    parts += [num(fast / ms[c] if ms.get(c) else None, 1.0, 8, 2) for c in ("hf", "vLLM")]
+    parts += [num(floor), num(fast / floor if floor else None, 1.0, 8, 2)]
     return "  ".join(parts)
+
+
+def header() -> str:
+    names = [f"{c + ' ms':>9}" for c in COLUMNS] + [f"{'fast/hf':>8}", f"{'fast/vLLM':>8}", f"{'floor ms':>9}",
+                                                  f"{'fast/fl':>8}"]
+    return "  ".join([f"{'measurement':<26}"] + names)
+
+
+def medians(repeats: int, timers: dict) -> dict[str, float]:
+    """Each timer once per round, in turn (the order rotating every round, so none always follows the same
+    one), `repeats` rounds; the median seconds of each."""
+    got: dict[str, list[float]] = {name: [] for name in timers}
+    names = list(timers)
+    for r in range(repeats):
+        for name in names[r % len(names):] + names[:r % len(names)]:
+            got[name].append(timers[name]())
+    return {name: statistics.median(v) for name, v in got.items()}
+
+
+def start_vllm(args, lm):
+    """A running VllmPeer, or None with the reason printed (no venv, another model, it would not start)."""
+    from engine.labs import bench_vllm
+
+    if args.no_vllm or lm.device.type != "cpu":
+        return None
+    why = bench_vllm.available(args.model)
+    if why is None:
+        try:
+            return bench_vllm.VllmPeer(torch.get_num_threads(), lm.dtype_name)
+        except EngineError as exc:
+            why = str(exc)
+    print(f"# no vLLM column: {why}")
+    return None
 
 
 def run_bench(args) -> None:
     if args.repeats < 1:
         raise EngineError(f"--repeats must be at least 1 (got {args.repeats})")
-    lm = load_model(args.model, args.device, args.dtype)
-    print(f"# {lm.name} | {lm.device} {lm.dtype_name} | torch {torch.__version__} | {torch.get_num_threads()} threads | "
-          f"{time.strftime('%Y-%m-%d')}")
-    hf = hf_reference(lm)
-    peaks = measure_peaks(lm.device, lm.dtype, lm.config)
-    print(f"# measured floors: copy {peaks.copy_bytes_per_s / 1e9:.1f} GB/s (read+write), "
-          f"matmul {peaks.matmul_flops_per_s / 1e9:.0f} GFLOP/s at ({lm.config.d_model}x{lm.config.d_ff}) shapes")
-    print(f"# weights {lm.weight_bytes / 1e6:.0f} MB; ratios < 1.00 mean we are faster than transformers")
-    print(f"{'measurement':<28}  {'ours ms':>10}  {'hf ms':>10}  {'ours/hf':>8}  {'floor ms':>10}  {'ours/fl':>8}")
+    from engine.techniques.kernels import with_kernels
+
+    fast = load_model(args.model, args.device, args.dtype, kernels="fast")
+    plain = with_kernels(fast, "plain")
+    print(f"# {fast.name} | {fast.device} {fast.dtype_name} | torch {torch.__version__} | {torch.get_num_threads()} "
+          f"threads | {time.strftime('%Y-%m-%d')} | fast = {fast.kernels}")
+    hf = hf_reference(fast)
+    peaks = measure_peaks(fast.device, fast.dtype, fast.config)
+    read = measure_read_bandwidth(fast.device)
+    print(f"# measured here: streaming read {read / 1e9:.1f} GB/s (x.sum() of 256 MB), copy "
+          f"{peaks.copy_bytes_per_s / 1e9:.1f} GB/s (read+write), matmul {peaks.matmul_flops_per_s / 1e9:.0f} GFLOP/s "
+          f"at ({fast.config.d_model}x{fast.config.d_ff}) shapes")
+    print(f"# weights {fast.weight_bytes / 1e6:.0f} MB. Floors: prefill = FLOPs / matmul FLOP/s; decode = bytes "
+          "read per step (weights + KV) / streaming-read bandwidth. Ratios < 1.00: fast is quicker.")
+    vllm = start_vllm(args, fast)
+    try:
+        _rows(args, fast, plain, hf, vllm, peaks, read)
+    finally:
+        if vllm is not None:
+            vllm.stop()
+
+
+def _rows(args, fast, plain, hf, vllm, peaks, read) -> None:
+    print(header())
     sizes = (32, 128) if args.quick else (128, 512, 1024)
     contexts = (32, 128) if args.quick else (128, 1024)
     reps, steps = args.repeats, (4 if args.quick else 16)
-    dtype_bytes = lm.dtype.itemsize
     for n in sizes:
-        ids = prompt_ids(lm, n)
-        ours, theirs = median_pair(reps, partial(time_prefill_ours, lm, ids), partial(time_prefill_hf, hf, ids))
-        floor = prefill_flops(lm.config, n).total / peaks.matmul_flops_per_s
-        print(row(f"prefill {n} tokens", ours, theirs, floor))
+        ids = prompt_ids(fast, n)
+        timers = {"fast": partial(time_prefill_ours, fast, ids), "plain": partial(time_prefill_ours, plain, ids),
+                  "hf": partial(time_prefill_hf, hf, ids)}
+        if vllm:
+            timers["vLLM"] = partial(vllm.ttft, ids[0].tolist())
+        floor = prefill_flops(fast.config, n).total / peaks.matmul_flops_per_s
+        print(row(f"prefill {n} tokens", medians(reps, timers), floor), flush=True)
     for ctx in contexts:
-        ids = prompt_ids(lm, ctx)
-        ours, theirs = median_pair(reps, partial(time_decode_ours, lm, ids, steps),
-                                   partial(time_decode_hf, hf, ids, steps))
-        floor = decode_step_bytes(lm.config, ctx + 1, 1, dtype_bytes, dtype_bytes) / peaks.copy_bytes_per_s
-        print(row(f"decode step @ context {ctx}", ours, theirs, floor))
-    if lm.device.type == "cuda":
-        bench_cuda_graphs(lm, contexts, steps, reps)
-    ids = prompt_ids(lm, 64)[0].tolist()
+        ids = prompt_ids(fast, ctx)
+        timers = {"fast": partial(time_decode_ours, fast, ids, steps), "plain": partial(time_decode_ours, plain, ids, steps),
+                  "hf": partial(time_decode_hf, hf, ids, steps)}
+        if vllm:
+            timers["vLLM"] = partial(vllm.decode_step, ids[0].tolist(), steps)
+        dtype_bytes = fast.dtype.itemsize
+        floor = decode_step_bytes(fast.config, ctx + 1, 1, dtype_bytes, dtype_bytes) / read
+        print(row(f"decode step @ context {ctx}", medians(reps, timers), floor), flush=True)
+    if fast.device.type == "cuda":
+        bench_cuda_graphs(fast, contexts, steps, reps)
+    ids = prompt_ids(fast, 64)[0].tolist()
     new = 8 if args.quick else 32
 
-    def ours_e2e() -> float:
+    def e2e(lm) -> float:
         return generate(lm, ids, new, ignore_eos=True).total_seconds
 
     def hf_e2e() -> float:
-        start = now(lm.device)
-        hf.generate(torch.tensor([ids], device=lm.device), max_new_tokens=new, min_new_tokens=new, do_sample=False)
-        return now(lm.device) - start
+        start = now(fast.device)
+        hf.generate(torch.tensor([ids], device=fast.device), max_new_tokens=new, min_new_tokens=new, do_sample=False)
+        return now(fast.device) - start
 
-    ours, theirs = median_pair(reps, ours_e2e, hf_e2e)
-    print(row(f"generate 64 + {new} tokens", ours, theirs, None))
-    traced, bare = median_pair(reps + 2, ours_e2e, lambda: bare_loop_seconds(lm, ids, new))
-    print(f"# Trace bookkeeping: generate() {traced * 1000:.1f} ms vs bare loop {bare * 1000:.1f} ms "
-          f"-> overhead {100 * (traced / bare - 1):+.1f}%")
-    if lm.device.type == "cpu" and not args.quick:
+    print(row(f"generate 64 + {new} tokens", medians(reps, {"fast": partial(e2e, fast), "plain": partial(e2e, plain),
+                                                            "hf": hf_e2e}), None))
+    same = generate(fast, ids, new, ignore_eos=True).output_ids == generate(plain, ids, new, ignore_eos=True).output_ids
+    print(f"# fast and plain kernels give the same {new} greedy tokens: {same}")
+    got = medians(reps + 2, {"traced": partial(e2e, fast), "bare": lambda: bare_loop_seconds(fast, ids, new)})
+    print(f"# Trace bookkeeping: generate() {got['traced'] * 1000:.1f} ms vs bare loop {got['bare'] * 1000:.1f} ms "
+          f"-> overhead {100 * (got['traced'] / got['bare'] - 1):+.1f}%")
+    if fast.device.type == "cpu" and not args.quick:
         imp, load = cold_load_seconds(args.model)
-        print(f"# cold start from the cache in a fresh process: import {imp:.2f} s, load_model {load:.2f} s")
+        print(f"# cold start from the cache in a fresh process: import {imp:.2f} s, load_model {load:.2f} s "
+              "(prepacking the fast kernels included)")

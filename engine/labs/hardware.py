@@ -37,6 +37,14 @@ def measure_copy_bandwidth(device: torch.device, n_bytes: int = 256 * 2**20, rep
     return 2 * n_bytes / seconds
 
 
+def measure_read_bandwidth(device: torch.device, n_bytes: int = 256 * 2**20, repeats: int = 5) -> float:
+    """Bytes per second read by a streaming reduction (`x.sum()`) over a tensor much larger than the caches:
+    the fastest a decode step could read its weights here."""
+    x = torch.ones(n_bytes // 4, dtype=torch.float32, device=device)
+    seconds = _best_seconds(lambda: x.sum(), device, repeats)
+    return n_bytes / seconds
+
+
 def measure_matmul_flops(device: torch.device, dtype: torch.dtype, cfg: ModelConfig | None = None,
                          tokens: int = 1024, repeats: int = 3) -> float:
     """FLOP/s of the prefill's biggest matmuls: (tokens x d_model) @ (d_model x d_ff) and back."""

@@ -184,6 +184,26 @@ def measure_dtypes(lm, dtypes: tuple[str, ...], prompt: str, n_tokens: int = 24,
 
 
 @dataclass
+class KernelsResult:
+    rows: list[PhaseRow]  # plain first, then fast
+    fast_label: str  # what the fast path runs here (engine/techniques/kernels.py)
+    same_tokens: bool  # greedy tokens of both paths agree
+
+
+def measure_kernels(lm, prompt: str, n_tokens: int = 24, chat: bool = True, repeats: int = 2,
+                    progress: Progress | None = None) -> KernelsResult:
+    """The same weights through nn.Linear and through the fast library kernels: same bytes, read better."""
+    from engine.techniques.kernels import with_kernels
+
+    _tick(progress, "preparing both kernel paths (prepacking the weights once)", 0.01)
+    plain, fast = with_kernels(lm, "plain"), with_kernels(lm, "fast")
+    rows = measure_models({"plain (nn.Linear)": plain, "fast kernels": fast}, prompt, n_tokens, chat, repeats, progress)
+    a = engine.generate(plain, prompt, n_tokens, chat=chat, ignore_eos=True).output_ids
+    b = engine.generate(fast, prompt, n_tokens, chat=chat, ignore_eos=True).output_ids
+    return KernelsResult(rows, fast.kernels, a == b)
+
+
+@dataclass
 class Int8Result:
     rows: list[PhaseRow]  # float first, then int8
     kernel: str  # which matmul ran the int8 weights

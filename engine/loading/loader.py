@@ -25,7 +25,8 @@ class LoadedModel:
     dtype: torch.dtype
     load_seconds: float = 0.0
     source: str = ""  # what load_model was given (name, HF id or folder), to load the same weights again
-    kernels: str = "plain"  # which matmul path the linear layers use (engine/techniques/kernels.py)
+    kernels: str = "plain"  # what the linear layers' matmuls run, in words (engine/techniques/kernels.py)
+    kernel_choice: str = "plain"  # what was asked for: "plain" (nn.Linear) or "fast" (best library kernels here)
 
     @property
     def dtype_name(self) -> str:
@@ -88,8 +89,15 @@ def build_model(cfg: ModelConfig, hf_state_dict: dict, device: torch.device, dty
 
 
 def load_model(name_or_path: str = "smollm2-135m", device: str = "auto", dtype: str = "float32",
-               progress: Progress | None = None) -> LoadedModel:
-    """Load a model ready for `prefill`, `decode_step` and `generate`."""
+               progress: Progress | None = None, kernels: str = "fast") -> LoadedModel:
+    """Load a model ready for `prefill`, `decode_step` and `generate`.
+
+    kernels: "fast" (default: the best library kernels for this device and dtype) or "plain" (nn.Linear).
+    """
+    from engine.techniques.kernels import KERNELS, with_kernels
+
+    if kernels not in KERNELS:
+        raise EngineError(f"unknown kernels '{kernels}'; use one of {', '.join(KERNELS)}")
     start = time.perf_counter()
     dev = pick_device(device)
     dt = pick_dtype(dtype, dev)
@@ -99,6 +107,7 @@ def load_model(name_or_path: str = "smollm2-135m", device: str = "auto", dtype: 
     if tokenizer.eos_token_id is not None and tokenizer.eos_token_id not in cfg.eos_token_ids:
         cfg = replace(cfg, eos_token_ids=(*cfg.eos_token_ids, tokenizer.eos_token_id))
     model = build_model(cfg, ckpt.state_dict, dev, dt)
+    lm = with_kernels(LoadedModel(model, tokenizer, cfg, ckpt.name, dev, dt, 0.0, str(name_or_path)), kernels)
     if progress:
-        progress(f"{ckpt.name} ready on {dev.type} ({dtype})", 1.0)
-    return LoadedModel(model, tokenizer, cfg, ckpt.name, dev, dt, time.perf_counter() - start, str(name_or_path))
+        progress(f"{ckpt.name} ready on {dev.type} ({dtype}, {lm.kernels})", 1.0)
+    return replace(lm, load_seconds=time.perf_counter() - start)

@@ -1,4 +1,4 @@
-"""The models a server holds: loaded once per (name, device, dtype), owned by the scheduler's thread.
+"""The models a server holds: loaded once per (name, device, dtype, kernels), owned by the scheduler's thread.
 
 `ModelInfo` is what consumers may know about a model without touching it: its config, tokenizer
 (for counting and fitting prompts) and sizes. It pickles, so it crosses to the dashboard's process.
@@ -6,11 +6,12 @@
 from __future__ import annotations
 
 from collections import OrderedDict
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from engine.core.config import ModelConfig
 from engine.loading.loader import load_model
 from engine.serving.requests import ModelSpec
+from engine.techniques.kernels import with_kernels
 
 MAX_MODELS = 3  # models kept loaded at once (least recently used goes first)
 
@@ -45,7 +46,11 @@ class ModelPool:
         if spec in self._models:
             self._models.move_to_end(spec)
             return self._models[spec]
-        lm = self._loader(spec.name, device=spec.device, dtype=spec.dtype, progress=progress)
+        twin = next((lm for s, lm in self._models.items() if replace(s, kernels=spec.kernels) == spec), None)
+        if twin is not None:  # the same weights with the other kernels: share them, only re-pack
+            lm = with_kernels(twin, spec.kernels)
+        else:
+            lm = self._loader(spec.name, device=spec.device, dtype=spec.dtype, progress=progress, kernels=spec.kernels)
         self._models[spec] = lm
         while len(self._models) > self._max:
             self._models.popitem(last=False)

@@ -37,6 +37,7 @@ class ModelSpec:
     name: str = "smollm2-135m"
     device: str = "auto"
     dtype: str = "float32"
+    kernels: str = "fast"  # "fast" or "plain" (engine/techniques/kernels.py)
 
 
 # --- events ------------------------------------------------------------------------------------------------

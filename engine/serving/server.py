@@ -230,7 +230,7 @@ class BackgroundServer:
 def serve(args) -> None:
     """The CLI's `serve`: bind, start the scheduler (WORKER_DEFAULT unless --worker says), load, warm up, serve."""
     sock = listen(args.host, args.port)
-    spec = ModelSpec(args.model, args.device, args.dtype)
+    spec = ModelSpec(args.model, args.device, args.dtype, args.kernels)
     if args.threads:
         import torch
 

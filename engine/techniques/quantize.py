@@ -17,6 +17,8 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
+from engine.techniques.kernels import FAST_LINEARS, with_kernels
+
 KERNEL_MAX_ROWS = 8  # above this many rows (prefill), dequantise + float GEMM beat the int8 kernel on CPU
 
 
@@ -84,7 +86,7 @@ def matrix_bytes(model: nn.Module) -> int:
     for module in model.modules():
         if isinstance(module, Int8Linear):
             total += module.nbytes
-        elif isinstance(module, nn.Linear):
+        elif isinstance(module, (nn.Linear, *FAST_LINEARS)):
             total += module.weight.numel() * module.weight.element_size()
             if module.bias is not None:
                 total += module.bias.numel() * module.bias.element_size()
@@ -97,6 +99,7 @@ def quantize_model(lm, include_lm_head: bool = True):
     Returns (quantized LoadedModel, kernel name). The token embedding stays float: a lookup reads one
     row per token, not the whole matrix; a tied LM head gets its own int8 copy.
     """
+    lm = with_kernels(lm, "plain")  # quantise nn.Linear layers (a fast twin shares the same weights)
     # prefer bfloat16 activations for the kernel where it works (its fast path on CPU), else the model's dtype
     kernel_dtype = next((d for d in (torch.bfloat16, lm.dtype) if int8_kernel_works(lm.device, d)), None)
     use_kernel = kernel_dtype is not None
