@@ -82,7 +82,8 @@ def press_run(page) -> None:
 
 
 def wait_for_result(page, timeout_ms: int) -> None:
-    page.get_by_text("TTFT (prefill)").first.wait_for(timeout=timeout_ms)
+    # the metric, not a chart legend with the same words (the live chart's, hidden once its panel collapses)
+    page.locator("[data-testid='stMetric']").filter(has_text="TTFT (prefill)").first.wait_for(timeout=timeout_ms)
     page.get_by_text("The generated text").first.wait_for(timeout=timeout_ms)
     settle(page, timeout_ms)
 

@@ -188,6 +188,10 @@ def _fit_prompt(request: RunRequest, text: str, n_tokens: int | None) -> None:
 LIVE_TEXT_EVERY_S = 0.5  # refresh the streamed text and progress bar at most this often
 LIVE_CHART_EVERY_S = 2.0  # redraw the live chart at most this often: the browser draws on the same CPU
 # (measured: scripts/ui_vs_cli.py; the Timing page states what remains)
+# While a run is live, no CSS animations or transitions (spinners, fades of the page's older elements): on a
+# 2-core machine headless Chromium spent 4-5 s of CPU per 5 s run drawing them, 2-3 s without (a core the
+# engine worker needed). The progress bar and the streamed text still move.
+STILL_WHILE_RUNNING = "<style>*, *::before, *::after { animation: none !important; transition: none !important; }</style>"
 
 
 def run_panel(request: RunRequest) -> None:
@@ -227,6 +231,7 @@ def run_panel(request: RunRequest) -> None:
 def _follow_live(live: LiveRun, live_chart: bool) -> None:
     head = f"{live.n_prompt} prompt tokens → up to {live.max_new_tokens} new tokens"
     with st.status(f"Running: {head}…", expanded=True) as status:
+        st.html(STILL_WHILE_RUNNING)
         st.button("■ Cancel this run", key=state.RUN_CANCEL)
         bar = st.progress(0.0, text="Waiting for the engine…")
         text_box, chart_box = st.empty(), st.empty()
