@@ -93,6 +93,7 @@ async def sessions(url: str, args, results: list, errors: list) -> None:
 
     async with async_playwright() as pw:
         browser = await pw.chromium.launch(executable_path=appdriver.CHROMIUM, args=appdriver.BROWSER_ARGS)
+        appdriver.keep_normal_priority()
         await asyncio.gather(*(session(browser, url, i, args.runs, results, errors, args.timeout * 1000, i * args.stagger)
                                for i in range(args.sessions)))
         await browser.close()
