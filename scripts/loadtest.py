@@ -37,18 +37,10 @@ async def settle(page, timeout_ms: int) -> None:
     await page.wait_for_function("() => !document.querySelector(\"[data-testid='stStatusWidget']\")", timeout=timeout_ms)
 
 
-async def set_slider(page, label: str, value: int) -> None:
-    """Move a Streamlit slider to `value` with the keyboard (Home, then one ArrowRight per step of 1)."""
-    thumb = page.locator("[data-testid='stSidebar'] [data-testid='stSlider']").filter(has_text=label).get_by_role("slider")
-    await thumb.focus()
-    await thumb.press("Home")
-    for _ in range(value - 1):
-        await thumb.press("ArrowRight")
-
-
-async def one_run(page, n_prompt: int, n_out: int, timeout_ms: int) -> dict:
-    await set_slider(page, "Prompt length N", n_prompt)
-    await set_slider(page, "Output length", n_out)
+async def one_run(page, url: str, n_prompt: int, n_out: int, timeout_ms: int) -> dict:
+    # the lengths through a shareable link (ui/links.py): moving the sliders key by key made each of 30
+    # browsers rerun the page hundreds of times, and the harness, not the engine, set the pace
+    await page.goto(f"{url}/?prompt_tokens={n_prompt}&output_tokens={n_out}", timeout=timeout_ms)
     await settle(page, timeout_ms)
     start = time.perf_counter()
     await page.locator("[data-testid='stSidebar']").get_by_role("button", name="Run", exact=True).click()
@@ -78,7 +70,7 @@ async def session(browser, url: str, index: int, runs: int, results: list, error
         await settle(page, timeout_ms)
         for r in range(runs):
             n_prompt, n_out = MIXES[(index + r) % len(MIXES)]
-            result = await one_run(page, n_prompt, n_out, timeout_ms)
+            result = await one_run(page, url, n_prompt, n_out, timeout_ms)
             results.append(result)
             if result["error"]:
                 errors.append(f"session {index} run {r}: {result['error']}")
