@@ -13,7 +13,10 @@ PAGE_VS_CLI = (
     "own process, so the page never holds it up directly; the gap is CPU: drawing the page took headless Chromium "
     "2-3 s of CPU per 5 s run (4-5 s before animations were stopped during runs), a core the model's two threads "
     "needed. On a machine with more cores than the model's threads, or when students' browsers run on their own "
-    "laptops, that share is not taken from the model (not measured here). For the cleanest numbers on a small "
+    "laptops, that share is not taken from the model (not measured here). That measurement ran Chromium as root, "
+    "which lets it raise its own browser and GPU processes ahead of the model (nice -8; found afterwards, and the "
+    "scripts now undo it); a normal user's browser cannot, so the gap it leaves is likely smaller — not yet "
+    "re-measured. For the cleanest numbers on a small "
     "machine: `python -m engine generate`, which prints the same metrics."
 )
 
