@@ -150,8 +150,11 @@ def measure_prefix_cache(lm, user1: str, user2: str, answer_tokens: int = 24, de
 # --- dtype and int8 weights ----------------------------------------------------------------------------
 
 def measure_models(models: dict[str, object], prompt: str, n_tokens: int = 24, chat: bool = True, repeats: int = 2,
-                   progress: Progress | None = None) -> list[PhaseRow]:
-    """The same greedy request on each model (e.g. float32 vs bfloat16), interleaved, best TTFT / TPOT of `repeats`."""
+                   progress: Progress | None = None, outputs: dict[str, list] | None = None) -> list[PhaseRow]:
+    """The same greedy request on each model (e.g. float32 vs bfloat16), interleaved, best TTFT / TPOT of `repeats`.
+
+    `outputs`, when given, receives each model's generated token ids (label -> ids of the first run).
+    """
     best: dict[str, PhaseRow] = {}
     total = repeats * len(models)
     for r in range(repeats):
@@ -162,6 +165,8 @@ def measure_models(models: dict[str, object], prompt: str, n_tokens: int = 24, c
             if trace.stop_reason == "cancelled":
                 raise Cancelled(label)
             row = PhaseRow.from_trace(label, trace, matrix_bytes(m.model))
+            if outputs is not None:
+                outputs.setdefault(label, trace.output_ids)
             old = best.get(label)
             if old is None:
                 best[label] = row
@@ -197,10 +202,10 @@ def measure_kernels(lm, prompt: str, n_tokens: int = 24, chat: bool = True, repe
 
     _tick(progress, "preparing both kernel paths (prepacking the weights once)", 0.01)
     plain, fast = with_kernels(lm, "plain"), with_kernels(lm, "fast")
-    rows = measure_models({"plain (nn.Linear)": plain, "fast kernels": fast}, prompt, n_tokens, chat, repeats, progress)
-    a = engine.generate(plain, prompt, n_tokens, chat=chat, ignore_eos=True).output_ids
-    b = engine.generate(fast, prompt, n_tokens, chat=chat, ignore_eos=True).output_ids
-    return KernelsResult(rows, fast.kernels, a == b)
+    outputs: dict[str, list] = {}
+    rows = measure_models({"plain (nn.Linear)": plain, "fast kernels": fast}, prompt, n_tokens, chat, repeats, progress,
+                          outputs)
+    return KernelsResult(rows, fast.kernels, outputs["plain (nn.Linear)"] == outputs["fast kernels"])
 
 
 @dataclass

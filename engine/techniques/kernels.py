@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import functools
 
 import torch
 import torch.nn.functional as F
@@ -69,6 +70,7 @@ class WidenedGemmLinear(nn.Module):
 FAST_LINEARS = (PackedLinear, WidenedGemmLinear)  # what replaces nn.Linear on the fast path
 
 
+@functools.cache  # a property of this CPU and dtype: probe once per process
 def _onednn_packs(dtype: torch.dtype) -> bool:
     """Whether oneDNN can prepack a weight of this dtype on this CPU (and gives the right answer)."""
     if not torch.backends.mkldnn.is_available():
@@ -132,7 +134,7 @@ def with_kernels(lm, kernels: str):
     """`lm` running the asked kernels: `lm` itself when it already does, else a twin sharing its weights."""
     if kernels not in KERNELS:
         raise ValueError(f"unknown kernels '{kernels}'; use one of {', '.join(KERNELS)}")
-    if kernels == choice_of(lm):
+    if kernels == lm.kernel_choice:
         return lm
     if kernels == "plain":
         return dataclasses.replace(lm, model=_twin(lm.model, _plain_linear), kernels="plain", kernel_choice="plain")
@@ -142,7 +144,3 @@ def with_kernels(lm, kernels: str):
     model = _twin(lm.model, lambda m: cls(m) if isinstance(m, nn.Linear) else None)
     return dataclasses.replace(lm, model=model, kernels=label, kernel_choice="fast")
 
-
-def choice_of(lm) -> str:
-    """'fast' or 'plain': which of the two choices `lm` was made with (its `kernels` label says more)."""
-    return lm.kernel_choice
