@@ -124,8 +124,8 @@ def shown_ms(page, label: str) -> float:
     return float(match.group(1).replace(",", ""))
 
 
-def rss_bytes(pid: int) -> int:
-    """Resident memory of a process and all its children (the engine worker), from /proc."""
+def rss_bytes(pid: int, children: bool = True) -> int:
+    """Resident memory of a process and (unless children=False) all its children (the engine worker), from /proc."""
     total, todo = 0, [pid]
     while todo:
         p = todo.pop()
@@ -133,8 +133,24 @@ def rss_bytes(pid: int) -> int:
             for line in open(f"/proc/{p}/status"):
                 if line.startswith("VmRSS:"):
                     total += int(line.split()[1]) * 1024
-            children = Path(f"/proc/{p}/task/{p}/children").read_text().split()
-            todo += [int(c) for c in children]
+            if children:
+                todo += [int(c) for c in Path(f"/proc/{p}/task/{p}/children").read_text().split()]
         except OSError:
+            continue
+    return total
+
+
+def cpu_seconds(name_part: str) -> float:
+    """CPU time (user + system) used so far by every live process whose command line contains `name_part`."""
+    total, tick = 0.0, os.sysconf("SC_CLK_TCK")
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            if name_part not in (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace"):
+                continue
+            fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+            total += (int(fields[11]) + int(fields[12])) / tick  # utime, stime (fields 14, 15 of stat)
+        except (OSError, IndexError, ValueError):
             continue
     return total

@@ -150,6 +150,11 @@ def room(args) -> None:
             print(f"   shown TPOT / quiet CLI TPOT: median {statistics.median(tpots) / quiet:.2f}x")
 
 
+def split(pid: int) -> str:
+    own = appdriver.rss_bytes(pid, children=False)
+    return f"[streamlit {own / MIB:,.0f} MiB, worker {(appdriver.rss_bytes(pid) - own) / MIB:,.0f} MiB]"
+
+
 def memory(args) -> None:
     """Targets: default run <= 10 MB per session; 1024-token run <= 60 MB; 1024->512 transient <= +1 GB;
     30 s after every session closed, RSS within 10% of after warm-up."""
@@ -162,17 +167,8 @@ def memory(args) -> None:
         def new_session(n_prompt: int, n_out: int):
             context = browser.new_context(viewport={"width": 1280, "height": 900})
             page = context.new_page()
-            page.goto(url, timeout=300_000)
+            page.goto(f"{url}/?prompt_tokens={n_prompt}&output_tokens={n_out}", timeout=300_000)  # as in room()
             appdriver.settle(page, 300_000)
-            page.locator("[data-testid='stSidebar'] [data-testid='stSlider']").first.wait_for()
-            for label, value in (("Prompt length N", n_prompt), ("Output length", n_out)):
-                thumb = page.locator("[data-testid='stSidebar'] [data-testid='stSlider']").filter(
-                    has_text=label).get_by_role("slider")
-                thumb.focus()
-                thumb.press("Home")
-                for _ in range(value - 1):
-                    thumb.press("ArrowRight")
-            appdriver.settle(page)
             appdriver.press_run(page)
             time.sleep(0.5)
             page.get_by_text(FINISHED).first.wait_for(timeout=900_000)
@@ -183,7 +179,7 @@ def memory(args) -> None:
         warm.close()
         time.sleep(10)
         base = appdriver.rss_bytes(proc.pid)
-        print(f"# after warm-up: server RSS {base / MIB:,.0f} MiB (streamlit + engine worker)")
+        print(f"# after warm-up: server RSS {base / MIB:,.0f} MiB (streamlit + engine worker) {split(proc.pid)}")
         rows = []
         for label, (n_prompt, n_out), count in (("default run 64 -> 32", (64, 32), args.sessions),
                                                  ("1024-token run 1024 -> 32", (1024, 32), 3)):
@@ -192,17 +188,19 @@ def memory(args) -> None:
             time.sleep(3)
             kept = (appdriver.rss_bytes(proc.pid) - before) / count
             rows.append((label, kept))
-            print(f"{label:<28} kept per session: {kept / MIB:7.1f} MiB ({count} sessions)")
+            print(f"{label:<28} kept per session: {kept / MIB:7.1f} MiB ({count} sessions) {split(proc.pid)}")
             for c in contexts:
                 c.close()
         before = appdriver.rss_bytes(proc.pid)
         with PeakRSS(proc.pid, 0.1) as rss:
             new_session(1024, 512).close()
-        print(f"{'1024 -> 512 run':<28} transient: +{(rss.peak - before) / MIB:,.0f} MiB over {before / MIB:,.0f} MiB")
+        print(f"{'1024 -> 512 run':<28} transient: +{(rss.peak - before) / MIB:,.0f} MiB over {before / MIB:,.0f} MiB "
+              f"{split(proc.pid)}")
         browser.close()
         time.sleep(30)
         after = appdriver.rss_bytes(proc.pid)
-        print(f"30 s after every session closed: {after / MIB:,.0f} MiB = {after / base:.2f}x the level after warm-up")
+        print(f"30 s after every session closed: {after / MIB:,.0f} MiB = {after / base:.2f}x the level after warm-up "
+              f"{split(proc.pid)}")
 
 
 def main() -> None:

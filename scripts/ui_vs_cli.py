@@ -43,11 +43,17 @@ def cli_once(text: str, model: str) -> tuple[float, float]:
     return s.ttft_s * 1000, s.tpot_s * 1000
 
 
-def page_once(page) -> tuple[float, float]:
+CPU_OF = {"browser": "chromium", "streamlit": "streamlit run", "worker": "engine.serving.worker"}
+
+
+def page_once(page) -> tuple[float, float, dict]:
+    """(TTFT, TPOT the page showed, CPU seconds each process group used from Run to the drawn result)."""
+    before = {k: appdriver.cpu_seconds(v) for k, v in CPU_OF.items()}
     appdriver.press_run(page)
     time.sleep(0.5)
     appdriver.wait_for_result(page, 600_000)
-    return appdriver.shown_ms(page, "TTFT"), appdriver.shown_ms(page, "TPOT")
+    cpu = {k: appdriver.cpu_seconds(v) - before[k] for k, v in CPU_OF.items()}
+    return appdriver.shown_ms(page, "TTFT"), appdriver.shown_ms(page, "TPOT"), cpu
 
 
 def measure(config: str, rounds: int, model: str) -> dict:
@@ -69,12 +75,14 @@ def measure(config: str, rounds: int, model: str) -> dict:
         for r in range(rounds):
             page_runs.append(page_once(page))
             cli_runs.append(cli_once(text, model))
+            cpu = " ".join(f"{k} {v:.2f}" for k, v in page_runs[-1][2].items())
             print(f"  {config} round {r + 1}: page TTFT {page_runs[-1][0]:.1f} TPOT {page_runs[-1][1]:.1f} | "
-                  f"CLI TTFT {cli_runs[-1][0]:.1f} TPOT {cli_runs[-1][1]:.1f} ms", flush=True)
+                  f"CLI TTFT {cli_runs[-1][0]:.1f} TPOT {cli_runs[-1][1]:.1f} ms | CPU s per page run: {cpu}", flush=True)
         browser.close()
     med = lambda runs, i: statistics.median(r[i] for r in runs)  # noqa: E731
     return dict(config=config, page_ttft=med(page_runs, 0), page_tpot=med(page_runs, 1),
-                cli_ttft=med(cli_runs, 0), cli_tpot=med(cli_runs, 1))
+                cli_ttft=med(cli_runs, 0), cli_tpot=med(cli_runs, 1),
+                cpu={k: statistics.median(r[2][k] for r in page_runs) for k in CPU_OF})
 
 
 def main() -> None:
@@ -90,7 +98,8 @@ def main() -> None:
     print(f"{'configuration':<18} {'page TTFT':>10} {'CLI TTFT':>9} {'ratio':>6}   {'page TPOT':>10} {'CLI TPOT':>9} {'ratio':>6}")
     for r in rows:
         print(f"{r['config']:<18} {r['page_ttft']:>10.1f} {r['cli_ttft']:>9.1f} {r['page_ttft'] / r['cli_ttft']:>6.2f}   "
-              f"{r['page_tpot']:>10.1f} {r['cli_tpot']:>9.1f} {r['page_tpot'] / r['cli_tpot']:>6.2f}")
+              f"{r['page_tpot']:>10.1f} {r['cli_tpot']:>9.1f} {r['page_tpot'] / r['cli_tpot']:>6.2f}   "
+              "CPU s per page run: " + " ".join(f"{k} {v:.2f}" for k, v in r["cpu"].items()))
     if args.json:
         print(json.dumps(rows))
 

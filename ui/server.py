@@ -21,6 +21,7 @@ from streamlit.runtime.scriptrunner_utils.script_run_context import get_script_r
 
 from engine.core.capture import BUDGET_BYTES
 from engine.errors import EngineError
+from engine.serving.os_memory import release_free_memory
 from engine.serving.requests import FINAL, Done, Failed, Job, ModelSpec, Progress, Queued, Work
 from engine.serving.worker import ServiceOptions, make_service
 from ui import recorded, state
@@ -63,6 +64,7 @@ class _Link:
             if not Runtime.exists():
                 continue
             runtime = Runtime.instance()
+            dropped = False
             with self.lock:
                 for sid, store in list(self.stores.items()):
                     if runtime.is_active_session(sid):
@@ -74,6 +76,9 @@ class _Link:
                             self.service.cancel(work)
                         store.clear()
                         del self.stores[sid], self.gone_since[sid]
+                        dropped = True
+            if dropped:
+                release_free_memory(collect=True)  # what the closed tabs' runs held goes back to the OS, not only to the heap
 
 
 @st.cache_resource(show_spinner="Starting the engine worker (loads the model once for everyone)…")

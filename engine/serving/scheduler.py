@@ -22,6 +22,7 @@ from engine.core.prompting import check_lengths, encode_prompt
 from engine.errors import EngineError
 from engine.serving.batch import Batch
 from engine.serving.models import ModelPool
+from engine.serving.os_memory import release_free_memory
 from engine.serving.requests import Done, Failed, FirstToken, Job, Progress, Queued, QueueFull, Request, Started, Token, Work
 
 MODES = ("queue", "batch")
@@ -40,6 +41,7 @@ class Scheduler:
         self._cond = threading.Condition()
         self._running: list[Work] = []  # what the thread works on now (several in batch mode)
         self._stop = False
+        self._untidy = False  # something ran since memory was last handed back (os_memory)
         self._thread = threading.Thread(target=self._loop, name="two-bends-scheduler", daemon=True)
         self._est = {"prefill_s_per_token": 0.002, "tpot_s": 0.05, "job_s": 10.0}  # refined by every finished run
         self.finished = 0
@@ -49,13 +51,22 @@ class Scheduler:
         self._thread.start()
         return self
 
-    def stop(self) -> None:
+    def stop(self, timeout: float = 30.0) -> None:
+        """Fail what waits, cancel what runs (it ends at its next step), and wait for the thread to end.
+
+        Joining matters: a thread still inside torch when the interpreter exits aborts the process
+        ("terminate called without an active exception", exit code 134).
+        """
         with self._cond:
             self._stop = True
             for work in self._waiting:
                 work.emit(Failed("the server is shutting down"))
             self._waiting.clear()
+            for work in self._running:
+                work.cancelled.set()
             self._cond.notify_all()
+        if self._thread.is_alive() and self._thread is not threading.current_thread():
+            self._thread.join(timeout)
 
     def submit(self, work: Work) -> Work:
         """Queue a request or job; raises EngineError for a request over the caps, QueueFull when full."""
@@ -132,6 +143,8 @@ class Scheduler:
                     return head
                 if batch is not None and batch.size:
                     return None
+                if self._untidy:
+                    return None  # idle: _loop hands freed memory back, outside the lock, then comes back
                 self._cond.wait(timeout=0.5)
             return None
 
@@ -141,7 +154,11 @@ class Scheduler:
         while not self._stop:
             work = self._take(batch)
             if work is None and (batch is None or not batch.size):
+                if self._untidy:
+                    self._untidy = False
+                    release_free_memory()
                 continue
+            self._untidy = True
             try:
                 if work is not None and self.mode == "batch" and isinstance(work, Request):
                     lm = self.pool.get(work.model)
