@@ -8,16 +8,14 @@ from ui import demo_panel, diagnosis, fig_timing, measure, presenter, report, ru
 PAGE_VS_CLI = (
     "**How far the page's own work moves these numbers** (measured with `scripts/ui_vs_cli.py` on the 2-core VM "
     "this project is built on, 2026-11-30: the default request, 64 → 32 tokens, page and `python -m engine generate` "
-    "taking turns, 5 rounds, medians). With the browser on the **same** machine as the server, the page showed "
-    "TTFT **1.57x** and TPOT **1.41x** the CLI's (live chart on; 1.72x and 1.29x with it off). The model runs in its "
-    "own process, so the page never holds it up directly; the gap is CPU: drawing the page took headless Chromium "
-    "2-3 s of CPU per 5 s run (4-5 s before animations were stopped during runs), a core the model's two threads "
-    "needed. On a machine with more cores than the model's threads, or when students' browsers run on their own "
-    "laptops, that share is not taken from the model (not measured here). That measurement ran Chromium as root, "
-    "which lets it raise its own browser and GPU processes ahead of the model (nice -8; found afterwards, and the "
-    "scripts now undo it); a normal user's browser cannot, so the gap it leaves is likely smaller — not yet "
-    "re-measured. For the cleanest numbers on a small "
-    "machine: `python -m engine generate`, which prints the same metrics."
+    "taking turns, 6 rounds, medians). The engine worker alone, sent the same request without Streamlit or a "
+    "browser, gives the CLI's numbers (TTFT **1.05x**, TPOT **1.03x**): running the model in its own process "
+    "keeps the dashboard's Python out of the timed path. With a browser drawing the page on the **same** two "
+    "cores, the page showed TTFT **1.72x** and TPOT **1.28x** the CLI's (live chart on; 1.37x and 1.31x with it "
+    "off): per run, headless Chromium used ~2 s of CPU and Streamlit ~0.5 s, next to the model's ~5 s, on cores "
+    "the model's two threads needed. When students' browsers run on their own laptops, or the server has more "
+    "cores than the model's threads, that CPU is not taken from the model (not measured here). For the cleanest "
+    "numbers on a small machine: `python -m engine generate`, which prints the same metrics."
 )
 
 st.title("The dispatcher's ledger")

@@ -1,9 +1,13 @@
 #!/usr/bin/env bash
 # Run the Two Bends dashboard: sets up .venv on first use, converts the bundled model once, serves the app.
-# Usage: scripts/dashboard.sh [--mode queue|batch] [--max-queue N] [--max-new-tokens N] [--max-batch N] [--replay]
+# Usage: scripts/dashboard.sh [--mode queue|batch] [--max-queue N] [--max-new-tokens N] [--max-batch N]
+#                             [--model-threads N] [--replay]
 #                             [--measure-hosts HOST[:PORT],...]
 #                             [streamlit args, e.g. --server.address 0.0.0.0 --server.port 8501]
 # --mode queue (default): one request at a time, first come first served; batch: continuous batching.
+# --model-threads N: torch threads for the model (default: every core). With the browser on the same small
+#   machine (an instructor's laptop), cores - 1 leaves the page a core: its numbers then match
+#   `python -m engine generate --threads N` (README, "Serving a room").
 # --replay: recorded runs only (assets/traces/ and uploaded Trace JSON files); no model is converted or loaded.
 # --measure-hosts: the servers the "Measure a server" page may measure (off when not given: nobody in the
 #   room can make the dashboard fetch an address the operator did not list).
@@ -15,11 +19,15 @@ while [ $# -gt 0 ]; do
     --max-queue) export TWO_BENDS_MAX_QUEUE="$2"; shift 2 ;;
     --max-new-tokens) export TWO_BENDS_MAX_NEW_TOKENS="$2"; shift 2 ;;
     --max-batch) export TWO_BENDS_MAX_BATCH="$2"; shift 2 ;;
+    --model-threads) export TWO_BENDS_THREADS="$2"; shift 2 ;;
     --replay) export TWO_BENDS_REPLAY=1; shift ;;
     --measure-hosts) export TWO_BENDS_MEASURE_HOSTS="$2"; shift 2 ;;
     *) break ;;
   esac
 done
+case "${TWO_BENDS_THREADS:-0}" in
+  ''|*[!0-9]*) echo "error: --model-threads must be a whole number, 0 = every core (got '${TWO_BENDS_THREADS}')" >&2; exit 2 ;;
+esac
 case "${TWO_BENDS_MODE:-queue}" in
   queue|batch) ;;
   *) echo "error: --mode must be queue or batch (got '${TWO_BENDS_MODE}')" >&2; exit 2 ;;

@@ -5,9 +5,12 @@
           Prints p50/p99 queue wait and run time, the TPOT pages showed vs a quiet CLI run, and server RSS.
   memory  The memory targets: RSS kept per session after a default run and after a 1024-token run, the
           transient of one 1024 -> 512 run, and RSS 30 s after every session closed vs after warm-up.
+  engine  No browsers: N default requests (64 -> 32) submitted at once to the scheduler, queue mode then
+          batch mode, taking turns: the room's tokens/s and each request's TPOT (what the engine alone can take).
 
 Usage: .venv/bin/python scripts/loadtest.py room --sessions 30 --runs 3 --modes queue,batch
        .venv/bin/python scripts/loadtest.py memory
+       .venv/bin/python scripts/loadtest.py engine --requests 8 --rounds 2
 A measurement, not a test: the numbers go in the README's "Serving a room".
 """
 from __future__ import annotations
@@ -203,6 +206,40 @@ def memory(args) -> None:
               f"{split(proc.pid)}")
 
 
+def engine_only(args) -> None:
+    """The scheduler without the dashboard: what sharing the bridge does to the room's tokens/s and to each TPOT."""
+    sys.path.insert(0, str(appdriver.ROOT))
+    import engine
+    from engine.core.metrics import summarize
+    from engine.core.prompting import fit_prompt_to_tokens
+    from engine.serving.requests import ModelSpec, Request, result_of
+    from engine.serving.scheduler import Scheduler
+    from ui import prompts
+
+    spec, greedy = ModelSpec(args.model, "auto", "float32"), engine.SamplingParams(ignore_eos=True)
+    n, n_out = args.requests, 32
+    print(f"# {time.strftime('%Y-%m-%d %H:%M')} | {os.cpu_count()} CPUs | load average {os.getloadavg()[0]:.2f} | "
+          f"{n} requests of 64 -> {n_out} tokens submitted at once, max batch {n}")
+    for _ in range(args.rounds):
+        for mode in ("queue", "batch"):
+            scheduler = Scheduler(mode, max_batch=n).start()
+            try:
+                lm = scheduler.pool.get(spec)
+                ids = fit_prompt_to_tokens(lm.tokenizer, prompts.example("summarisation").text, 64 + n).ids
+                result_of(scheduler.submit(Request(model=spec, prompt_ids=ids[:64], max_new_tokens=4, params=greedy)), 600)
+                start = time.perf_counter()
+                works = [scheduler.submit(Request(model=spec, prompt_ids=ids[i:i + 64], max_new_tokens=n_out, params=greedy))
+                         for i in range(n)]  # different prompts of the same length
+                traces = [result_of(w, 1800) for w in works]
+                wall = time.perf_counter() - start
+            finally:
+                scheduler.stop()
+            tpot = statistics.median(summarize(t).tpot_s * 1000 for t in traces)
+            ttft = statistics.median(summarize(t).ttft_s * 1000 for t in traces)
+            print(f"{mode:<6} {n} requests in {wall:5.1f} s = {n * n_out / wall:5.1f} tokens/s | TPOT median {tpot:6.1f} ms | "
+                  f"TTFT median {ttft:6.1f} ms | queue wait max {max(t.queue_seconds for t in traces):5.1f} s", flush=True)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     sub = ap.add_subparsers(dest="what", required=True)
@@ -214,10 +251,13 @@ def main() -> None:
     r.add_argument("--timeout", type=int, default=3600, help="seconds a run may take (queues are long)")
     m = sub.add_parser("memory")
     m.add_argument("--sessions", type=int, default=5)
-    for p in (r, m):
+    e = sub.add_parser("engine")
+    e.add_argument("--requests", type=int, default=8)
+    e.add_argument("--rounds", type=int, default=2)
+    for p in (r, m, e):
         p.add_argument("--model", default="smollm2-135m")
     args = ap.parse_args()
-    room(args) if args.what == "room" else memory(args)
+    {"room": room, "memory": memory, "engine": engine_only}[args.what](args)
 
 
 if __name__ == "__main__":

@@ -83,3 +83,12 @@ def test_unknown_device_names_the_device():
 
 def _cli(*args: str) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "engine", *args], capture_output=True, text=True, timeout=300)
+
+
+def test_generate_threads_are_used_and_negative_ones_refused():
+    out = _cli("generate", "--prompt", "the valley", "--max-new-tokens", "2", "--model", "tiny-llama", "--threads", "1")
+    assert out.returncode == 0, out.stderr
+    assert ", 1 threads;" in out.stdout  # the summary line says how many threads ran the model
+    out = _cli("generate", "--prompt", "the valley", "--model", "tiny-llama", "--threads", "-1")
+    assert out.returncode == 2
+    assert out.stderr.strip().splitlines()[-1] == "error: --threads must be 0 (every core) or more (got -1)"

@@ -143,3 +143,10 @@ def test_default_run_on_real_smollm(monkeypatch):
     assert trace.text.strip() and trace.text.strip() in texts(at)
     print(f"\nSmolLM2 default run: TTFT {trace.prefill_seconds * 1000:.1f} ms, "
           f"{trace.n_output} tokens, total {trace.total_seconds:.2f} s, capture {trace.capture_seconds:.2f} s")
+
+
+def test_sidebar_says_how_many_threads_the_operator_gave_the_model(app, monkeypatch):
+    assert "the model on" not in "\n".join(c.value for c in app.sidebar.caption)  # default: every core, not said
+    monkeypatch.setenv("TWO_BENDS_THREADS", "1")  # dashboard.sh --model-threads 1
+    app.run()
+    assert any("the model on 1 thread." in c.value for c in app.sidebar.caption)

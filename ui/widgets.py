@@ -149,7 +149,9 @@ def _server_line() -> None:
             else "**batch**: continuous batching, requests share decode steps")
     busy = (f" · {info['running']} running, {info['waiting']} waiting" if "running" in info
             else f" · {info.get('error', '')}")
-    st.caption(f"Engine worker: {what}{busy}.")
+    threads = server.options().threads
+    cores = f" · the model on {threads} thread{'s' if threads > 1 else ''}" if threads else ""
+    st.caption(f"Engine worker: {what}{busy}{cores}.")
 
 
 def _clamp(key: str, low: int, high: int) -> None:
