@@ -13,9 +13,11 @@ PAGE_VS_CLI = (
     "keeps the dashboard's Python out of the timed path. With a browser drawing the page on the **same** two "
     "cores, the page showed TTFT **1.72x** and TPOT **1.28x** the CLI's (live chart on; 1.37x and 1.31x with it "
     "off): per run, headless Chromium used ~2 s of CPU and Streamlit ~0.5 s, next to the model's ~5 s, on cores "
-    "the model's two threads needed. When students' browsers run on their own laptops, or the server has more "
-    "cores than the model's threads, that CPU is not taken from the model (not measured here). For the cleanest "
-    "numbers on a small machine: `python -m engine generate`, which prints the same metrics."
+    "the model's two threads needed. Leaving the page a core (the dashboard started with `--model-threads 1`), "
+    "the page showed TTFT **1.19x** and TPOT **1.03x** those of `python -m engine generate --threads 1` (chart "
+    "off: 1.08x, 1.04x), for a slower model (TPOT ~100 ms instead of ~75 ms). When students' browsers run on "
+    "their own laptops, only Streamlit's share stays on the server. For the cleanest numbers on a small machine: "
+    "`python -m engine generate`, which prints the same metrics."
 )
 
 st.title("The dispatcher's ledger")
