@@ -20,23 +20,13 @@ def _add_model_args(p: argparse.ArgumentParser, kernels: bool = True) -> None:
                        help="fast (default): the best library matmul kernels for this device and dtype; plain: nn.Linear")
 
 
-def _set_threads(threads: int) -> None:
-    """torch's threads for the model: 0 leaves torch's default (every core)."""
-    if threads < 0:
-        raise EngineError(f"--threads must be 0 (every core) or more (got {threads})")
-    if threads:
-        import torch
-
-        torch.set_num_threads(threads)
-
-
 def cmd_generate(args) -> int:
     from engine.core.generate import generate
     from engine.core.metrics import format_summary, summarize
     from engine.core.prompting import fit_prompt_to_tokens
-    from engine.loading.loader import load_model
+    from engine.loading.loader import load_model, set_threads
 
-    _set_threads(args.threads)
+    set_threads(args.threads)
     lm = load_model(args.model, args.device, args.dtype, progress=None if args.json else _progress, kernels=args.kernels)
     prompt = args.prompt
     if args.prompt_tokens is not None:  # exactly N tokens, trimmed or repeated like the dashboard's slider

@@ -77,13 +77,16 @@ def keep_normal_priority(every_s: float = 1.0) -> None:
     threading.Thread(target=watch, name="chromium-priority", daemon=True).start()
 
 
+def _processes():
+    """/proc/<pid> of every live process (read each entry under try: it may be gone by then)."""
+    return (entry for entry in Path("/proc").iterdir() if entry.name.isdigit())
+
+
 def normal_priority() -> None:
     """Put Chromium's processes back at nice 0. Run as root (as here), Chromium raises its browser and GPU
     processes to nice -8, ahead of the engine worker; a student's or instructor's browser, run as a normal
     user, cannot, so a measurement with root's Chromium would blame the dashboard for CPU it never takes."""
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
+    for entry in _processes():
         try:
             if "chromium" in (entry / "comm").read_text() and os.getpriority(os.PRIO_PROCESS, int(entry.name)) < 0:
                 os.setpriority(os.PRIO_PROCESS, int(entry.name), 0)
@@ -143,9 +146,7 @@ def rss_bytes(pid: int, children: bool = True) -> int:
 def cpu_seconds(name_part: str) -> float:
     """CPU time (user + system) used so far by every live process whose command line contains `name_part`."""
     total, tick = 0.0, os.sysconf("SC_CLK_TCK")
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
+    for entry in _processes():
         try:
             if name_part not in (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace"):
                 continue

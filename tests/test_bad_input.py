@@ -91,4 +91,4 @@ def test_generate_threads_are_used_and_negative_ones_refused():
     assert ", 1 threads;" in out.stdout  # the summary line says how many threads ran the model
     out = _cli("generate", "--prompt", "the valley", "--model", "tiny-llama", "--threads", "-1")
     assert out.returncode == 2
-    assert out.stderr.strip().splitlines()[-1] == "error: --threads must be 0 (every core) or more (got -1)"
+    assert out.stderr.strip().splitlines()[-1] == "error: threads must be 0 (every core) or more (got -1)"

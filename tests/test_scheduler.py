@@ -164,3 +164,16 @@ def test_process_worker_serves_and_survives_a_bad_request():
         assert time.perf_counter() - start < 30
     finally:
         service.close()
+
+
+def test_the_operators_threads_apply_in_thread_mode_too():
+    from engine.serving.worker import LocalService
+
+    before = torch.get_num_threads()
+    try:
+        LocalService(ServiceOptions(threads=1)).close()
+        assert torch.get_num_threads() == 1  # dashboard --model-threads with TWO_BENDS_WORKER=thread
+    finally:
+        torch.set_num_threads(before)
+    with pytest.raises(engine.EngineError, match=r"threads must be 0 \(every core\) or more \(got -1\)"):
+        LocalService(ServiceOptions(threads=-1))

@@ -39,6 +39,14 @@ class LoadedModel:
         return sum(seen.values())
 
 
+def set_threads(threads: int) -> None:
+    """torch's threads for the model (process-wide): 0 leaves torch's default, every core."""
+    if not isinstance(threads, int) or threads < 0:
+        raise EngineError(f"threads must be 0 (every core) or more (got {threads})")
+    if threads:
+        torch.set_num_threads(threads)
+
+
 def pick_device(device: str = "auto") -> torch.device:
     if device == "auto":
         if torch.cuda.is_available():

@@ -231,10 +231,6 @@ def serve(args) -> None:
     """The CLI's `serve`: bind, start the scheduler (WORKER_DEFAULT unless --worker says), load, warm up, serve."""
     sock = listen(args.host, args.port)
     spec = ModelSpec(args.model, args.device, args.dtype, args.kernels)
-    if args.threads:
-        import torch
-
-        torch.set_num_threads(args.threads)
     options = ServiceOptions(mode=args.mode, max_queue=args.max_queue, max_new_tokens_cap=args.max_new_tokens,
                              max_batch=args.max_batch, threads=args.threads, preload=spec)
     print(f"loading {args.model} ({args.device}, {args.dtype}) in a scheduler {'process' if args.worker == 'process' else 'thread'}…",

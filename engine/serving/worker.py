@@ -19,6 +19,7 @@ from multiprocessing.connection import Client, Listener
 from pathlib import Path
 
 from engine.errors import EngineError
+from engine.loading.loader import set_threads
 from engine.serving.requests import FINAL, Failed, ModelSpec, Work
 from engine.serving.scheduler import Scheduler
 
@@ -43,6 +44,7 @@ class LocalService:
 
     def __init__(self, options: ServiceOptions = ServiceOptions()):
         self.options = options
+        set_threads(options.threads)  # process-wide: in the worker process, or the whole process in thread mode
         self.scheduler = _make_scheduler(options).start()
         if options.preload is not None:
             self.scheduler.pool.get(options.preload)
@@ -76,10 +78,6 @@ class _PipeSink:
 
 def _child_main(conn, options: ServiceOptions) -> None:
     """The worker process: one scheduler, fed through `conn`, reporting events back through it."""
-    import torch
-
-    if options.threads:
-        torch.set_num_threads(options.threads)
     lock = threading.Lock()
     try:
         service = LocalService(options)
