@@ -1,27 +1,28 @@
 """Two Bends: the entry point. Routes the pages and draws the shared sidebar (layout only)."""
 import streamlit as st
 
-from ui import demo_panel, presenter, recorded, widgets
+from ui.controls import demo_panel, presenter, widgets
+from ui.demo import recorded
 
 st.set_page_config(page_title="Two Bends — prefill and decode", page_icon=":material/landscape:", layout="wide")
 
 PAGES = {
     "The story": [
-        st.Page("app_pages/home.py", title="Home — two bends", icon=":material/landscape:", default=True),
-        st.Page("app_pages/prefill.py", title="Prefill — the valley", icon=":material/grid_on:"),
-        st.Page("app_pages/decode.py", title="Decode — the bridge", icon=":material/linear_scale:"),
-        st.Page("app_pages/timing.py", title="Timing — the ledger", icon=":material/timer:"),
+        st.Page("pages/story/home.py", title="Home — two bends", icon=":material/landscape:", default=True),
+        st.Page("pages/story/prefill.py", title="Prefill — the valley", icon=":material/grid_on:"),
+        st.Page("pages/story/decode.py", title="Decode — the bridge", icon=":material/linear_scale:"),
+        st.Page("pages/story/timing.py", title="Timing — the ledger", icon=":material/timer:"),
     ],
     "Labs": [
-        st.Page("app_pages/lab_sweeps.py", title="Sweep lab", icon=":material/show_chart:"),
-        st.Page("app_pages/lab_batch.py", title="Batch lab", icon=":material/stacks:"),
-        st.Page("app_pages/lab_roofline.py", title="Roofline & hardware", icon=":material/terrain:"),
-        st.Page("app_pages/lab_remedies.py", title="Remedies lab", icon=":material/build:"),
-        st.Page("app_pages/lab_budget.py", title="Old Qin's budget", icon=":material/savings:"),
-        st.Page("app_pages/lab_profile.py", title="Where the time goes", icon=":material/biotech:"),
+        st.Page("pages/labs/lab_sweeps.py", title="Sweep lab", icon=":material/show_chart:"),
+        st.Page("pages/labs/lab_batch.py", title="Batch lab", icon=":material/stacks:"),
+        st.Page("pages/labs/lab_roofline.py", title="Roofline & hardware", icon=":material/terrain:"),
+        st.Page("pages/labs/lab_remedies.py", title="Remedies lab", icon=":material/build:"),
+        st.Page("pages/labs/lab_budget.py", title="Old Qin's budget", icon=":material/savings:"),
+        st.Page("pages/labs/lab_profile.py", title="Where the time goes", icon=":material/biotech:"),
     ],
     "Beyond one machine": [
-        st.Page("app_pages/measure.py", title="Measure a server", icon=":material/dns:"),
+        st.Page("pages/serving/measure_server.py", title="Measure a server", icon=":material/dns:", url_path="measure"),
     ],
 }
 

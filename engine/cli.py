@@ -92,7 +92,7 @@ def cmd_bench(args) -> int:
 
 
 def cmd_serve(args) -> int:
-    from engine.serving.server import serve
+    from engine.serving.api_server.openai_server import serve
 
     serve(args)
     return 0
@@ -101,8 +101,8 @@ def cmd_serve(args) -> int:
 def cmd_measure(args) -> int:
     import json
 
-    from engine.serving.measure import Plan, run
-    from engine.serving.measure_report import format_report
+    from engine.serving.client.benchmark_report import format_report
+    from engine.serving.client.server_benchmark import Plan, run
 
     plan = Plan(args.url, args.prompt_tokens, args.max_new_tokens, args.model, args.requests, args.concurrency,
                 args.shared_prefix, args.warmup, args.timeout)
@@ -118,7 +118,7 @@ def cmd_measure(args) -> int:
 
 
 def _add_serve_args(s: argparse.ArgumentParser) -> None:
-    from engine.serving.server import WORKER_DEFAULT
+    from engine.serving.api_server.openai_server import WORKER_DEFAULT
 
     s.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1: this machine only)")
     s.add_argument("--port", type=int, default=8000)

@@ -2,7 +2,7 @@
 
 Both serve SmolLM2-135M-Instruct in float32 with prefix caching off, with the same number of threads
 (--threads N: our torch threads, vLLM's VLLM_CPU_OMP_THREADS_BIND=0-(N-1); default every core), measured with
-`engine measure`'s client (engine/serving/measure.py): TTFT at 128/512/1024 prompt tokens and the
+`engine measure`'s client (engine/serving/client/server_benchmark.py): TTFT at 128/512/1024 prompt tokens and the
 gaps between tokens (ITL), one request at a time, the servers taking turns so that the machine's
 noise falls on both alike. Prints a Markdown table with medians and ours/vLLM ratios (below 1.00:
 ours is faster), the load average before and after, and which vLLM mode ran.
@@ -10,7 +10,7 @@ ours is faster), the load average before and after, and which vLLM mode ran.
     .venv/bin/python scripts/bench_serving.py [--rounds 5] [--output-tokens 32] [--vllm-mode eager|compiled]
     .venv/bin/python scripts/bench_serving.py --servers ours,ours-process --concurrency 4 --mode batch
 The second form compares the scheduler in a thread of the HTTP server with the scheduler in a child
-process (engine/serving/server.py's WORKER_DEFAULT was chosen this way).
+process (engine/serving/api_server/openai_server.py's WORKER_DEFAULT was chosen this way).
 """
 from __future__ import annotations
 
@@ -27,8 +27,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from engine.serving.client import Client  # noqa: E402
-from engine.serving.measure import Plan, run  # noqa: E402
+from engine.serving.client.openai_client import Client  # noqa: E402
+from engine.serving.client.server_benchmark import Plan, run  # noqa: E402
 
 
 class Server:

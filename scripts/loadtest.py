@@ -41,7 +41,7 @@ async def settle(page, timeout_ms: int) -> None:
 
 
 async def one_run(page, url: str, n_prompt: int, n_out: int, timeout_ms: int) -> dict:
-    # the lengths through a shareable link (ui/links.py): moving the sliders key by key made each of 30
+    # the lengths through a shareable link (ui/demo/links.py): moving the sliders key by key made each of 30
     # browsers rerun the page hundreds of times, and the harness, not the engine, set the pace
     await page.goto(f"{url}/?prompt_tokens={n_prompt}&output_tokens={n_out}", timeout=timeout_ms)
     await settle(page, timeout_ms)
@@ -212,9 +212,9 @@ def engine_only(args) -> None:
     import engine
     from engine.core.metrics import summarize
     from engine.core.prompting import fit_prompt_to_tokens
-    from engine.serving.requests import ModelSpec, Request, result_of
-    from engine.serving.scheduler import Scheduler
-    from ui import prompts
+    from engine.serving.scheduling.scheduler import Scheduler
+    from engine.serving.scheduling.work import ModelSpec, Request, result_of
+    from ui.text import prompts
 
     spec, greedy = ModelSpec(args.model, "auto", "float32"), engine.SamplingParams(ignore_eos=True)
     n, n_out = args.requests, 32

@@ -28,7 +28,7 @@ import appdriver  # noqa: E402
 
 from engine.core.metrics import summarize  # noqa: E402
 from engine.core.trace import Trace  # noqa: E402
-from ui import prompts  # noqa: E402
+from ui.text import prompts  # noqa: E402
 
 CONFIGS = {  # name: (worker transport, live chart on)
     "process-live": ("process", True),
@@ -50,7 +50,7 @@ def cli_once(text: str, model: str) -> tuple[float, float]:
     return s.ttft_s * 1000, s.tpot_s * 1000
 
 
-CPU_OF = {"browser": "chromium", "streamlit": "streamlit run", "worker": "engine.serving.worker"}
+CPU_OF = {"browser": "chromium", "streamlit": "streamlit run", "worker": "engine.serving.scheduling.worker"}
 
 
 def page_once(page) -> tuple[float, float, dict]:
@@ -67,8 +67,8 @@ def measure_worker_alone(rounds: int, model: str) -> dict:
     """The page's request (the same ids, attention capture on) sent to the engine worker by this script."""
     import engine
     from engine.core.prompting import fit_prompt_to_tokens
-    from engine.serving.requests import ModelSpec, Request, result_of
-    from engine.serving.worker import ProcessService, ServiceOptions
+    from engine.serving.scheduling.work import ModelSpec, Request, result_of
+    from engine.serving.scheduling.worker import ProcessService, ServiceOptions
 
     text = prompts.example("summarisation").text
     spec = ModelSpec(model, "auto", "float32")

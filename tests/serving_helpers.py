@@ -11,9 +11,9 @@ import threading
 import time
 from pathlib import Path
 
-from engine.serving.requests import ModelSpec
-from engine.serving.server import BackgroundServer, create_app, prepare
-from engine.serving.worker import LocalService, ServiceOptions
+from engine.serving.api_server.openai_server import BackgroundServer, create_app, prepare
+from engine.serving.scheduling.work import ModelSpec
+from engine.serving.scheduling.worker import LocalService, ServiceOptions
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -14,8 +14,8 @@ from engine.core import generate as gen
 from engine.core.layers import attention_explicit
 from engine.labs import remedies
 from engine.loading import model_store
-from engine.serving.requests import Failed, Job, ModelSpec, Progress, drain
-from engine.serving.scheduler import Scheduler
+from engine.serving.scheduling.scheduler import Scheduler
+from engine.serving.scheduling.work import Failed, Job, ModelSpec, Progress, drain
 
 
 def test_a_finished_sequence_stops_growing_while_the_batch_goes_on(tiny_llama):

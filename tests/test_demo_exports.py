@@ -10,7 +10,8 @@ import plotly.utils
 import pytest
 
 import engine
-from ui import fig_attention, fig_timing, report, theme
+from ui.demo import report
+from ui.figures import fig_attention, fig_timing, theme
 
 CHROMIUM = "/usr/bin/chromium"
 
@@ -102,7 +103,7 @@ def test_phase_step_figure_adds_one_decode_row_per_step(trace):
 
 def test_token_text_in_charts_is_escaped_for_plotly(trace):
     """Plotly reads <b>, <a href> and entities in tick and hover text: a recorded token must stay plain text."""
-    from ui import fig_kvcache
+    from ui.figures import fig_kvcache
 
     pieces = ["<b>", "<a href='https://x'>x</a>", "&amp;"]
     hostile = dataclasses.replace(trace, prompt_tokens=pieces + trace.prompt_tokens[3:],

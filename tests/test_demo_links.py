@@ -6,7 +6,8 @@ import streamlit.testing.v1.app_test as app_test_module
 from streamlit.runtime.pages_manager import PagesManager
 from streamlit.testing.v1 import AppTest
 
-from ui import links, state, widgets
+from ui.controls import state, widgets
+from ui.demo import links
 
 APP = str(Path(__file__).resolve().parent.parent / "app.py")
 PAGES = {"home", "prefill", "decode", "timing"}
@@ -94,7 +95,7 @@ def test_query_parameters_round_trip_through_the_app(app_test):
     at.sidebar.slider(key=state.TEMPERATURE).set_value(0.8).run()
     at.sidebar.number_input(key=state.SEED).set_value(11).run()
     at.sidebar.toggle(key=state.CHAT).set_value(True).run()
-    at.switch_page("app_pages/timing.py").run()
+    at.switch_page("pages/story/timing.py").run()
     assert not at.exception
     query = dict(at.query_params)
     assert query == {"page": "timing", "example": "chat", "prompt_tokens": "96", "output_tokens": "48",

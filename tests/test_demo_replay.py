@@ -12,10 +12,11 @@ from streamlit.testing.v1 import AppTest
 import engine
 from engine.core import trace_file
 from engine.core.trace import SCHEMA_VERSION
-from ui import recorded, state
+from ui.controls import state
+from ui.demo import recorded
 
 APP = str(Path(__file__).resolve().parent.parent / "app.py")
-STORY = ["app_pages/home.py", "app_pages/prefill.py", "app_pages/decode.py", "app_pages/timing.py"]
+STORY = ["pages/story/home.py", "pages/story/prefill.py", "pages/story/decode.py", "pages/story/timing.py"]
 SHIPPED = [s.name for s in recorded.shipped()]
 
 
@@ -36,7 +37,7 @@ def replay(monkeypatch):
     def no_worker(*args, **kwargs):
         raise AssertionError("replay mode started the engine worker")
 
-    monkeypatch.setattr("ui.server._Link.__init__", no_worker)
+    monkeypatch.setattr("ui.engine_link.worker_link._Link.__init__", no_worker)
 
     def make(query: dict | None = None) -> AppTest:
         at = AppTest.from_file(APP, default_timeout=120)
@@ -70,7 +71,7 @@ def test_every_shipped_trace_replays_on_every_story_page(replay, name):
         assert not at.exception, (name, page, at.exception)
         assert at.get("plotly_chart"), (name, page)
         assert any("Recorded run" in c.value for c in at.caption), (name, page)
-    at.switch_page("app_pages/decode.py").run()
+    at.switch_page("pages/story/decode.py").run()
     for _ in range(3):
         at.button(key=state.DECODE_NEXT).click().run()
     assert at.session_state[state.DECODE_POSITION] == 3 and not at.exception
@@ -85,7 +86,7 @@ def test_replay_mode_has_no_labs_and_no_run_button(replay):
     assert at.session_state[state.STORE].last_trace is not None  # a recorded run is shown at once
     assert any("Replay mode" in m.value for m in at.sidebar.markdown)
     with pytest.raises(ValueError, match="Could not find a navigation page"):  # labs are not in the navigation
-        at.switch_page("app_pages/lab_sweeps.py")
+        at.switch_page("pages/labs/lab_sweeps.py")
 
 
 @pytest.mark.parametrize("page", STORY)
@@ -170,5 +171,5 @@ def test_a_server_measured_recording_opens_on_every_story_page(replay):
     for page in STORY:
         at.switch_page(page).run()
         assert not at.exception, (page, at.exception)
-    at.switch_page("app_pages/decode.py").run()
+    at.switch_page("pages/story/decode.py").run()
     assert any("measured from outside, on a server" in i.value for i in at.info)  # Decode says what it cannot draw

@@ -82,8 +82,8 @@ def test_chat_template_and_limits(smollm):
 def test_greedy_tokens_are_the_same_alone_queued_and_batched(smollm):
     """Continuous batching must not change anyone's answer: three prompts of different lengths, each alone,
     then through the queue, then all in one batch (rows of different lengths sharing every decode step)."""
-    from engine.serving.requests import ModelSpec, Request, result_of
-    from engine.serving.scheduler import Scheduler
+    from engine.serving.scheduling.scheduler import Scheduler
+    from engine.serving.scheduling.work import ModelSpec, Request, result_of
 
     prompts = [smollm.tokenizer.encode(p) for p in PROMPTS]
     lengths = [24, 16, 20]

@@ -9,8 +9,8 @@ import torch
 import engine
 from engine.core.generate import new_cache, prefill
 from engine.errors import EngineError
-from engine.serving.models import ModelPool
-from engine.serving.requests import ModelSpec
+from engine.serving.scheduling.model_pool import ModelPool
+from engine.serving.scheduling.work import ModelSpec
 from engine.techniques.kernels import FAST_LINEARS, with_kernels
 
 PROMPTS = ["Write a short poem about the sea.", "What is a KV cache? Answer in two sentences.",

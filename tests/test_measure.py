@@ -10,9 +10,9 @@ from serving_helpers import InProcessServer
 import engine
 from engine.cli import main
 from engine.errors import EngineError
-from engine.serving.client import Client, parse_url
-from engine.serving.measure import Plan, build_prompts, run, trace_from_record
-from engine.serving.measure_report import format_report
+from engine.serving.client.benchmark_report import format_report
+from engine.serving.client.openai_client import Client, parse_url
+from engine.serving.client.server_benchmark import Plan, build_prompts, run, trace_from_record
 
 
 @pytest.fixture(scope="module")

@@ -9,9 +9,9 @@ from streamlit.testing.v1 import AppTest
 
 import engine
 from engine.perfmodel.flops import prefill_flops
-from ui import state
-from ui.phase_numbers import binary_bytes, si
-from ui.run_store import RunStore
+from ui.controls import state
+from ui.engine_link.run_store import RunStore
+from ui.text.phase_numbers import binary_bytes, si
 
 APP = str(Path(__file__).resolve().parents[1] / "app.py")
 
@@ -41,17 +41,17 @@ def test_flops_bytes_and_parameters_agree_across_pages(trace, tiny_llama, naviga
     flops = prefill_flops(cfg, trace.n_prompt)
     achieved = flops.total / trace.prefill_seconds
 
-    prefill = page_with(trace, "app_pages/prefill.py")
+    prefill = page_with(trace, "pages/story/prefill.py")
     assert metric(prefill, "Prefill work") == si(flops.total, "FLOP")
     assert metric(prefill, "Achieved") == si(achieved, "FLOP/s")
     caption = " ".join(c.value for c in prefill.caption)
     assert f"W = {cfg.matmul_params:,}" in caption  # the formula's inputs, from the trace's own config
 
-    roofline = page_with(trace, "app_pages/lab_roofline.py")
+    roofline = page_with(trace, "pages/labs/lab_roofline.py")
     points = roofline.dataframe[0].value.set_index("phase")
     assert points.loc["prefill", "achieved GFLOP/s"] == pytest.approx(achieved / 1e9, abs=0.01)
 
-    decode = page_with(trace, "app_pages/decode.py")
+    decode = page_with(trace, "pages/story/decode.py")
     assert metric(decode, "KV bytes per token") == f"{cfg.kv_bytes_per_token(4):,} B" == f"{trace.kv_bytes_per_token:,} B"
     assert metric(decode, "KV cache bytes") == binary_bytes(trace.n_prompt * cfg.kv_bytes_per_token(4))
 
@@ -61,7 +61,7 @@ def test_flops_bytes_and_parameters_agree_across_pages(trace, tiny_llama, naviga
         cfg.n_params, rel=0.01)
     assert cfg.n_params * 4 == tiny_llama.weight_bytes == trace.weight_bytes  # the count is exact, not an estimate
 
-    batch = page_with(trace, "app_pages/lab_batch.py")
+    batch = page_with(trace, "pages/labs/lab_batch.py")
     memory = next(c.value for c in batch.caption if "Memory estimate" in c.value)
     assert f"weights {cfg.n_params * 4 / 2**30:.2f} GiB" in memory
 
@@ -82,7 +82,7 @@ def test_choosing_a_missing_gpu_names_the_device(navigation_only):
 def test_decode_autoplay_stops_at_the_last_token(trace, navigation_only):
     at = AppTest.from_file(APP, default_timeout=120)
     at.session_state[state.STORE] = RunStore(last_trace=trace)
-    at.switch_page("app_pages/decode.py")
+    at.switch_page("pages/story/decode.py")
     at.session_state[state.DECODE_POSITION] = len(trace.steps) - 1  # one token before the end
     at.run()
     at.session_state[state.DECODE_LAST_TICK] = 0.0  # long ago: the first autoplay tick advances at once

@@ -1,4 +1,4 @@
-"""Freed memory goes back to the OS when the engine is idle (engine/serving/os_memory.py)."""
+"""Freed memory goes back to the OS when the engine is idle (engine/serving/scheduling/os_memory.py)."""
 import subprocess
 import sys
 import time
@@ -7,10 +7,10 @@ from pathlib import Path
 import pytest
 
 import engine
-from engine.serving import os_memory
-from engine.serving import scheduler as scheduler_module
-from engine.serving.requests import ModelSpec, Request, result_of
-from engine.serving.scheduler import Scheduler
+from engine.serving.scheduling import os_memory
+from engine.serving.scheduling import scheduler as scheduler_module
+from engine.serving.scheduling.scheduler import Scheduler
+from engine.serving.scheduling.work import ModelSpec, Request, result_of
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -18,7 +18,7 @@ ROOT = Path(__file__).resolve().parent.parent
 # 180 MB of 3 MB tensors under a pinned heap top, and print RSS (MiB) after the free and after release.
 HEAP_PATTERN = """
 import torch
-from engine.serving.os_memory import release_free_memory
+from engine.serving.scheduling.os_memory import release_free_memory
 rss = lambda: int(open("/proc/self/statm").read().split()[1]) * 4096 / 2**20
 big = torch.ones(20 * 2**20 // 4); del big
 xs = [torch.ones(3 * 2**20 // 4) for _ in range(60)]

@@ -9,7 +9,8 @@ from streamlit.runtime.pages_manager import PagesManager
 from streamlit.testing.v1 import AppTest
 
 from engine.errors import EngineError
-from ui import measure, state
+from ui.controls import state
+from ui.engine_link import server_measurement
 
 APP = str(Path(__file__).resolve().parent.parent / "app.py")
 
@@ -30,13 +31,13 @@ def target():
 def open_page(monkeypatch, hosts: str | None) -> AppTest:
     monkeypatch.setattr(app_test_module, "PagesManager", _NavigationOnly)
     if hosts is None:
-        monkeypatch.delenv(measure.ENV, raising=False)
+        monkeypatch.delenv(server_measurement.ENV, raising=False)
     else:
-        monkeypatch.setenv(measure.ENV, hosts)
+        monkeypatch.setenv(server_measurement.ENV, hosts)
     at = AppTest.from_file(APP, default_timeout=240)
     at.session_state[state.MODEL] = "tiny-llama"
     at.run()
-    return at.switch_page("app_pages/measure.py").run()
+    return at.switch_page("pages/serving/measure_server.py").run()
 
 
 def measure_with(at: AppTest, url: str) -> AppTest:
@@ -65,14 +66,15 @@ def test_measures_a_server_and_keeps_its_runs_next_to_local_ones(monkeypatch, ta
     assert table.loc["TTFT", "client mean (ms)"] > 0 and table.loc["TTFT", "server mean (ms)"] > 0
     assert table.loc["ITL", "server mean (ms)"] > 0
 
-    for page in ("app_pages/home.py", "app_pages/timing.py", "app_pages/prefill.py", "app_pages/decode.py", "app_pages/lab_budget.py"):
+    story = ("pages/story/home.py", "pages/story/timing.py", "pages/story/prefill.py", "pages/story/decode.py")
+    for page in (*story, "pages/labs/lab_budget.py"):
         at.switch_page(page).run()
         assert not at.exception, page
-    at.switch_page("app_pages/prefill.py").run()
+    at.switch_page("pages/story/prefill.py").run()
     assert any("measured from outside" in i.value for i in at.info)
-    at.switch_page("app_pages/decode.py").run()
+    at.switch_page("pages/story/decode.py").run()
     assert any("measured from outside" in i.value for i in at.info)
-    at.switch_page("app_pages/timing.py").run()
+    at.switch_page("pages/story/timing.py").run()
     assert list(at.dataframe[2].value["source"]) == ["server", "server"]
     assert any("Measured from outside" in c.value for c in at.caption)
 
@@ -91,12 +93,12 @@ def test_a_host_off_the_list_is_refused_before_any_request(monkeypatch, target):
     ("http://evil.example/?http://127.0.0.1:8000", False), ("file:///etc/passwd", False), ("http://[::1]:8000", True),
 ])
 def test_allow_list(url, ok):
-    allowed = measure.allowed_hosts({measure.ENV: " 127.0.0.1, GPU-box:8000 ,[::1]:8000"})
+    allowed = server_measurement.allowed_hosts({server_measurement.ENV: " 127.0.0.1, GPU-box:8000 ,[::1]:8000"})
     assert allowed == ["127.0.0.1", "gpu-box:8000", "[::1]:8000"]
     if ok:
-        assert measure.check_url(url, allowed).startswith("http://")
+        assert server_measurement.check_url(url, allowed).startswith("http://")
     else:
         with pytest.raises(EngineError):
-            measure.check_url(url, allowed)
+            server_measurement.check_url(url, allowed)
     with pytest.raises(EngineError, match="off"):
-        measure.check_url(url, [])
+        server_measurement.check_url(url, [])

@@ -6,7 +6,7 @@ import streamlit.testing.v1.app_test as app_test_module
 from streamlit.runtime.pages_manager import PagesManager
 from streamlit.testing.v1 import AppTest
 
-from ui import state
+from ui.controls import state
 
 APP = str(Path(__file__).resolve().parent.parent / "app.py")
 
@@ -34,7 +34,7 @@ def run(at: AppTest) -> AppTest:
 
 
 def last(at: AppTest):
-    """The session's latest finished run (ui.run_store.RunStore.last_trace)."""
+    """The session's latest finished run (ui.engine_link.run_store.RunStore.last_trace)."""
     return at.session_state[state.STORE].last_trace
 
 
@@ -49,7 +49,7 @@ def test_home_before_run_calls_to_action(app):
 
 
 def test_timing_before_run(app):
-    app.switch_page("app_pages/timing.py").run()
+    app.switch_page("pages/story/timing.py").run()
     assert not app.exception
     assert any("Press Run" in i.value for i in app.info)
 
@@ -65,7 +65,7 @@ def test_run_shows_metrics_text_and_ledger(app):
     assert trace.attention is not None  # captured for the Prefill/Decode pages
     assert any("dominates" in m.value for m in app.markdown)
 
-    app.switch_page("app_pages/timing.py").run()  # switching pages does not re-run the model
+    app.switch_page("pages/story/timing.py").run()  # switching pages does not re-run the model
     assert not app.exception
     assert last(app) is trace and len(app.session_state[state.STORE].history) == 1
     assert len(app.dataframe) == 3

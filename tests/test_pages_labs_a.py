@@ -5,15 +5,15 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 from engine.labs import sweeps
-from ui import state
-from ui.run_store import RunStore
+from ui.controls import state
+from ui.engine_link.run_store import RunStore
 
 APP = str(Path(__file__).resolve().parents[1] / "app.py")
 
 
 def _page(name: str) -> AppTest:
     at = AppTest.from_file(APP, default_timeout=120)
-    at.switch_page(f"app_pages/{name}.py")
+    at.switch_page(f"pages/labs/{name}.py")
     return at.run()
 
 

@@ -3,7 +3,7 @@ from pathlib import Path
 
 from streamlit.testing.v1 import AppTest
 
-from ui import state
+from ui.controls import state
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -18,7 +18,7 @@ def _page(path: str) -> AppTest:
 
 
 def test_remedies_page_measures_each_remedy():
-    at = _page("app_pages/lab_remedies.py")
+    at = _page("pages/labs/lab_remedies.py")
     assert not at.exception
     at.number_input(key=state.REMEDY_TOKENS).set_value(6).run()
     for key in ("kv_cache", "speculative", "prefix", "int8", "kernels", "overhead", "dtype"):
@@ -31,7 +31,7 @@ def test_remedies_page_measures_each_remedy():
 
 
 def test_profile_page_profiles():
-    at = _page("app_pages/lab_profile.py")
+    at = _page("pages/labs/lab_profile.py")
     assert not at.exception
     at.select_slider(key=state.PROFILE_TOKENS).set_value(32).run()
     at.button(key=state.PROFILE_RUN).click().run()

@@ -6,8 +6,8 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 import engine
-from ui import state
-from ui.run_store import RunStore
+from ui.controls import state
+from ui.engine_link.run_store import RunStore
 
 APP = str(Path(__file__).resolve().parents[1] / "app.py")
 
@@ -30,7 +30,7 @@ def figure_json(at: AppTest, index: int = 0) -> str:
     return at.get("plotly_chart")[index].proto.spec
 
 
-@pytest.mark.parametrize("page", ["app_pages/prefill.py", "app_pages/decode.py"])
+@pytest.mark.parametrize("page", ["pages/story/prefill.py", "pages/story/decode.py"])
 def test_pages_without_a_trace_ask_for_a_run(page):
     at = open_page(page)
     assert not at.exception
@@ -39,7 +39,7 @@ def test_pages_without_a_trace_ask_for_a_run(page):
 
 
 def test_prefill_page_draws_the_matrix_and_numbers(trace):
-    at = open_page("app_pages/prefill.py", trace)
+    at = open_page("pages/story/prefill.py", trace)
     assert not at.exception
     labels = [m.label for m in at.metric]
     assert any("measured" in label for label in labels) and any("estimate" in label for label in labels)
@@ -54,7 +54,7 @@ def test_prefill_page_draws_the_matrix_and_numbers(trace):
 
 
 def test_decode_page_steps_through_tokens(trace):
-    at = open_page("app_pages/decode.py", trace)
+    at = open_page("pages/story/decode.py", trace)
     assert not at.exception
     assert at.slider(key=state.DECODE_POSITION).value == 0
     kv_before = figure_json(at)
@@ -74,7 +74,7 @@ def test_decode_page_steps_through_tokens(trace):
 
 
 def test_decode_page_head_picker_changes_the_attention_row(trace):
-    at = open_page("app_pages/decode.py", trace)
+    at = open_page("pages/story/decode.py", trace)
     row_before = figure_json(at, 1)
     at.selectbox(key=state.DECODE_HEAD).set_value(2).run()
     assert not at.exception
@@ -83,7 +83,7 @@ def test_decode_page_head_picker_changes_the_attention_row(trace):
 
 def test_decode_page_escapes_model_text(trace):
     hostile = dataclasses.replace(trace, output_tokens=["<script>alert(1)</script>", " *x*", " :red[y]"] + trace.output_tokens[3:])
-    at = open_page("app_pages/decode.py", hostile)
+    at = open_page("pages/story/decode.py", hostile)
     at.button(key=state.DECODE_NEXT).click().run()
     at.button(key=state.DECODE_NEXT).click().run()
     assert not at.exception

@@ -5,7 +5,8 @@ import engine
 from engine.perfmodel import budget
 from engine.perfmodel import roofline as rl
 from engine.perfmodel.flops import decode_step_flops, prefill_flops
-from ui import fig_roofline, lab_text
+from ui.figures import fig_roofline
+from ui.text import lab_text
 
 SMOL = rl.MODEL_PRESETS["SmolLM2-135M"]
 GPT2 = rl.MODEL_PRESETS["GPT-2 124M"]

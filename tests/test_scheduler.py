@@ -7,9 +7,22 @@ import torch
 
 import engine
 from engine.core.kv_cache import KVCache
-from engine.serving.requests import Done, Failed, FirstToken, Job, ModelSpec, Queued, QueueFull, Request, Started, Token, drain, result_of
-from engine.serving.scheduler import Scheduler
-from engine.serving.worker import ProcessService, ServiceOptions
+from engine.serving.scheduling.scheduler import Scheduler
+from engine.serving.scheduling.work import (
+    Done,
+    Failed,
+    FirstToken,
+    Job,
+    ModelSpec,
+    Queued,
+    QueueFull,
+    Request,
+    Started,
+    Token,
+    drain,
+    result_of,
+)
+from engine.serving.scheduling.worker import ProcessService, ServiceOptions
 
 TINY = ModelSpec("tiny-llama", "cpu")
 GREEDY = engine.SamplingParams(ignore_eos=True)
@@ -167,7 +180,7 @@ def test_process_worker_serves_and_survives_a_bad_request():
 
 
 def test_the_operators_threads_apply_in_thread_mode_too():
-    from engine.serving.worker import LocalService
+    from engine.serving.scheduling.worker import LocalService
 
     before = torch.get_num_threads()
     try:

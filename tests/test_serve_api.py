@@ -7,7 +7,7 @@ import pytest
 from serving_helpers import InProcessServer, metrics_of, post
 
 from engine.core.prompting import chat_ids
-from engine.serving.server_metrics import ServerMetrics
+from engine.serving.api_server.vllm_metrics import ServerMetrics
 
 PROMPT = "Two bends on the old post road"
 

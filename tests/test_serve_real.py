@@ -9,8 +9,8 @@ import time
 import pytest
 from serving_helpers import ROOT, CliServer, free_port, metrics_of, post
 
-from engine.serving.measure import Plan, run
-from engine.serving.measure_report import client_stats
+from engine.serving.client.benchmark_report import client_stats
+from engine.serving.client.server_benchmark import Plan, run
 
 pytestmark = pytest.mark.slow
 PROMPT = "Why is the sky blue? Answer in two sentences."

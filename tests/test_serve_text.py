@@ -1,8 +1,8 @@
 """The server's text layer without HTTP: incremental detokenisation, stop strings, request parsing."""
 import pytest
 
-from engine.serving.openai_api import ApiError, parse_request
-from engine.serving.text_stream import TextStream
+from engine.serving.api_server.openai_schema import ApiError, parse_request
+from engine.serving.api_server.text_stream import TextStream
 
 
 def feed(tokenizer, ids, stop=()):

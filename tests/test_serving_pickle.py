@@ -1,7 +1,7 @@
 """Events and refusals cross the worker's process boundary by pickle: they must come back whole."""
 import pickle
 
-from engine.serving.requests import QueueFull
+from engine.serving.scheduling.work import QueueFull
 
 
 def test_queue_full_keeps_retry_after_through_pickle():

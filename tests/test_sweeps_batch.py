@@ -5,7 +5,7 @@ import pytest
 import engine
 from engine.labs import sweeps
 from engine.perfmodel.fit import fit_ttft
-from ui import fig_sweeps
+from ui.figures import fig_sweeps
 
 
 def test_prompt_ids_have_the_exact_length_and_differ_by_offset(tiny_llama):

@@ -5,7 +5,8 @@ import pytest
 import engine
 from engine.core.config import ModelConfig
 from engine.perfmodel.flops import prefill_flops
-from ui import fig_attention, fig_kvcache, phase_numbers
+from ui.figures import fig_attention, fig_kvcache
+from ui.text import phase_numbers
 
 N_NEW = 6
 

@@ -7,8 +7,9 @@ import pytest
 
 import engine
 from engine.core.trace import DecodeStep, Trace
-from ui import diagnosis, fig_timing, prompts, runs
-from ui.theme import DECODE_COLOR, PREFILL_COLOR
+from ui.figures import fig_timing
+from ui.figures.theme import DECODE_COLOR, PREFILL_COLOR
+from ui.text import diagnosis, prompts, runs
 
 
 def hand_trace(prefill_s: float, step_s: list[float], n_prompt: int = 16, model: str = "hand") -> Trace:

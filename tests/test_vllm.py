@@ -15,9 +15,9 @@ from pathlib import Path
 import pytest
 from serving_helpers import ROOT, CliServer, free_port, post
 
-from engine.serving.client import Client
-from engine.serving.measure import Plan, run
-from engine.serving.measure_report import client_stats
+from engine.serving.client.benchmark_report import client_stats
+from engine.serving.client.openai_client import Client
+from engine.serving.client.server_benchmark import Plan, run
 
 pytestmark = pytest.mark.slow
 CACHE = Path(os.environ.get("TWO_BENDS_CACHE") or Path.home() / ".cache" / "two-bends")

@@ -83,7 +83,7 @@ class Trace:
     attention: AttentionCapture | None = None
     kv_key_norms: list | None = None  # (layers, kv_heads, tokens) L2 norm of each cached key
     kv_value_norms: list | None = None
-    source: str = "local"  # "local" (this engine) or "server" (measured over HTTP, see engine.serving.client)
+    source: str = "local"  # "local" (this engine) or "server" (measured over HTTP, see engine.serving.client.openai_client)
     schema_version: int = SCHEMA_VERSION
 
     @property

@@ -16,8 +16,8 @@ import time
 from pathlib import Path
 
 from engine.errors import EngineError
-from engine.serving.client import Client
-from engine.serving.measure import discover
+from engine.serving.client.openai_client import Client
+from engine.serving.client.server_benchmark import discover
 
 ROOT = Path(__file__).resolve().parents[2]
 CACHE = Path(os.environ.get("TWO_BENDS_CACHE", Path.home() / ".cache" / "two-bends"))

@@ -1,0 +1,1 @@
+"""The HTTP side: an OpenAI-compatible server over the scheduler, with vLLM's metric names."""

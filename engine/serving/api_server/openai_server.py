@@ -1,0 +1,249 @@
+"""`python -m engine serve`: our engine behind the OpenAI API, on FastAPI + uvicorn (the stack vLLM uses).
+
+Endpoints: /v1/models, /v1/completions, /v1/chat/completions (streamed as server-sent events or
+whole), /tokenize (vLLM's), /health and /metrics (vLLM's metric names, engine/serving/api_server/vllm_metrics.py).
+Every bad request gets an OpenAI-style JSON error with a 4xx status (engine/serving/api_server/openai_schema.py);
+a full queue answers 429 with Retry-After; a client that hangs up mid-stream has its request
+cancelled, so the scheduler frees its sequence at the next step.
+
+Where the scheduler runs was decided by measurement (2026-11-30, 2 shared vCPUs, SmolLM2 fp32, 128 prompt
+tokens, batch mode, the two servers taking turns for 6 rounds, load average 5.3-7.8 from other jobs):
+  scheduler in a thread of this process    ITL p50 108.6 ms (1 client), 265.8 ms (4 clients at once)
+  scheduler in a child process             ITL p50 150.6 ms (1 client), 286.1 ms (4 clients at once)
+Single rounds ranged 95-234 ms at 1 client: the machine's noise is as large as the difference, so
+the thread is "no worse", and the deciding number is the cost per token. The event loop's Python
+work per token (text detokenisation + one JSON chunk) measured 23-25 us of CPU, plus uvicorn's
+write, against a ~40 ms decode step: the time it holds the GIL stretches a step by well under 1 %.
+The child process instead adds a pickle, a pipe and a reader thread per event
+and one more busy process on the same two cores. So the default is the thread (unlike the dashboard,
+whose page rendering holds the GIL for long stretches); `--worker process` keeps the other choice,
+and `scripts/bench_serving.py --servers ours,ours-process --mode batch` repeats the comparison.
+"""
+from __future__ import annotations
+
+import asyncio
+import json
+import socket
+import threading
+import time
+
+import uvicorn
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse, Response, StreamingResponse
+from starlette.exceptions import HTTPException
+
+from engine.errors import EngineError
+from engine.serving.api_server import openai_schema as api
+from engine.serving.api_server.openai_schema import ApiError
+from engine.serving.api_server.request_flight import Flight, Served, checked_max_tokens, prompt_ids
+from engine.serving.api_server.vllm_metrics import CONTENT_TYPE, ServerMetrics
+from engine.serving.scheduling.work import Job, ModelSpec, result_of
+from engine.serving.scheduling.work import Request as EngineRequest
+from engine.serving.scheduling.worker import ServiceOptions, make_service
+
+WORKER_DEFAULT = "thread"  # measured: see the module docstring
+DISCONNECT_POLL_S = 0.5  # a non-streamed request checks this often whether its client is still there
+
+
+def _error(exc: ApiError) -> JSONResponse:
+    return JSONResponse(exc.body(), status_code=exc.status, headers=exc.headers)
+
+
+async def _json_body(request: Request):
+    raw = await request.body()
+    try:
+        return json.loads(raw)
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise ApiError(400, f"the request body is not valid JSON ({exc})") from None
+
+
+def create_app(service, served: Served) -> FastAPI:
+    """The HTTP app for one served model; `service` is a LocalService or ProcessService (engine/serving/scheduling/worker.py)."""
+    app = FastAPI(title="Two Bends engine", docs_url=None, redoc_url=None, openapi_url=None)
+    metrics = ServerMetrics(served.name)
+    app.state.metrics, app.state.served = metrics, served
+
+    @app.exception_handler(ApiError)
+    async def api_error(request: Request, exc: ApiError):
+        return _error(exc)
+
+    @app.exception_handler(HTTPException)
+    async def http_error(request: Request, exc: HTTPException):  # unknown route, wrong method
+        return _error(ApiError(exc.status_code, f"{request.method} {request.url.path}: {exc.detail}"))
+
+    @app.exception_handler(RequestValidationError)
+    async def validation_error(request: Request, exc: RequestValidationError):
+        return _error(ApiError(400, f"invalid request: {exc.errors()[0].get('msg', exc)}"))
+
+    @app.exception_handler(Exception)
+    async def unexpected(request: Request, exc: Exception):  # a bug of ours: say so without a traceback
+        return _error(ApiError(500, f"internal error ({type(exc).__name__}); the server log has the details"))
+
+    def check_model(name) -> None:
+        if name is not None and name != served.name:
+            raise ApiError(404, f"the model '{name}' does not exist; this server serves '{served.name}'", "model",
+                           "model_not_found")
+
+    @app.get("/health")
+    def health():
+        alive = getattr(service, "alive", lambda: True)()
+        return Response(status_code=200 if alive else 503)
+
+    @app.get("/v1/models")
+    def models():
+        cfg = served.info.config
+        return {"object": "list", "data": [{"id": served.name, "object": "model", "created": int(time.time()),
+                                            "owned_by": "two-bends", "root": served.info.name, "max_model_len": cfg.max_seq_len}]}
+
+    @app.get("/metrics")
+    def scrape():  # a plain def: FastAPI runs it on a thread, since asking a worker process for its status waits
+        try:
+            status = service.status()
+        except EngineError:
+            status = {}
+        body = metrics.exposition(status.get("running", 0), status.get("waiting", 0))
+        return Response(body, media_type=CONTENT_TYPE)
+
+    @app.post("/tokenize")
+    async def tokenize(request: Request):
+        body = await _json_body(request)
+        if not isinstance(body, dict):
+            raise ApiError(400, "the request body must be a JSON object")
+        check_model(body.get("model"))
+        if "messages" in body:
+            ask = api.Ask("chat", served.name, messages=api.messages_field(body["messages"]))
+        else:
+            ask = api.Ask("completion", served.name, prompt=api.prompt_field(body.get("prompt")))
+        ids = prompt_ids(served, ask)
+        return {"count": len(ids), "max_model_len": served.info.config.max_seq_len, "tokens": ids}
+
+    async def generate(request: Request, kind: str):
+        arrival = time.perf_counter()
+        ask = api.parse_request(await _json_body(request), kind)
+        check_model(ask.model)
+        ids = prompt_ids(served, ask)
+        flight = Flight(service, served, metrics, ask, ids, checked_max_tokens(served, ask, len(ids)), arrival)
+        flight.submit()
+        rid = api.new_id(kind)
+        if ask.stream:
+            return StreamingResponse(_events(flight, rid), media_type="text/event-stream",
+                                     headers={"Cache-Control": "no-cache"})
+        return await _whole(request, flight, rid)
+
+    @app.post("/v1/completions")
+    async def completions(request: Request):
+        return await generate(request, "completion")
+
+    @app.post("/v1/chat/completions")
+    async def chat_completions(request: Request):
+        return await generate(request, "chat")
+
+    return app
+
+
+def _sse(data) -> str:
+    return f"data: {json.dumps(data, ensure_ascii=False)}\n\n"
+
+
+async def _events(flight: Flight, rid: str):
+    """Server-sent events: one chunk per token (the last one carries finish_reason), usage if asked, [DONE]."""
+    ask, name = flight.ask, flight.served.name
+    try:
+        first = True
+        while (piece := await flight.next()) is not None:
+            ids = [piece.token_id] if ask.return_token_ids and piece.token_id >= 0 else None
+            yield _sse(api.chunk(ask.kind, rid, name, piece.text, piece.finish, ids, first))
+            first = False
+        if ask.include_usage:
+            yield _sse(api.usage_chunk(ask.kind, rid, name, flight.n_prompt, len(flight.ids)))
+    except ApiError as exc:  # headers are gone already: the error travels as an event
+        yield _sse(exc.body())
+    finally:
+        flight.close()  # a client that hung up lands here too (its task is cancelled): free the sequence
+    yield "data: [DONE]\n\n"
+
+
+async def _whole(request: Request, flight: Flight, rid: str):
+    async def collect():
+        while await flight.next() is not None:
+            pass
+
+    task = asyncio.ensure_future(collect())
+    try:
+        while not task.done():
+            await asyncio.wait({task}, timeout=DISCONNECT_POLL_S)
+            if not task.done() and await request.is_disconnected():
+                task.cancel()
+                return Response(status_code=499)  # nobody reads it; nginx's code for "client closed request"
+        task.result()  # raises the ApiError of a failed request
+    finally:
+        flight.close()
+    ask = flight.ask
+    return api.response(ask.kind, rid, flight.served.name, flight.text(), flight.finish, flight.n_prompt, flight.ids,
+                        ask.return_token_ids)
+
+
+# --- starting a server --------------------------------------------------------------------------------------
+def listen(host: str, port: int) -> socket.socket:
+    """Bind first, so a busy port is a one-line error before any model is loaded."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind((host, port))
+    except OSError as exc:
+        sock.close()
+        raise EngineError(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from None
+    sock.listen(128)
+    sock.set_inheritable(True)
+    return sock
+
+
+def prepare(service, spec: ModelSpec, name: str, max_new_tokens_cap: int, timeout: float = 900.0) -> Served:
+    """Describe the served model (config, tokenizer) and warm it up, so the first client pays no first-call costs."""
+    info = result_of(service.submit(Job(model=spec, function="engine.serving.scheduling.model_pool:describe", args=(spec,),
+                                        label=f"loading {spec.name}")), timeout)
+    first = info.config.bos_token_id if info.config.bos_token_id is not None else 0
+    result_of(service.submit(EngineRequest(model=spec, prompt_ids=[first] * 8, max_new_tokens=2)), timeout)
+    return Served(name, spec, info, max_new_tokens_cap)
+
+
+class BackgroundServer:
+    """uvicorn in a thread of this process (tests, benchmarks, the dashboard's tests): `.url`, `.stop()`."""
+
+    def __init__(self, app, host: str = "127.0.0.1", port: int = 0):
+        self.sock = listen(host, port)
+        self.url = f"http://{host}:{self.sock.getsockname()[1]}"
+        self.server = uvicorn.Server(uvicorn.Config(app, log_level="warning", access_log=False))
+        self.thread = threading.Thread(target=self.server.run, kwargs={"sockets": [self.sock]}, daemon=True)
+        self.thread.start()
+        while not self.server.started and self.thread.is_alive():
+            time.sleep(0.02)
+
+    def stop(self) -> None:
+        self.server.should_exit = True
+        self.thread.join(10)
+        self.sock.close()
+
+
+def serve(args) -> None:
+    """The CLI's `serve`: bind, start the scheduler (WORKER_DEFAULT unless --worker says), load, warm up, serve."""
+    sock = listen(args.host, args.port)
+    spec = ModelSpec(args.model, args.device, args.dtype, args.kernels)
+    options = ServiceOptions(mode=args.mode, max_queue=args.max_queue, max_new_tokens_cap=args.max_new_tokens,
+                             max_batch=args.max_batch, threads=args.threads, preload=spec)
+    print(f"loading {args.model} ({args.device}, {args.dtype}) in a scheduler {'process' if args.worker == 'process' else 'thread'}…",
+          flush=True)
+    service = make_service(options, args.worker)
+    try:
+        served = prepare(service, spec, args.served_model_name or args.model, args.max_new_tokens)
+        if args.host not in ("127.0.0.1", "localhost", "::1"):
+            print(f"warning: listening on {args.host}: anyone who can reach this machine can use the model", flush=True)
+        print(f"serving '{served.name}' ({served.info.name}, {served.info.device}, {served.info.dtype}) at "
+              f"http://{args.host}:{sock.getsockname()[1]}/v1 — scheduling: {args.mode}, queue limit {args.max_queue}; "
+              "Ctrl+C stops", flush=True)
+        uvicorn.Server(uvicorn.Config(create_app(service, served), log_level="warning", access_log=False)).run(sockets=[sock])
+    finally:
+        service.close()
+        sock.close()

@@ -1,0 +1,60 @@
+"""The models a server holds: loaded once per (name, device, dtype, kernels), owned by the scheduler's thread.
+
+`ModelInfo` is what consumers may know about a model without touching it: its config, tokenizer
+(for counting and fitting prompts) and sizes. It pickles, so it crosses to the dashboard's process.
+"""
+from __future__ import annotations
+
+from collections import OrderedDict
+from dataclasses import dataclass, replace
+
+from engine.core.config import ModelConfig
+from engine.loading.loader import load_model
+from engine.serving.scheduling.work import ModelSpec
+from engine.techniques.kernels import with_kernels
+
+MAX_MODELS = 3  # models kept loaded at once (least recently used goes first)
+
+
+@dataclass
+class ModelInfo:
+    spec: ModelSpec
+    name: str
+    device: str
+    dtype: str
+    config: ModelConfig
+    tokenizer: object
+    weight_bytes: int
+    kernels: str
+    load_seconds: float
+
+
+def describe(lm, spec: ModelSpec) -> ModelInfo:
+    return ModelInfo(spec, lm.name, str(lm.device), lm.dtype_name, lm.config, lm.tokenizer, lm.weight_bytes,
+                     lm.kernels, lm.load_seconds)
+
+
+class ModelPool:
+    """Loaded models by spec. Not thread-safe on purpose: only the scheduler's thread calls it."""
+
+    def __init__(self, loader=load_model, max_models: int = MAX_MODELS):
+        self._loader = loader
+        self._models: OrderedDict[ModelSpec, object] = OrderedDict()
+        self._max = max_models
+
+    def get(self, spec: ModelSpec, progress=None):
+        if spec in self._models:
+            self._models.move_to_end(spec)
+            return self._models[spec]
+        twin = next((lm for s, lm in self._models.items() if replace(s, kernels=spec.kernels) == spec), None)
+        if twin is not None:  # the same weights with the other kernels: share them, only re-pack
+            lm = with_kernels(twin, spec.kernels)
+        else:
+            lm = self._loader(spec.name, device=spec.device, dtype=spec.dtype, progress=progress, kernels=spec.kernels)
+        self._models[spec] = lm
+        while len(self._models) > self._max:
+            self._models.popitem(last=False)
+        return lm
+
+    def loaded(self, spec: ModelSpec) -> bool:
+        return spec in self._models

@@ -1,0 +1,289 @@
+"""One scheduler for every consumer: the dashboard's sessions, `python -m engine serve` and the labs.
+
+A single thread owns the models and runs all the work, so no two runs ever compete for the device
+and every number stays the one the engine measured. Two modes, chosen by whoever starts the server:
+  queue  one request at a time, first come first served (the CLI's numbers, whoever is waiting);
+  batch  continuous batching: requests join the running batch between decode steps (engine/serving/scheduling/continuous_batch.py).
+Jobs (lab measurements, attention captures, model loads) always run alone. Waiting work gets its
+position and an expected wait; its queue time is measured and kept out of TTFT.
+"""
+from __future__ import annotations
+
+import importlib
+import threading
+import time
+import traceback
+from collections import deque
+
+from engine.core.capture import layers_within_budget
+from engine.core.generate import generate
+from engine.core.metrics import summarize
+from engine.core.prompting import check_lengths, encode_prompt
+from engine.errors import EngineError
+from engine.serving.scheduling.continuous_batch import Batch
+from engine.serving.scheduling.model_pool import ModelPool
+from engine.serving.scheduling.os_memory import release_free_memory
+from engine.serving.scheduling.work import Done, Failed, FirstToken, Job, Progress, Queued, QueueFull, Request, Started, Token, Work
+
+MODES = ("queue", "batch")
+JOB_MODULES = ("engine.labs.", "engine.core.capture", "engine.serving.scheduling.model_pool")  # what a Job may call
+
+
+class Scheduler:
+    def __init__(self, mode: str = "queue", *, max_queue: int = 64, max_new_tokens_cap: int = 4096,
+                 max_batch: int = 8, pool: ModelPool | None = None):
+        if mode not in MODES:
+            raise EngineError(f"unknown scheduling mode '{mode}'; use one of: {', '.join(MODES)}")
+        self.mode = mode
+        self.max_queue, self.max_new_tokens_cap, self.max_batch = max_queue, max_new_tokens_cap, max_batch
+        self.pool = pool or ModelPool()
+        self._waiting: deque[Work] = deque()
+        self._cond = threading.Condition()
+        self._running: list[Work] = []  # what the thread works on now (several in batch mode)
+        self._stop = False
+        self._untidy = False  # something ran since memory was last handed back (os_memory)
+        self._thread = threading.Thread(target=self._loop, name="two-bends-scheduler", daemon=True)
+        self._est = {"prefill_s_per_token": 0.002, "tpot_s": 0.05, "job_s": 10.0}  # refined by every finished run
+        self.finished = 0
+
+    # --- consumers' side (any thread) -----------------------------------------------------------------------
+    def start(self) -> Scheduler:
+        self._thread.start()
+        return self
+
+    def stop(self, timeout: float = 30.0) -> None:
+        """Fail what waits, cancel what runs (it ends at its next step), and wait for the thread to end.
+
+        Joining matters: a thread still inside torch when the interpreter exits aborts the process
+        ("terminate called without an active exception", exit code 134).
+        """
+        with self._cond:
+            self._stop = True
+            for work in self._waiting:
+                work.emit(Failed("the server is shutting down"))
+            self._waiting.clear()
+            for work in self._running:
+                work.cancelled.set()
+            self._cond.notify_all()
+        if self._thread.is_alive() and self._thread is not threading.current_thread():
+            self._thread.join(timeout)
+
+    def submit(self, work: Work) -> Work:
+        """Queue a request or job; raises EngineError for a request over the caps, QueueFull when full."""
+        if isinstance(work, Request):
+            if isinstance(work.max_new_tokens, int) and work.max_new_tokens > self.max_new_tokens_cap:
+                raise EngineError(f"this server allows at most {self.max_new_tokens_cap} new tokens per request "
+                                  f"(asked for {work.max_new_tokens})")
+            work.params.checked()
+        with self._cond:
+            if len(self._waiting) >= self.max_queue:
+                raise QueueFull(f"the queue is full ({self.max_queue} requests waiting); try again in a moment",
+                                retry_after=self._expected_wait(len(self._waiting)))
+            self._waiting.append(work)
+            self._announce()
+            self._cond.notify_all()
+        return work
+
+    def cancel(self, work: Work) -> None:
+        work.cancel()
+        with self._cond:
+            if work in self._waiting:
+                self._waiting.remove(work)
+                work.emit(Failed("cancelled", cancelled=True))
+                self._announce()
+            self._cond.notify_all()
+
+    @property
+    def n_waiting(self) -> int:
+        return len(self._waiting)
+
+    @property
+    def n_running(self) -> int:
+        return len(self._running)
+
+    # --- estimates ----------------------------------------------------------------------------------------
+    def _cost(self, work: Work) -> float:
+        if isinstance(work, Request):
+            return len(work.prompt_ids) * self._est["prefill_s_per_token"] + work.max_new_tokens * self._est["tpot_s"]
+        return self._est["job_s"]
+
+    def _expected_wait(self, position: int) -> float:
+        ahead = list(self._waiting)[:position]
+        running = sum(self._cost(w) for w in self._running) / 2  # on average half done
+        return running + sum(self._cost(w) for w in ahead)
+
+    def _announce(self) -> None:
+        """Tell every waiting item its position (caller holds the lock)."""
+        for i, work in enumerate(self._waiting):
+            work.emit(Queued(i + 1, self._expected_wait(i)))
+
+    def _learn(self, trace) -> None:
+        s = summarize(trace)
+        if trace.n_prompt and s.ttft_s > 0:
+            self._est["prefill_s_per_token"] = 0.7 * self._est["prefill_s_per_token"] + 0.3 * s.ttft_s / trace.n_prompt
+        if s.tpot_s == s.tpot_s:
+            self._est["tpot_s"] = 0.7 * self._est["tpot_s"] + 0.3 * s.tpot_s
+
+    # --- the scheduler's thread -----------------------------------------------------------------------------
+    def _take(self, batch: Batch | None) -> Work | None:
+        """Next work to start, or None. With a running batch only requests for the same model may join."""
+        with self._cond:
+            while not self._stop:
+                while self._waiting and self._waiting[0].cancelled.is_set():
+                    self._waiting.popleft().emit(Failed("cancelled", cancelled=True))
+                head = self._waiting[0] if self._waiting else None
+                if batch is not None and batch.size:
+                    joins = isinstance(head, Request) and head.model == self._batch_spec and batch.has_room()
+                    if not joins:
+                        return None  # let the batch step; exclusive work waits for it to drain
+                if head is not None:
+                    self._waiting.popleft()
+                    self._running.append(head)
+                    self._announce()
+                    return head
+                if batch is not None and batch.size:
+                    return None
+                if self._untidy:  # idle after work: hand what it freed back to the OS (~0.1 ms), once
+                    self._untidy = False
+                    release_free_memory()
+                self._cond.wait(timeout=0.5)
+            return None
+
+    def _loop(self) -> None:
+        batch: Batch | None = None
+        self._batch_spec = None
+        while not self._stop:
+            work = self._take(batch)
+            if work is None and (batch is None or not batch.size):
+                continue
+            self._untidy = True
+            try:
+                if work is not None and self.mode == "batch" and isinstance(work, Request):
+                    lm = self.pool.get(work.model)
+                    if batch is None or batch.lm is not lm:
+                        batch, self._batch_spec = Batch(lm, self.max_batch), work.model
+                    self._admit(batch, work)
+                elif work is not None:
+                    self._run_alone(work)
+                    self._done(work)
+                if batch is not None and batch.size:
+                    batch.cancel_marked()
+                    self._step(batch)
+            except Exception as exc:  # one request's failure never stops the server
+                if work is not None:
+                    work.emit(Failed(_message(exc)))
+                    self._done(work)
+
+    def _done(self, work: Work) -> None:
+        with self._cond:
+            if work in self._running:
+                self._running.remove(work)
+            self.finished += 1
+
+    def _admit(self, batch: Batch, req: Request) -> None:
+        try:
+            req.prompt_ids = encode_prompt(batch.lm, req.prompt_ids)  # the same checks as generate makes
+            req.max_new_tokens = check_lengths(batch.lm, len(req.prompt_ids), req.max_new_tokens)
+            req.params.checked(batch.lm.config.vocab_size)
+            batch.admit(req, time.perf_counter())
+        except Exception as exc:
+            req.emit(Failed(_message(exc)))
+        self._reap(batch)
+
+    def _step(self, batch: Batch) -> None:
+        try:
+            batch.step()
+        except Exception as exc:
+            batch.fail_all(f"the batched decode step failed: {_message(exc)}")
+        self._reap(batch)
+
+    def _reap(self, batch: Batch) -> None:
+        """Requests that left the batch are no longer running."""
+        inside = {id(s.request) for s in batch.seqs}
+        for work in [w for w in self._running if isinstance(w, Request) and id(w) not in inside]:
+            self._done(work)
+
+    def _run_alone(self, work: Work) -> None:
+        if isinstance(work, Request):
+            self._generate(work)
+        else:
+            self._job(work)
+
+    def _generate(self, req: Request) -> None:
+        """Queue mode: the request alone, through exactly the path `python -m engine generate` takes."""
+        lm = self.pool.get(req.model)
+        started = time.perf_counter()
+        req.emit(Started(started - req.arrival))
+        sent = [0]
+
+        def on_step(trace) -> bool:
+            for i in range(sent[0], trace.n_output):  # normally exactly one new token
+                piece = trace.output_tokens[i] if i < len(trace.output_tokens) else ""
+                if i == 0:
+                    req.emit(FirstToken(trace.prefill_seconds, trace.output_ids[0], piece))
+                else:
+                    req.emit(Token(trace.steps[i - 1], trace.output_ids[i], piece))
+            sent[0] = trace.n_output
+            return not req.cancelled.is_set()
+
+        def on_capture(trace) -> None:
+            req.emit(Progress("capturing attention for the pictures (not timed)", 1.0))
+
+        layers = None
+        if req.capture_attention:
+            n_out = check_lengths(lm, len(req.prompt_ids), req.max_new_tokens)
+            layers = layers_within_budget(lm.config, len(req.prompt_ids), n_out, preferred=req.capture_layer)
+        trace = generate(lm, req.prompt_ids, req.max_new_tokens, req.params, chat=req.chat, on_step=on_step,
+                         capture_attention=req.capture_attention, capture_layers=layers, on_capture=on_capture)
+        on_step(trace)  # the last token (generate does not call back after the final one)
+        trace.queue_seconds = started - req.arrival
+        trace.prompt_text = req.prompt_text or trace.prompt_text
+        trace.settings["scheduler"] = "queue"
+        if trace.stop_reason == "cancelled":
+            req.emit(Failed("cancelled", cancelled=True))
+            return
+        self._learn(trace)
+        req.emit(Done(trace))
+
+    def _job(self, job: Job) -> None:
+        started = time.perf_counter()
+        job.emit(Started(started - job.arrival))
+        module_name, _, name = job.function.partition(":")
+        if not module_name.startswith(JOB_MODULES):
+            raise EngineError(f"{job.function} is not a lab measurement this server runs")
+        function = getattr(importlib.import_module(module_name), name)
+
+        def report(*args) -> bool:
+            if job.cancelled.is_set():
+                return False
+            message, fraction = (args[0], args[1]) if len(args) >= 2 and isinstance(args[0], str) else ("", -1.0)
+            job.emit(Progress(message, float(fraction), None if len(args) >= 2 else args[0]))
+            return True
+
+        def loading(message: str, fraction: float) -> None:
+            job.emit(Progress(message, fraction))
+
+        lm = self.pool.get(job.model, progress=loading)
+        kwargs = dict(job.kwargs)
+        if job.callback:
+            kwargs[job.callback] = report
+        try:
+            result = function(lm, *job.args, **kwargs)
+        except Exception:
+            if not job.cancelled.is_set():
+                raise
+        if job.cancelled.is_set():  # the function noticed (its callback returned False) or finished anyway
+            job.emit(Failed("cancelled", cancelled=True))
+            return
+        self._est["job_s"] = 0.5 * self._est["job_s"] + 0.5 * (time.perf_counter() - started)
+        job.emit(Done(result))
+
+
+def _message(exc: Exception) -> str:
+    if isinstance(exc, EngineError):
+        return str(exc)
+    if isinstance(exc, MemoryError):
+        return "out of memory: try a shorter prompt or fewer output tokens"
+    where = traceback.extract_tb(exc.__traceback__)[-1]
+    return f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''} (at {where.name})"
+

@@ -1,0 +1,243 @@
+"""The engine worker: the scheduler and its models in their own process, for a server with a UI in front.
+
+Why a process: a decode step of a small model is hundreds of short Python-dispatched operators, and a
+web UI in the same process (serialising pages and figures) holds Python's GIL between them, which
+stretches every step the page then reports. In a separate process the worker's steps never wait
+for the UI's Python; the UI talks to it through one pipe. `LocalService` runs the same scheduler in
+a thread of the calling process instead (tests, the HTTP server, the CLI). Both expose
+submit / cancel / status and deliver each work item's events to its own queue.
+"""
+from __future__ import annotations
+
+import itertools
+import os
+import subprocess
+import sys
+import threading
+from dataclasses import dataclass
+from multiprocessing.connection import Client, Listener
+from pathlib import Path
+
+from engine.errors import EngineError
+from engine.loading.loader import set_threads
+from engine.serving.scheduling.scheduler import Scheduler
+from engine.serving.scheduling.work import FINAL, Failed, ModelSpec, Work
+
+
+@dataclass(frozen=True)
+class ServiceOptions:
+    mode: str = "queue"  # "queue" or "batch"
+    max_queue: int = 64  # waiting requests before new ones are refused
+    max_new_tokens_cap: int = 4096  # most new tokens one request may ask for
+    max_batch: int = 8  # sequences sharing a decode step in batch mode
+    threads: int = 0  # torch threads in the worker (0 = torch's default: every core)
+    preload: ModelSpec | None = None  # load this model at start, before the first request
+
+
+def _make_scheduler(options: ServiceOptions) -> Scheduler:
+    return Scheduler(options.mode, max_queue=options.max_queue, max_new_tokens_cap=options.max_new_tokens_cap,
+                     max_batch=options.max_batch)
+
+
+class LocalService:
+    """The scheduler in a thread of this process."""
+
+    def __init__(self, options: ServiceOptions = ServiceOptions()):
+        self.options = options
+        set_threads(options.threads)  # process-wide: in the worker process, or the whole process in thread mode
+        self.scheduler = _make_scheduler(options).start()
+        if options.preload is not None:
+            self.scheduler.pool.get(options.preload)
+
+    def submit(self, work: Work) -> Work:
+        return self.scheduler.submit(work)
+
+    def cancel(self, work: Work) -> None:
+        self.scheduler.cancel(work)
+
+    def status(self) -> dict:
+        return dict(mode=self.options.mode, waiting=self.scheduler.n_waiting, running=self.scheduler.n_running,
+                    finished=self.scheduler.finished, pid=os.getpid())
+
+    def close(self) -> None:
+        self.scheduler.stop()
+
+
+class _PipeSink:
+    """Stands in for a work item's event queue inside the worker: every event goes straight to the pipe."""
+
+    def __init__(self, conn, lock: threading.Lock, work_id: int, works: dict):
+        self.conn, self.lock, self.work_id, self.works = conn, lock, work_id, works
+
+    def put(self, event) -> None:
+        with self.lock:
+            self.conn.send(("event", self.work_id, event))
+        if isinstance(event, FINAL):
+            self.works.pop(self.work_id, None)  # finished: the worker forgets it
+
+
+def _child_main(conn, options: ServiceOptions) -> None:
+    """The worker process: one scheduler, fed through `conn`, reporting events back through it."""
+    lock = threading.Lock()
+    try:
+        service = LocalService(options)
+    except EngineError as exc:
+        conn.send(("fatal", 0, str(exc)))
+        return
+    conn.send(("ready", 0, os.getpid()))
+    works: dict[int, Work] = {}
+    while True:
+        try:
+            kind, call, payload = conn.recv()
+        except (EOFError, OSError):  # the UI process is gone: so is our purpose
+            service.close()
+            return
+        if kind == "submit":
+            work = payload
+            work.events = _PipeSink(conn, lock, work.id, works)
+            works[work.id] = work
+            try:
+                service.submit(work)
+                reply = None
+            except EngineError as exc:
+                works.pop(work.id, None)
+                reply = exc
+            with lock:
+                conn.send(("reply", call, reply))
+        elif kind == "cancel":
+            if payload in works:
+                service.cancel(works.pop(payload))
+        elif kind == "status":
+            with lock:
+                conn.send(("reply", call, service.status()))
+        elif kind == "stop":
+            service.close()
+            return
+
+
+class ProcessService:
+    """The scheduler in a child process (spawned, so it shares no threads or locks with this one)."""
+
+    def __init__(self, options: ServiceOptions = ServiceOptions(), start_timeout: float = 600.0):
+        self.options = options
+        self._start_timeout = start_timeout
+        self._lock = threading.Lock()  # one sender at a time
+        self._calls = itertools.count(1)
+        self._replies: dict[int, list] = {}
+        self._works: dict[int, Work] = {}  # submitted and not finished, by id (one dict per worker process)
+        self._proc = None
+        self._start()
+
+    def _start(self) -> None:
+        """Start `python -m engine.serving.scheduling.worker ADDRESS` and connect to it over a private local socket.
+
+        A plain subprocess, not multiprocessing's spawn: that would re-import the caller's main script
+        (Streamlit's, pytest's) in the child."""
+        key = os.urandom(32)
+        listener = Listener(family="AF_UNIX", authkey=key)
+        root = Path(__file__).resolve().parents[3]  # the project folder, so the child imports this engine
+        env = dict(os.environ, TWO_BENDS_WORKER_KEY=key.hex())
+        self._proc = subprocess.Popen([sys.executable, "-m", "engine.serving.scheduling.worker", listener.address], cwd=root, env=env)
+        accepted: list = []
+        thread = threading.Thread(target=lambda: accepted.append(listener.accept()), daemon=True)
+        thread.start()
+        thread.join(60)
+        listener.close()
+        if not accepted:
+            self._proc.kill()
+            raise EngineError("the engine worker process did not connect within 60 s")
+        self._conn = accepted[0]
+        self._conn.send(self.options)
+        if not self._conn.poll(self._start_timeout):
+            self._proc.kill()
+            raise EngineError(f"the engine worker did not get ready within {self._start_timeout:.0f} s")
+        kind, _, payload = self._conn.recv()
+        if kind == "fatal":
+            raise EngineError(payload)
+        self.pid = payload
+        self._works = {}
+        self._reader = threading.Thread(target=self._read, args=(self._conn, self._works), name="two-bends-engine-reader",
+                                        daemon=True)
+        self._reader.start()
+
+    def _read(self, conn, works: dict) -> None:
+        """Route every message from the worker: events to their work item, replies to their caller."""
+        while True:
+            try:
+                kind, key, payload = conn.recv()
+            except (EOFError, OSError):
+                break
+            if kind == "event":
+                work = works.get(key)
+                if work is not None:
+                    work.emit(payload)
+                    if isinstance(payload, FINAL):
+                        works.pop(key, None)
+            elif kind == "reply":
+                box = self._replies.get(key)
+                if box is not None:
+                    box.append(payload)
+                    box[0].set()
+        for work in list(works.values()):  # the worker died: nobody will answer these
+            work.emit(Failed("the engine worker stopped unexpectedly; press Run again to restart it"))
+        works.clear()
+        for box in self._replies.values():
+            box.append(EngineError("the engine worker stopped unexpectedly"))
+            box[0].set()
+
+    def alive(self) -> bool:
+        return self._proc is not None and self._proc.poll() is None
+
+    def _call(self, kind: str, payload, timeout: float = 30.0):
+        if not self.alive():
+            self._start()  # restart after a crash: the next request gets a fresh worker
+        call = next(self._calls)
+        box = [threading.Event()]
+        self._replies[call] = box
+        try:
+            with self._lock:
+                self._conn.send((kind, call, payload))
+            if not box[0].wait(timeout):
+                raise EngineError(f"the engine worker did not answer within {timeout:.0f} s")
+            return box[1]
+        finally:
+            self._replies.pop(call, None)
+
+    def submit(self, work: Work) -> Work:
+        self._works[work.id] = work
+        reply = self._call("submit", work)
+        if isinstance(reply, Exception):
+            self._works.pop(work.id, None)
+            raise reply
+        return work
+
+    def cancel(self, work: Work) -> None:
+        work.cancel()
+        if self.alive():
+            with self._lock:
+                self._conn.send(("cancel", 0, work.id))
+
+    def status(self) -> dict:
+        return self._call("status", None)
+
+    def close(self) -> None:
+        if self.alive():
+            with self._lock:
+                self._conn.send(("stop", 0, None))
+            try:
+                self._proc.wait(5)
+            except subprocess.TimeoutExpired:
+                self._proc.kill()
+
+
+def make_service(options: ServiceOptions, transport: str = "process"):
+    if transport == "thread":
+        return LocalService(options)
+    if transport == "process":
+        return ProcessService(options)
+    raise EngineError(f"unknown worker transport '{transport}'; use process or thread")
+
+
+if __name__ == "__main__":  # the worker process: python -m engine.serving.scheduling.worker ADDRESS
+    connection = Client(sys.argv[1], family="AF_UNIX", authkey=bytes.fromhex(os.environ.pop("TWO_BENDS_WORKER_KEY")))
+    _child_main(connection, connection.recv())

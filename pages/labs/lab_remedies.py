@@ -1,0 +1,118 @@
+"""Remedies lab: each remedy measured on this machine and labelled with the phase it helps (layout only)."""
+import streamlit as st
+
+from ui.controls import state, widgets
+from ui.engine_link import worker_link
+from ui.figures import fig_remedies as fr
+from ui.text import remedy_text as rt
+
+st.title("Remedies lab — a strategy for each segment")
+st.markdown(f"Each remedy is measured here, now, on this machine: the baseline and the remedy run the same request. {rt.LESSON}")
+
+results: dict = worker_link.store().labs.setdefault(state.REMEDY_RESULTS, {})
+lm = widgets.current_model()
+top = st.columns([1, 1, 3])
+n_tokens = int(top[0].number_input("Output tokens per request", 4, 128, 24, key=state.REMEDY_TOKENS))
+top[1].button("■ Cancel", key=state.REMEDY_CANCEL, help="Stops the measurement that is running; earlier results stay.")
+
+
+def measure(key: str, function: str, *args, **kwargs) -> None:
+    """A Measure button; on click, engine.labs.remedies.<function>(lm, *args, **kwargs) runs in the engine
+    worker with a progress bar (Cancel stops it there), and the result is kept in the session."""
+    start = st.button("▶ Measure", key=state.REMEDY_MEASURE + key, type="primary", disabled=lm is None)
+    result = worker_link.lab_run(state.REMEDY_JOB + key, start, "engine.labs.remedies:" + function, args, kwargs,
+                             cancel_key=state.REMEDY_CANCEL, label=f"Measuring on {lm.name if lm else ''}…")
+    if result is not None:
+        results[key] = result
+
+
+def header(key: str) -> None:
+    st.markdown(f"{rt.badge(key)} &nbsp; {rt.HELPS[key][1]}")
+
+
+tabs = st.tabs([rt.TITLES[k] for k in ("kv_cache", "speculative", "prefix", "dtype", "int8", "kernels", "overhead", "matrix")])
+
+with tabs[0]:
+    header("kv_cache")
+    measure("kv_cache", "measure_kv_cache", rt.OPEN_PROMPT, n_tokens)
+    if r := results.get("kv_cache"):
+        st.plotly_chart(fr.kv_cache_figure(r), width="stretch", theme=None)
+        st.markdown(rt.kv_cache_summary(r))
+
+with tabs[1]:
+    header("speculative")
+    c = st.columns([2, 2, 1])
+    copy_prompt = c[0].text_area("Prompt whose answer copies from it", rt.COPY_PROMPT, height=150, key=state.REMEDY_COPY_PROMPT)
+    open_prompt = c[1].text_area("Open-ended prompt", rt.OPEN_PROMPT, height=150, key=state.REMEDY_OPEN_PROMPT)
+    k = int(c[2].number_input("Draft tokens k", 1, 10, 4, key=state.REMEDY_DRAFT_K))
+    st.caption("Drafts: the k tokens that followed the latest earlier match of the last 3 (then 2, then 1) tokens (Saxena 2023). "
+               "All drafts are checked in one forward pass; the longest prefix equal to greedy is kept (Leviathan et al. 2023).")
+    prompts = {"copy / summarise": copy_prompt, "open-ended": open_prompt}
+    measure("speculative", "measure_speculative", prompts, n_tokens, k)
+    if r := results.get("speculative"):
+        st.plotly_chart(fr.speculative_figure(r), width="stretch", theme=None)
+        st.markdown(rt.speculative_summary(r))
+
+with tabs[2]:
+    header("prefix")
+    c = st.columns(2)
+    turn1 = c[0].text_input("Turn 1 (user)", rt.TURN1, key=state.REMEDY_TURN1)
+    turn2 = c[1].text_input("Turn 2 (user)", rt.TURN2, key=state.REMEDY_TURN2)
+    measure("prefix", "measure_prefix_cache", turn1, turn2, answer_tokens=n_tokens)
+    if r := results.get("prefix"):
+        st.plotly_chart(fr.phase_pair_figure([r.full, r.reused], "Turn 2: from scratch vs reusing turn 1's cache (measured)"),
+                        width="stretch", theme=None)
+        st.markdown(rt.prefix_summary(r))
+
+with tabs[3]:
+    header("dtype")
+    st.markdown(rt.DTYPE_NOTE)
+    measure("dtype", "measure_dtypes", ("float32", "bfloat16"), rt.OPEN_PROMPT, n_tokens)
+    if r := results.get("dtype"):
+        st.plotly_chart(fr.phase_pair_figure(r, "float32 vs bfloat16 on this device (measured)"), width="stretch", theme=None)
+        st.markdown(rt.phase_rows_summary(r))
+
+with tabs[4]:
+    header("int8")
+    measure("int8", "measure_int8", rt.OPEN_PROMPT, n_tokens)
+    if r := results.get("int8"):
+        st.plotly_chart(fr.phase_pair_figure(r.rows, "Weights in float vs int8 (measured)"), width="stretch", theme=None)
+        st.markdown(rt.phase_rows_summary(r.rows))
+        st.markdown(rt.int8_summary(r))
+    st.caption(rt.LLAMA_CPP_CITATION)
+
+with tabs[5]:
+    header("kernels")
+    measure("kernels", "measure_kernels", rt.OPEN_PROMPT, n_tokens)
+    if r := results.get("kernels"):
+        st.plotly_chart(fr.phase_pair_figure(r.rows, "The same weights: nn.Linear vs the fast kernels (measured)"),
+                        width="stretch", theme=None)
+        st.markdown(rt.kernels_summary(r))
+
+with tabs[6]:
+    header("overhead")
+    measure("overhead", "measure_overhead")
+    if r := results.get("overhead"):
+        st.plotly_chart(fr.overhead_figure(r), width="stretch", theme=None)
+        st.markdown(rt.overhead_summary(r))
+    if lm is None or not lm.device.startswith("cuda"):
+        st.info(rt.CUDA_NOTE)
+    else:
+        st.markdown("**CUDA graphs** (measured): the same request, decode steps launched one kernel at a time vs "
+                    "replayed from one captured graph.")
+        measure("cuda_graphs", "measure_cuda_graphs", rt.OPEN_PROMPT, n_tokens)
+        if r := results.get("cuda_graphs"):
+            st.plotly_chart(fr.phase_pair_figure([r.eager, r.graphed], "Eager vs CUDA-graph decode (measured)"),
+                            width="stretch", theme=None)
+            st.caption(f"Same tokens: {r.same_tokens}")
+
+with tabs[7]:
+    st.markdown("Rows: the remedies measured so far in this session; columns: their measured effect on each phase. "
+                "A remedy meant for one segment shows grey on the other: budget spent there buys nothing.")
+    st.plotly_chart(fr.indicator_matrix_figure(results), width="stretch", theme=None)
+    table = fr.effects_table(results)
+    if not table.empty:
+        st.dataframe(table.style.format({"TTFT speed-up": "×{:.2f}", "TPOT speed-up": "×{:.2f}"}), hide_index=True)
+    st.caption("Each cell comes from the last measurement of that remedy on this machine. On a small or busy machine "
+               "timings move by 10-25 % between runs, so treat smaller differences as noise and measure again.")
+    st.markdown(f"**{rt.LESSON}**")

@@ -1,0 +1,87 @@
+"""Sweep lab: TTFT against prompt length and decode cost against output length, measured live (layout only)."""
+import streamlit as st
+
+from engine.labs import sweeps
+from engine.perfmodel.fit import fit_ttft
+from ui.controls import state, widgets
+from ui.engine_link import worker_link
+from ui.figures import fig_sweeps
+from ui.text import lab_text
+
+PROMPT_CHOICES = [16, 32, 64, 128, 256, 512, 1024, 2048]
+OUTPUT_CHOICES = [4, 8, 16, 32, 64, 128, 256]
+KINDS = {"prompt": "Prompt-length sweep (TTFT)", "output": "Output-length sweep (decode)"}
+
+st.title("Sweep lab — widen the valley, lengthen the bridge")
+st.markdown(lab_text.SWEEP_INTRO)
+
+store = worker_link.store()
+results: dict = store.labs.setdefault(state.SWEEP_RESULTS, {})  # {"prompt": SweepResult, "output": SweepResult}
+
+kind = st.radio("Sweep", list(KINDS), format_func=KINDS.get, horizontal=True, key=state.SWEEP_KIND)
+cols = st.columns([3, 1])
+if kind == "prompt":
+    lengths = cols[0].multiselect("Prompt lengths (tokens)", PROMPT_CHOICES, default=[16, 32, 64, 128, 256, 512],
+                                  key=state.SWEEP_PROMPT_LENGTHS)
+    fixed = cols[1].number_input("Output tokens per run", 2, 64, 8, key=state.SWEEP_FIXED_OUTPUT)
+else:
+    lengths = cols[0].multiselect("Output lengths (tokens)", OUTPUT_CHOICES, default=[8, 16, 32, 64],
+                                  key=state.SWEEP_OUTPUT_LENGTHS)
+    fixed = cols[1].number_input("Prompt tokens per run", 4, 1024, 32, key=state.SWEEP_FIXED_PROMPT)
+lengths = sorted(lengths)
+
+buttons = st.columns([1, 1, 4])
+run = buttons[0].button("▶ Run sweep", type="primary", key=state.SWEEP_RUN, disabled=not lengths)
+buttons[1].button("■ Cancel", key=state.SWEEP_CANCEL, help=lab_text.CANCEL_HELP)
+
+lm = widgets.current_model()
+running_kind = store.labs.get(state.SWEEP_RUNNING)
+if st.session_state.get(state.SWEEP_CANCEL) and running_kind in results:
+    results[running_kind].cancelled = True  # the points measured so far stay
+start = False
+if run and lm is not None:
+    pairs = [(t, int(fixed)) for t in lengths] if kind == "prompt" else [(int(fixed), n) for n in lengths]
+    allowed, refused = sweeps.split_allowed(lm, [p for p, _ in pairs], [n for _, n in pairs])
+    for message in refused:
+        st.warning(f"Skipped: {message}")
+    if allowed:
+        start, running_kind = True, kind
+        store.labs[state.SWEEP_RUNNING] = kind
+        results.pop(kind, None)
+        args = ([t for t, _ in allowed], int(fixed)) if kind == "prompt" else ([n for _, n in allowed], int(fixed))
+
+
+def keep(partial: sweeps.SweepResult):
+    """Each measured point arrives as a snapshot, kept at once: a Cancel keeps what was measured."""
+    results[running_kind] = partial
+    last = partial.points[-1]
+    return (f"{partial.done}/{len(partial.planned)}: {last.prompt_tokens} in, {last.output_tokens} out, "
+            f"TTFT {last.ttft_s * 1e3:.0f} ms", partial.done / len(partial.planned))
+
+
+function = "engine.labs.sweeps:" + ("sweep_prompt_lengths" if running_kind == "prompt" else "sweep_output_lengths")
+final = worker_link.lab_run(state.SWEEP_JOB, start, function, args if start else (), callback="on_point",
+                        cancel_key=state.SWEEP_CANCEL, on_payload=keep, label=f"Measuring on {lm.name if lm else ''}…")
+if final is not None:
+    results[running_kind] = final
+
+result = results.get(kind)
+st.caption(fig_sweeps.sweep_status(result))
+if result is not None and result.points:
+    points = result.points
+    if kind == "prompt":
+        fit = fit_ttft([p.prompt_tokens for p in points], [p.ttft_s for p in points])
+        st.plotly_chart(fig_sweeps.ttft_figure(points, fit), width="stretch", theme=None)
+        st.markdown(fig_sweeps.fit_text(fit))
+        st.plotly_chart(fig_sweeps.decode_latency_figure(points), width="stretch", theme=None)
+    else:
+        st.plotly_chart(fig_sweeps.phase_split_figure(points, "output_tokens"), width="stretch", theme=None)
+        st.plotly_chart(fig_sweeps.decode_latency_figure(points), width="stretch", theme=None)
+    st.markdown(lab_text.DECODE_FLAT)
+    if kind == "prompt":
+        st.plotly_chart(fig_sweeps.phase_split_figure(points, "prompt_tokens"), width="stretch", theme=None)
+    st.dataframe(fig_sweeps.sweep_table(points), hide_index=True, width="stretch")
+    st.download_button("Download CSV", fig_sweeps.sweep_csv(points), file_name=f"two_bends_{kind}_sweep.csv",
+                       mime="text/csv", key=state.SWEEP_CSV)
+elif lm is not None:
+    st.info("Pick the lengths and press **Run sweep**. The defaults take well under 30 s with SmolLM2 on 2 CPU cores.")

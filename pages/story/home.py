@@ -1,0 +1,91 @@
+"""Home — two bends: the post-road story mapped onto prefill and decode, and this request's diagnosis."""
+from pathlib import Path
+
+import streamlit as st
+
+import engine
+import engine.core.metrics
+from ui.controls import demo_panel, presenter
+from ui.engine_link import server_measurement, worker_link
+from ui.figures import fig_timing
+from ui.text import diagnosis
+
+ASSETS = Path(__file__).resolve().parents[2] / "assets"
+
+
+def show_request(trace) -> None:
+    """The measured ledger of the last run: metrics, phase split, diagnosis, prompt and output."""
+    summary = engine.summarize(trace)
+    kernels = f", {trace.env['kernels']} kernels" if trace.source != "server" and trace.env.get("kernels") else ""
+    st.subheader(f"This request — {trace.model} on {trace.device}, {trace.dtype}{kernels} (measured)")
+    cols = st.columns(5)
+    cols[0].metric("TTFT (prefill)", f"{summary.ttft_s * 1000:,.1f} ms", help="request start to the first generated token")
+    cols[1].metric("TPOT (decode)", f"{summary.tpot_s * 1000:,.1f} ms" if summary.output_tokens > 1 else "n/a",
+                   help="(end-to-end − TTFT) / (output tokens − 1)")
+    cols[2].metric("Total time", f"{summary.total_s:,.2f} s", help="TTFT + every decode step; warm-up and capture excluded")
+    cols[3].metric("Tokens in", f"{summary.prompt_tokens:,}")
+    cols[4].metric("Tokens out", f"{summary.output_tokens:,}", help=f"stopped by: {trace.stop_reason}")
+    presenter.chart(fig_timing.phase_split_figure(summary), key="home_split", name="phase_split")
+
+    if trace.source == "server":
+        st.caption(server_measurement.outside_caption(trace))
+    elif summary.queue_s >= 0.05:
+        st.caption(f"Before it started, this request waited {summary.queue_s:,.2f} s for the shared engine "
+                   "(other requests ran first). That queue time is not part of TTFT or any number above.")
+    left, right = st.columns([3, 2], gap="large")
+    with left:
+        st.markdown(diagnosis.diagnose(summary).to_markdown())
+        sharing = engine.core.metrics.bridge_sharing(trace)
+        if sharing is not None and sharing.shared_steps:
+            st.markdown(diagnosis.sharing_markdown(sharing))
+    with right:
+        st.markdown("**The generated text**")
+        st.text(trace.text or "(only special tokens were generated)")
+        with st.expander(f"The prompt sent ({trace.n_prompt} tokens, as the model saw it)"):
+            st.text(trace.prompt_text or "(built by the measuring client as token ids; the text is the server's to decode)")
+
+
+st.title("Two bends on the old post road")
+presenting = presenter.active()
+demo_panel.recorded_banner()
+if not presenting:
+    st.markdown(
+        "An old post road reaches its destination through two bends. At the first, the road opens into a "
+        "**wide valley** and the whole convoy gallops through side by side. At the second, it narrows to a "
+        "**single-plank bridge** over a gorge, and riders cross one at a time. A language model answering a "
+        "request travels the same road: first it reads your whole prompt, then it writes its answer one token "
+        "after another."
+    )
+
+trace = worker_link.store().last_trace
+if trace is None:
+    st.info("**Press Run in the sidebar** to send the prompt through the model. The measured time of each "
+            "segment, and a diagnosis of this request, will appear here.", icon=":material/arrow_back:")
+else:
+    show_request(trace)
+st.divider()
+
+valley, bridge = st.columns(2, gap="large")
+with valley:
+    st.image(str(ASSETS / "valley.svg"), width="stretch")
+    st.markdown(
+        "**Prefill — the valley.** Every prompt token goes through the model in *one* forward pass, "
+        "in parallel. Throughput comes first; the limit is **compute** (FLOP/s), since every weight "
+        "read from memory is reused for all tokens. Its cost is the wait for the first word: "
+        "**TTFT** (time to first token)."
+    )
+with bridge:
+    st.image(str(ASSETS / "bridge.svg"), width="stretch")
+    st.markdown(
+        "**Decode — the bridge.** Each new token needs the previous one, so tokens cross *one at a time*. "
+        "Latency comes first; the limit is **memory traffic**: every step reads all the weights and the whole "
+        "KV cache to do very little arithmetic. Its cost is the **time per output token** (TPOT), paid again "
+        "for every word."
+    )
+
+st.markdown(
+    "**Old Qin's ledger.** The dispatcher at the relay station never timed a journey as one number. He kept "
+    "two columns, one for the valley and one for the bridge, because each segment is slowed by something "
+    "different and cured by something different: fresh horses speed up the valley, but *the bridge doesn't "
+    "recognise horsepower*. This dashboard keeps the same two columns for every request you run."
+)

@@ -1,0 +1,107 @@
+"""Timing — the dispatcher's ledger: each token's latency, cumulative time, vLLM's metrics, runs compared."""
+import streamlit as st
+
+import engine
+import engine.core.metrics
+from ui.controls import demo_panel, presenter, state
+from ui.demo import report
+from ui.engine_link import server_measurement, worker_link
+from ui.figures import fig_timing
+from ui.text import diagnosis, runs
+
+PAGE_VS_CLI = (
+    "**How far the page's own work moves these numbers** (measured with `scripts/ui_vs_cli.py` on the 2-core VM "
+    "this project is built on, 2026-11-30: the default request, 64 → 32 tokens, page and `python -m engine generate` "
+    "taking turns, 4-6 rounds, medians; runs repeated later the same day moved by up to ~0.2x). The engine worker "
+    "alone, sent the same request without Streamlit or a browser: TTFT **1.05-1.30x**, TPOT **1.03-1.23x** the "
+    "CLI's over three runs — the model runs in its own process, so the dashboard's Python is not in the timed "
+    "path, and this spread is the size of this VM's noise. With a browser drawing the page on the **same** two "
+    "cores, the page showed TTFT **1.72-1.79x** and TPOT **1.28-1.44x** the CLI's (live chart on, two runs; "
+    "1.37x and 1.31x with it off): per run, headless Chromium used ~2 s of CPU and Streamlit ~0.5 s, next to the model's ~5 s, on cores "
+    "the model's two threads needed. Leaving the page a core (the dashboard started with `--model-threads 1`), "
+    "the page showed TTFT **1.19x** and TPOT **1.03x** those of `python -m engine generate --threads 1` (chart "
+    "off: 1.08x, 1.04x), for a slower model (TPOT ~100 ms instead of ~75 ms). When students' browsers run on "
+    "their own laptops, only Streamlit's share stays on the server. For the cleanest numbers on a small machine: "
+    "`python -m engine generate`, which prints the same metrics."
+)
+
+st.title("The dispatcher's ledger")
+demo_panel.recorded_banner()
+if not presenter.active():
+    st.markdown(
+        "Old Qin times each segment of the road on its own. Here every token is a line in the ledger: the first one "
+        "after the whole prompt has crossed the valley (**TTFT**), every later one after a single crossing of the "
+        "bridge (**ITL**). While a run is in progress, the live chart above shows the steps as they happen."
+    )
+with st.expander("Definitions (the same as vLLM's benchmarks)", expanded=False):
+    for name, definition in runs.DEFINITIONS.items():
+        st.markdown(f"- **{name}** — {definition}")
+    st.markdown("Warm-up (one small run before timing) and the attention capture (a replay after timing, for the "
+                "Prefill and Decode pages) are measured but **excluded** from every number here.")
+    st.markdown(PAGE_VS_CLI)
+
+trace = worker_link.store().last_trace
+if trace is None:
+    st.info("**Press Run in the sidebar**: the ledger fills in as the model generates.", icon=":material/arrow_back:")
+    st.stop()
+
+summary = engine.summarize(trace)
+st.subheader(f"Last run: {trace.n_prompt} prompt tokens → {trace.n_output} output tokens (measured)")
+if trace.source == "server":
+    st.caption(f"{trace.model} · {server_measurement.outside_caption(trace)}")
+else:
+    st.caption(f"{trace.model} · {trace.device} ({trace.env.get('device_name', '?')}) · {trace.dtype} · "
+               f"kernels: {trace.env.get('kernels', 'plain')} · "
+               f"{trace.env.get('threads', '?')} threads · torch {trace.env.get('torch', '?')} · "
+               f"warm-up {trace.warmup_seconds:.3f} s and attention capture {trace.capture_seconds:.3f} s excluded · "
+               f"stopped by: {trace.stop_reason}")
+
+itl_col, cum_col = st.columns(2, gap="large")
+with itl_col:
+    presenter.chart(fig_timing.itl_figure(trace.prefill_seconds, [s.seconds for s in trace.steps],
+                                          stall_s=[s.stall_seconds for s in trace.steps],
+                                          riders=[s.riders for s in trace.steps]), key="timing_itl", name="itl")
+with cum_col:
+    presenter.chart(fig_timing.cumulative_figure(trace), key="timing_cumulative", name="cumulative_time")
+
+sharing = engine.core.metrics.bridge_sharing(trace)
+if sharing is not None and sharing.shared_steps:
+    st.markdown(diagnosis.sharing_markdown(sharing))
+
+table_col, steps_col = st.columns([3, 2], gap="large")
+with table_col:
+    st.markdown("**Metrics of the last run**")
+    st.dataframe(runs.metrics_table(summary, server=trace.source == "server"), hide_index=True, width="stretch",
+                 column_config={"value": st.column_config.NumberColumn(format="%.2f", width="small"),
+                                "unit": st.column_config.TextColumn(width="small"),
+                                "definition": st.column_config.TextColumn(width="large")})
+with steps_col:
+    st.markdown("**Token by token**")
+    steps = runs.steps_table(trace)
+    st.dataframe(steps, hide_index=True, width="stretch", height=320,
+                 column_config={"latency (ms)": st.column_config.NumberColumn(format="%.2f")})
+    st.download_button("Download this run's steps (CSV)", runs.to_csv(steps), file_name="two_bends_steps.csv",
+                       mime="text/csv", key=state.TIMING_STEPS_CSV)
+    demo_panel.trace_download(trace, state.TIMING_TRACE_JSON, "Download this run (Trace JSON)")
+    st.download_button("Download the run report (HTML)", data=lambda: report.run_report(trace),
+                       file_name=demo_panel.file_name(trace).replace(".json", "-report.html"), mime="text/html",
+                       key=state.TIMING_REPORT, on_click="ignore", icon=":material/description:",
+                       help="One self-contained page: key figures, phase split, ITL chart, diagnosis; opens offline.")
+    st.caption("Every chart saves itself as a PNG: the camera icon above its top-right corner.")
+
+st.divider()
+history = worker_link.store().history
+st.subheader(f"Every run of this session ({len(history)})")
+st.markdown("Change the prompt length or the output length in the sidebar and press Run again: long prompts grow "
+            "the orange (valley) part, long answers grow the blue (bridge) part.")
+table = runs.runs_table(history)
+presenter.chart(fig_timing.runs_figure(table), key="timing_runs", name="runs_compared")
+st.dataframe(table, hide_index=True, width="stretch",
+             column_config={c: st.column_config.NumberColumn(format="%.1f") for c in table.columns if "(ms)" in c or "/s" in c}
+             | {"prefill share": st.column_config.NumberColumn(format="percent")})
+left, right = st.columns(2)
+left.download_button("Download all runs (CSV)", runs.to_csv(table), file_name="two_bends_runs.csv", mime="text/csv",
+                     key=state.TIMING_RUNS_CSV)
+if right.button("Clear the run history", key=state.TIMING_CLEAR):
+    worker_link.store().history = history[-1:]
+    st.rerun()

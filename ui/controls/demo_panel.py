@@ -1,0 +1,164 @@
+"""The demo kit's Streamlit pieces: save and open recorded runs, replay-only mode, the shareable link.
+
+Like ui/controls/widgets.py, a module that imports streamlit. A recorded run (engine.core.trace_file checks it) is
+kept in the session's RunStore exactly like a fresh run, so every page draws it; nothing here asks the
+engine worker for anything, and in replay-only mode (TWO_BENDS_REPLAY=1) the worker is never started.
+The link: `restore` applies the URL's settings once per session (before the sidebar's widgets exist),
+`publish` writes the current ones back after every run (ui/demo/links.py checks and builds them).
+"""
+from __future__ import annotations
+
+import re
+
+import streamlit as st
+
+from engine.core.trace_file import MAX_FILE_BYTES, TraceFileError, read_trace, trace_bytes
+from ui.controls import state
+from ui.demo import links, recorded
+from ui.engine_link import worker_link
+from ui.text import phase_numbers, prompts
+
+
+def _message(kind: str, text: str) -> None:
+    st.session_state[state.TRACE_MESSAGE] = (kind, text)
+
+
+def _show(trace, label: str, shipped: str | None = None) -> None:
+    worker_link.store().keep(trace, recorded=label)
+    st.session_state[state.TRACE_SHOWN] = shipped
+    _message("success", f"Showing the recorded run: {label}")
+
+
+def open_shipped(name: str) -> bool:
+    try:
+        trace = recorded.load_shipped(name)
+    except TraceFileError as exc:
+        _message("error", f"Cannot open this recorded run: {exc}")
+        return False
+    _show(trace, recorded.label(trace, name), shipped=name)
+    return True
+
+
+def _open_chosen() -> None:
+    name = st.session_state.get(state.TRACE_SHIPPED)
+    if name:
+        open_shipped(name)
+
+
+def _open_upload() -> None:
+    """The uploader's callback: check the file; a bad one changes nothing but the message."""
+    upload = st.session_state.get(state.TRACE_UPLOAD)
+    if upload is None:
+        return
+    name = re.sub(r"[^\w. -]", "?", upload.name)[:80] or "the file"
+    try:
+        trace = read_trace(upload.getvalue(), name)
+    except TraceFileError as exc:
+        _message("error", f"Cannot open this file: {exc}")
+        return
+    trace.settings.pop("model_spec", None)  # a recording never asks a model for anything
+    _show(trace, recorded.label(trace, name))
+
+
+def file_name(trace) -> str:
+    model = re.sub(r"[^A-Za-z0-9]+", "-", trace.model).strip("-").lower()[:40] or "model"
+    return f"two-bends-{model}-{trace.n_prompt}in-{trace.n_output}out.json"
+
+
+def trace_download(trace, key: str, label: str = "Save this run (Trace JSON)") -> None:
+    """A download of `trace` as a recorded-run file (built only when clicked); any page may offer one."""
+    st.download_button(label, data=lambda: trace_bytes(trace), file_name=file_name(trace), mime="application/json",
+                       key=key, on_click="ignore", icon=":material/download:",
+                       help="Open it later with 'Open a recorded run', here or on any machine, with no model loaded; "
+                            "`python -m engine show FILE` prints its summary.")
+
+
+def _open_controls() -> None:
+    shipped = recorded.shipped()
+    if shipped:
+        labels = {s.name: s.name.replace("-", " ") for s in shipped}
+        st.selectbox("Recorded runs shipped with the dashboard", list(labels), format_func=labels.get,
+                     key=state.TRACE_SHIPPED)
+        st.button("Open this recorded run", key=state.TRACE_OPEN, on_click=_open_chosen, width="stretch")
+    st.file_uploader("Open a recorded run (Trace JSON)", type=["json"], key=state.TRACE_UPLOAD, on_change=_open_upload,
+                     max_upload_size=MAX_FILE_BYTES // 2**20,
+                     help="A file saved with 'Save this run'. It is checked before use; nothing runs on the model.")
+    message = st.session_state.get(state.TRACE_MESSAGE)
+    if message:
+        kind, text = message
+        (st.error if kind == "error" else st.success)(phase_numbers.escape_markdown(text))
+
+
+def sidebar_section() -> None:
+    """Below the Run button: presenter mode, then saving and opening recorded runs."""
+    st.toggle("Presenter mode (big type · keys ← → space)", key=state.PRESENTER,
+              help="For a projector: no sidebar, large numbers and charts. On Decode and Prefill, → is the next "
+                   "token, ← the previous one, space starts or stops autoplay.")
+    with st.expander("Recorded runs: save or open"):
+        trace = worker_link.store().last_trace
+        if trace is not None:
+            trace_download(trace, state.TRACE_DOWNLOAD)
+        _open_controls()
+
+
+def replay_sidebar() -> None:
+    """The whole sidebar in replay-only mode: recorded runs and presenter mode, no model, no Run button."""
+    store = worker_link.store()
+    if store.last_trace is None and recorded.shipped():
+        open_shipped(recorded.shipped()[0].name)  # something to show at once
+    with st.sidebar:
+        st.markdown("**Replay mode**: recorded runs only. No model is loaded on this machine; every page shows "
+                    "the recorded run's own measurements.")
+        _open_controls()
+        st.toggle("Presenter mode (big type · keys ← → space)", key=state.PRESENTER)
+        if store.last_trace is not None:
+            trace_download(store.last_trace, state.TRACE_DOWNLOAD)
+
+
+def recorded_banner() -> None:
+    """On the story pages: say that the run shown is a recording, and which."""
+    label = worker_link.store().recorded
+    if label and worker_link.store().last_trace is not None:
+        st.caption(f"Recorded run: {phase_numbers.escape_markdown(label)}")
+
+
+# ----------------------------------------------------------------------------------------------
+# The shareable link
+# ----------------------------------------------------------------------------------------------
+def _path(page) -> str:
+    return page.url_path or links.HOME
+
+
+def restore(current, pages: list) -> None:
+    """On a session's first run: the URL's settings into session state, its recorded run opened, its page shown."""
+    ss = st.session_state
+    if ss.get(state.LINK_RESTORED):
+        return
+    ss[state.LINK_RESTORED] = True
+    by_path = {_path(p): p for p in pages}
+    query = st.query_params.to_dict()
+    link = links.parse(query, set(by_path), recorded.shipped_names())
+    ss.update(link.values)
+    if state.EXAMPLE in link.values:
+        ss[state.PROMPT] = prompts.example(link.values[state.EXAMPLE]).text
+    if link.trace:
+        open_shipped(link.trace)
+    if link.notices:
+        ss[state.LINK_NOTICE] = link.notice()
+    if link.page and link.page != _path(current):
+        st.switch_page(by_path[link.page], query_params=query)
+
+
+def publish(page) -> None:
+    """The current settings into the URL (only what differs from the defaults), and any notice about the link."""
+    ss = st.session_state
+    notice = ss.pop(state.LINK_NOTICE, None)
+    if notice:
+        st.warning(notice, icon=":material/link_off:")
+    values = {p.key: ss[p.key] for p in links.PARAMS.values() if p.key in ss}
+    shown = ss.get(state.TRACE_SHOWN)
+    if shown and not (worker_link.store().recorded and shown in recorded.shipped_names()):
+        shown = None
+    query = links.build(values, _path(page), shown)
+    if query != st.query_params.to_dict():
+        st.query_params.from_dict(query)

@@ -1,0 +1,136 @@
+"""Every st.session_state key in one place, so pages never invent their own spellings."""
+
+# the shared sidebar's widgets
+MODEL = "sb_model"
+DEVICE = "sb_device"
+DTYPE = "sb_dtype"
+KERNELS = "sb_kernels"
+EXAMPLE = "sb_example"
+PROMPT = "sb_prompt"
+PROMPT_TOKENS = "sb_prompt_tokens"
+MAX_NEW_TOKENS = "sb_max_new_tokens"
+TEMPERATURE = "sb_temperature"
+TOP_K = "sb_top_k"
+TOP_P = "sb_top_p"
+SEED = "sb_seed"
+CHAT = "sb_chat"
+LIVE_CHART = "sb_live_chart"
+RUN = "sb_run"
+
+RUN_CANCEL = "sb_run_cancel"  # the run panel's Cancel button
+
+# results kept across pages: a ui.engine_link.run_store.RunStore (last run, history, lab results, work in flight),
+# cleared by ui/engine_link/worker_link.py's janitor as soon as the session's tab is closed
+STORE = "run_store"
+
+# sidebar + run panel + home/timing pages (ui/controls/widgets.py, pages/story/home.py, pages/story/timing.py)
+FIT_PROMPT = "sb_fit_prompt"  # True: send exactly PROMPT_TOKENS tokens (trim or repeat the text)
+TIMING_RUNS_CSV = "timing_runs_csv"
+TIMING_STEPS_CSV = "timing_steps_csv"
+TIMING_CLEAR = "timing_clear_history"
+
+# labs: sweeps, batch, roofline, budget (pages/labs/lab_sweeps.py, lab_batch.py, lab_roofline.py, lab_budget.py)
+SWEEP_KIND = "lab_sweep_kind"  # "prompt" or "output"
+SWEEP_PROMPT_LENGTHS = "lab_sweep_prompt_lengths"
+SWEEP_OUTPUT_LENGTHS = "lab_sweep_output_lengths"
+SWEEP_FIXED_OUTPUT = "lab_sweep_fixed_output"  # output tokens per point of the prompt sweep
+SWEEP_FIXED_PROMPT = "lab_sweep_fixed_prompt"  # prompt tokens per point of the output sweep
+SWEEP_RUN = "lab_sweep_run"
+SWEEP_CANCEL = "lab_sweep_cancel"
+SWEEP_RESULTS = "lab_sweep_results"  # {"prompt": SweepResult, "output": SweepResult}, partial results kept
+SWEEP_RUNNING = "lab_sweep_running"  # the kind the latest sweep job measures (results land there)
+SWEEP_JOB = "lab_sweep_job"  # the sweep job in the worker (RunStore.jobs key)
+SWEEP_CSV = "lab_sweep_csv"
+BATCH_SIZES = "lab_batch_sizes"
+BATCH_PROMPT = "lab_batch_prompt_tokens"
+BATCH_OUTPUT = "lab_batch_output_tokens"
+BATCH_RUN = "lab_batch_run"
+BATCH_CANCEL = "lab_batch_cancel"
+BATCH_RESULT = "lab_batch_result"  # SweepResult of kind "batch"
+BATCH_JOB = "lab_batch_job"  # the batch sweep job in the worker (RunStore.jobs key)
+BATCH_CSV = "lab_batch_csv"
+PEAKS = "lab_measured_peaks"  # engine.labs.hardware.MeasuredPeaks, measured once per session and device
+PEAKS_MEASURE = "lab_peaks_measure"
+PEAKS_JOB = "lab_peaks_job"
+ROOF_MODEL = "lab_roof_model"
+ROOF_WORKLOAD = "lab_roof_workload"
+ROOF_BYTES_PER_WEIGHT = "lab_roof_bytes_per_weight"
+ROOF_MFU = "lab_roof_mfu"
+ROOF_BW_EFF = "lab_roof_bw_eff"
+ROOF_TRACE = "lab_roof_trace"  # a small measurement of our own when no dashboard run exists
+ROOF_JOB = "lab_roof_job"
+ROOF_MEASURE_RUN = "lab_roof_measure_run"
+ROOF_HARDWARE = "lab_roof_hardware"
+ROOF_BATCH = "lab_roof_batch"
+BUDGET_SOURCE = "lab_budget_source"
+BUDGET_SHARE = "lab_budget_share"
+BUDGET_HARDWARE = "lab_budget_hardware"
+BUDGET_WORKLOAD = "lab_budget_workload"
+BUDGET_PREFILL_SPEEDUP = "lab_budget_prefill_speedup"
+BUDGET_DECODE_SPEEDUP = "lab_budget_decode_speedup"
+BUDGET_FABLE = "lab_budget_fable"
+
+# prefill ("the valley") and decode ("the bridge") pages
+PREFILL_LAYER = "pf_layer"  # index into trace.attention.layers
+PREFILL_HEAD = "pf_head"  # query head, or None = mean over heads
+PREFILL_SCALE = "pf_scale"  # colour scale of the matrix: "linear" or "log"
+DECODE_POSITION = "dc_position"  # step-through position: 0 = first token (prefill), p = decode step p-1
+DECODE_PREV = "dc_prev"
+DECODE_NEXT = "dc_next"
+DECODE_AUTOPLAY = "dc_autoplay"
+DECODE_SPEED = "dc_speed"  # seconds per token while autoplaying
+DECODE_LAYER = "dc_layer"
+DECODE_HEAD = "dc_head"
+DECODE_KV_HEAD = "dc_kv_head"  # KV head shown in the cache picture, or None = mean
+DECODE_LAST_TICK = "dc_last_tick"  # monotonic time of the last autoplay advance
+DECODE_AUTOPLAY_DONE = "dc_autoplay_done"  # set when autoplay reached the last token: switch it off
+
+# labs: remedies, profile
+REMEDY_RESULTS = "remedy_results"  # dict remedy key -> measured result (engine.labs.remedies dataclasses)
+REMEDY_TOKENS = "rem_tokens"  # output tokens per measured request
+REMEDY_DRAFT_K = "rem_draft_k"  # prompt lookup: draft tokens per pass
+REMEDY_COPY_PROMPT = "rem_copy_prompt"
+REMEDY_OPEN_PROMPT = "rem_open_prompt"
+REMEDY_TURN1 = "rem_turn1"
+REMEDY_TURN2 = "rem_turn2"
+REMEDY_MEASURE = "rem_measure_"  # + remedy key: each section's Measure button
+REMEDY_JOB = "rem_job_"  # + remedy key: its job in the worker (RunStore.jobs key)
+PROFILE_RESULT = "profile_result"  # engine.labs.profiling.ProfileResult of the latest run
+PROFILE_TOKENS = "prof_tokens"  # prompt tokens of the profiled prefill
+PROFILE_RUN = "prof_run"
+PROFILE_JOB = "prof_job"
+REMEDY_CANCEL = "rem_cancel"
+
+# demo kit: presenter mode, shareable links, recorded runs (ui/controls/presenter.py, ui/demo/links.py, ui/controls/demo_panel.py)
+PRESENTER = "sb_presenter"  # presenter mode: big type, no sidebar, keys drive the Decode and Prefill pages
+PRESENTER_LEAVE = "presenter_leave"  # the main area's button that switches presenter mode off
+PRESENTER_KEYS = "presenter_keys"  # container of the keyboard script (its CSS class: st-key-presenter_keys)
+LINK_RESTORED = "link_restored"  # the URL's settings were applied once for this session
+TRACE_UPLOAD = "sb_trace_upload"  # file uploader: open a recorded run (Trace JSON)
+TRACE_SHIPPED = "sb_trace_shipped"  # which shipped recording (assets/traces/) to open
+TRACE_OPEN = "sb_trace_open"  # button: open the chosen shipped recording
+TRACE_MESSAGE = "sb_trace_message"  # ("error" | "success", text) about the latest file opened
+TRACE_DOWNLOAD = "sb_trace_download"  # download the latest run as a Trace JSON file
+TIMING_TRACE_JSON = "timing_trace_json"  # the same download on the Timing page
+TIMING_REPORT = "timing_report_html"  # the one-page HTML run report
+PREFILL_POSITION = "pf_position"  # presenter step-through of the Prefill page: 0 = all prompt rows, k = k decode rows
+PREFILL_PREV = "pf_prev"
+PREFILL_NEXT = "pf_next"
+PREFILL_AUTOPLAY = "pf_autoplay"
+PREFILL_SPEED = "pf_speed"
+PREFILL_LAST_TICK = "pf_last_tick"
+PREFILL_AUTOPLAY_DONE = "pf_autoplay_done"
+LINK_NOTICE = "link_notice"  # what the URL asked for that could not be used (shown once, then dropped)
+TRACE_SHOWN = "trace_shown"  # the shipped recording last opened (kept in the link while it is the run shown)
+
+# measure a server (pages/serving/measure_server.py): any OpenAI-compatible server, on the operator's allow-list only
+MEASURE_URL = "ms_url"
+MEASURE_MODEL = "ms_model"  # "" = the first model the server lists
+MEASURE_PROMPT_TOKENS = "ms_prompt_tokens"
+MEASURE_OUTPUT_TOKENS = "ms_output_tokens"
+MEASURE_REQUESTS = "ms_requests"
+MEASURE_CONCURRENCY = "ms_concurrency"
+MEASURE_SHARED_PREFIX = "ms_shared_prefix"
+MEASURE_RUN = "ms_run"
+MEASURE_PICK = "ms_pick"  # which measured request the ledger draws
+MEASURE_RESULT = "measure_result"  # RunStore.labs key: the latest measurement's records (list of dicts)

@@ -1,0 +1,284 @@
+"""The Streamlit pieces every page shares: the sidebar and the live run panel (layout only).
+
+Lives in ui/controls/, the Streamlit-bound part of ui/ (with ui/engine_link/). The model itself lives in the engine
+worker (ui/engine_link/worker_link.py); here it is known by its description: config, tokenizer, sizes.
+"""
+from __future__ import annotations
+
+import os
+import time
+from dataclasses import dataclass, field
+
+import streamlit as st
+
+from engine.core.prompting import encode_prompt
+from engine.core.sampling import SamplingParams
+from engine.errors import EngineError
+from engine.serving.scheduling.work import Request
+from ui.controls import demo_panel, state
+from ui.demo import recorded
+from ui.engine_link import worker_link
+from ui.engine_link.run_store import LiveRun
+from ui.figures import fig_timing
+from ui.text import prompts
+
+MODEL_CHOICES = {
+    "smollm2-135m": "SmolLM2-135M-Instruct (bundled, offline)",
+    "gpt2": "GPT-2 124M (downloads from Hugging Face)",
+    "tiny-llama": "Tiny random Llama (instant, for testing)",
+}
+DEFAULT_MODEL = os.environ.get("TWO_BENDS_MODEL", "smollm2-135m")
+
+
+def current_model():
+    """The sidebar's model as the engine worker describes it (config, tokenizer, sizes); None, with the
+    reason shown, when it cannot be loaded."""
+    spec = worker_link.current_spec()
+    try:
+        return worker_link.model_info(spec)
+    except EngineError as exc:
+        st.error(f"Could not load {spec.name} on device '{spec.device}' ({spec.dtype}): {exc}")
+        return None
+
+
+# ----------------------------------------------------------------------------------------------
+# The shared sidebar: model, prompt (fitted to N tokens), output length, sampling, Run
+# ----------------------------------------------------------------------------------------------
+DEFAULT_EXAMPLE = "summarisation"
+DEFAULT_PROMPT_TOKENS = 64
+DEFAULT_OUTPUT_TOKENS = 32
+PROMPT_TOKENS_MAX = 1024
+OUTPUT_TOKENS_MAX = 512
+DEFAULT_CAPTURE_LAYER = None  # when only some layers fit the capture budget: None = the middle layer
+
+
+@dataclass
+class RunRequest:
+    """What pressing Run will send to the engine worker, or why it cannot run."""
+    lm: object | None = None  # engine.serving.scheduling.model_pool.ModelInfo
+    prompt: str | list[int] | None = None  # ids (exact count) or, with the chat template, the fitted text
+    n_prompt: int = 0
+    chat: bool = False
+    max_new_tokens: int = DEFAULT_OUTPUT_TOKENS
+    sampling: SamplingParams = field(default_factory=SamplingParams)
+    live_chart: bool = True  # redraw the latency chart during the run (the browser's drawing costs CPU)
+    error: str | None = None
+
+
+def _apply_example() -> None:
+    """Picking an example fills the prompt box with its text."""
+    st.session_state[state.PROMPT] = prompts.example(st.session_state[state.EXAMPLE]).text
+
+
+def _init_defaults() -> None:
+    ss = st.session_state
+    ss.setdefault(state.EXAMPLE, DEFAULT_EXAMPLE)
+    ss.setdefault(state.PROMPT, prompts.example(DEFAULT_EXAMPLE).text)
+    ss.setdefault(state.FIT_PROMPT, True)
+    ss.setdefault(state.PROMPT_TOKENS, DEFAULT_PROMPT_TOKENS)
+    ss.setdefault(state.MAX_NEW_TOKENS, DEFAULT_OUTPUT_TOKENS)
+    ss.setdefault(state.CHAT, False)
+    ss.setdefault(state.LIVE_CHART, True)
+    ss.setdefault(state.TEMPERATURE, 0.0)
+    ss.setdefault(state.TOP_K, 0)
+    ss.setdefault(state.TOP_P, 1.0)
+    ss.setdefault(state.SEED, 0)
+
+
+def sidebar() -> RunRequest:
+    """Model, prompt, lengths, sampling and the Run button, shared by all pages; returns the request."""
+    _init_defaults()
+    request = RunRequest()
+    if recorded.replay_only():
+        demo_panel.replay_sidebar()
+        request.error = "this dashboard shows recorded runs only (replay mode): no model is loaded"
+        return request
+    with st.sidebar:
+        st.selectbox("Model", list(MODEL_CHOICES), format_func=MODEL_CHOICES.get, key=state.MODEL,
+                     index=list(MODEL_CHOICES).index(DEFAULT_MODEL) if DEFAULT_MODEL in MODEL_CHOICES else 0)
+        cols = st.columns(2)
+        cols[0].selectbox("Device", ["auto", "cpu", "cuda", "mps"], key=state.DEVICE)
+        cols[1].selectbox("Dtype", ["float32", "bfloat16", "float16"], key=state.DTYPE)
+        st.radio("Matmul kernels", ["fast", "plain"], key=state.KERNELS, horizontal=True,
+                 help="fast: the best library kernels for this device and dtype (on CPU, oneDNN with weights "
+                      "prepacked once). plain: nn.Linear, the readable teaching path. Same weights, same maths; "
+                      "in float32 the same tokens.")
+        lm = current_model()
+        if lm is not None:
+            n = lm.config.n_params
+            params = f"{n / 1e6:,.0f} M" if n >= 1e6 else f"{n / 1e3:,.0f} K"
+            st.caption(f"In use: **{lm.device}** · **{lm.dtype}** · {params} parameters · "
+                       f"context {lm.config.max_seq_len:,} tokens · kernels: {lm.kernels}")
+        request.lm = lm
+
+        labels = {ex.key: ex.label for ex in prompts.examples()}
+        st.selectbox("Example prompt", list(labels), format_func=labels.get, key=state.EXAMPLE, on_change=_apply_example)
+        text = st.text_area("Prompt (edit freely)", key=state.PROMPT, height=140)
+        fit = st.checkbox("Use exactly N prompt tokens (trim or repeat the text)", key=state.FIT_PROMPT,
+                          help="On: the text is cut to its first N tokens, or repeated until it has N. Off: sent as typed.")
+        st.slider("Prompt length N (tokens)", 1, PROMPT_TOKENS_MAX, key=state.PROMPT_TOKENS, disabled=not fit)
+        _clamp(state.MAX_NEW_TOKENS, 1, OUTPUT_TOKENS_MAX)
+        max_new = st.slider("Output length (max new tokens)", 1, OUTPUT_TOKENS_MAX, key=state.MAX_NEW_TOKENS)
+        chat = st.toggle("Wrap in the model's chat template", key=state.CHAT)
+        request.live_chart = st.toggle(
+            "Live latency chart during generation", key=state.LIVE_CHART,
+            help="Redraws the chart about once a second during a run. The browser's drawing shares this machine's "
+                 "CPU with the model, so on a small machine turn it off for the cleanest timings.")
+        with st.expander("Sampling (temperature 0 = greedy)"):
+            st.slider("Temperature", 0.0, 2.0, step=0.05, key=state.TEMPERATURE)
+            st.number_input("Top-k (0 = off)", 0, 50_000, step=1, key=state.TOP_K)
+            st.slider("Top-p", 0.05, 1.0, step=0.05, key=state.TOP_P)
+            st.number_input("Seed", 0, 2**31 - 1, step=1, key=state.SEED)
+        request.chat, request.max_new_tokens = chat, int(max_new)
+        ss = st.session_state
+        request.sampling = SamplingParams(temperature=float(ss[state.TEMPERATURE]), top_k=int(ss[state.TOP_K]),
+                                          top_p=float(ss[state.TOP_P]), seed=int(ss[state.SEED]))
+        if lm is None:
+            spec = worker_link.current_spec()
+            request.error = (f"{spec.name} could not be loaded on device '{spec.device}' ({spec.dtype}): "
+                             "pick another device, dtype or model above.")
+        else:
+            _fit_prompt(request, text, ss[state.PROMPT_TOKENS] if fit else None)
+        st.button("Run", key=state.RUN, type="primary", width="stretch")
+        _server_line()
+        demo_panel.sidebar_section()
+    return request
+
+
+def _server_line() -> None:
+    """The scheduling mode the operator chose, and how busy the shared engine is."""
+    info = worker_link.status()
+    mode = info.get("mode", "queue")
+    what = ("**queue**: one request at a time, first come first served" if mode == "queue"
+            else "**batch**: continuous batching, requests share decode steps")
+    busy = (f" · {info['running']} running, {info['waiting']} waiting" if "running" in info
+            else f" · {info.get('error', '')}")
+    threads = worker_link.options().threads
+    cores = f" · the model on {threads} thread{'s' if threads > 1 else ''}" if threads else ""
+    st.caption(f"Engine worker: {what}{busy}{cores}.")
+
+
+def _clamp(key: str, low: int, high: int) -> None:
+    if key in st.session_state:
+        st.session_state[key] = int(min(max(st.session_state[key], low), high))
+
+
+def _fit_prompt(request: RunRequest, text: str, n_tokens: int | None) -> None:
+    """Fit the prompt to N tokens, show the exact count (and text) sent, or note why it cannot be sent."""
+    lm = request.lm
+    try:
+        fitted = prompts.fit_prompt_to_tokens(lm.tokenizer, text, n_tokens)
+    except ValueError as exc:
+        request.error = f"{str(exc).capitalize()}."
+        st.warning(request.error)
+        return
+    request.prompt, request.n_prompt = fitted.ids, len(fitted.ids)
+    line = prompts.describe_fit(fitted)
+    if request.chat:
+        try:
+            request.prompt = encode_prompt(lm, fitted.text, chat=True)
+            request.n_prompt = len(request.prompt)
+            line += f" + chat template = **{request.n_prompt} tokens** in all"
+        except EngineError as exc:
+            request.error = str(exc)
+    st.markdown(line)
+    with st.expander("Show the exact prompt sent"):
+        st.text(fitted.text)
+    if request.error:
+        st.warning(request.error)
+
+
+# ----------------------------------------------------------------------------------------------
+# The run panel: sends the request to the engine worker and follows it live, above whatever page is open
+# ----------------------------------------------------------------------------------------------
+LIVE_TEXT_EVERY_S = 0.5  # refresh the streamed text and progress bar at most this often
+LIVE_CHART_EVERY_S = 2.0  # redraw the live chart at most this often: the browser draws on the same CPU
+# (measured: scripts/ui_vs_cli.py; the Timing page states what remains)
+# While a run is live, no CSS animations or transitions (spinners, fades of the page's older elements): on a
+# 2-core machine headless Chromium spent 4-5 s of CPU per 5 s run drawing them, 2-3 s without (a core the
+# engine worker needed). The progress bar and the streamed text still move.
+STILL_WHILE_RUNNING = "<style>*, *::before, *::after { animation: none !important; transition: none !important; }</style>"
+
+
+def run_panel(request: RunRequest) -> None:
+    """Run pressed: submit the request; while one is in flight (also after a page switch): follow it live.
+
+    Only a complete trace is stored, so a cancelled or failed run leaves the previous results untouched.
+    """
+    store = worker_link.store()
+    ss = st.session_state
+    if ss.get(state.RUN_CANCEL) and store.live is not None:
+        worker_link.service().cancel(store.live.work)
+    if ss.get(state.RUN):
+        if request.error or request.lm is None:
+            st.error(f"Cannot run: {request.error}")
+            return
+        if store.live is not None and not store.live.finished:
+            worker_link.service().cancel(store.live.work)
+        work = Request(model=worker_link.current_spec(), prompt_ids=list(request.prompt), max_new_tokens=request.max_new_tokens,
+                       params=request.sampling, prompt_text=request.lm.tokenizer.decode(request.prompt),
+                       chat=request.chat, capture_attention=True, capture_layer=DEFAULT_CAPTURE_LAYER)
+        refused = worker_link.submit(work)
+        if refused:
+            st.error(f"Cannot run: {refused}")
+            return
+        store.live = LiveRun(work, len(request.prompt), request.max_new_tokens)
+    live = store.live
+    if live is None:
+        return
+    _follow_live(live, request.live_chart)
+    if live.trace is not None:
+        spec = live.work.model
+        live.trace.settings["model_spec"] = [spec.name, spec.device, spec.dtype, spec.kernels]  # to capture more layers later
+        store.keep(live.trace)
+    store.live = None
+
+
+def _follow_live(live: LiveRun, live_chart: bool) -> None:
+    head = f"{live.n_prompt} prompt tokens → up to {live.max_new_tokens} new tokens"
+    with st.status(f"Running: {head}…", expanded=True) as status:
+        st.html(STILL_WHILE_RUNNING)
+        st.button("■ Cancel this run", key=state.RUN_CANCEL)
+        bar = st.progress(0.0, text="Waiting for the engine…")
+        text_box, chart_box = st.empty(), st.empty()
+        clock = dict(text=0.0, chart=time.perf_counter(), draws=0)
+
+        def show(event) -> None:
+            live.apply(event) if event is not None else None
+            now = time.perf_counter()
+            if now - clock["text"] >= LIVE_TEXT_EVERY_S or live.finished:
+                bar.progress(min(live.n_output / live.max_new_tokens, 1.0), text=_progress_text(live))
+                text_box.text("".join(live.pieces))
+                clock["text"] = now
+            if live_chart and live.steps and now - clock["chart"] >= LIVE_CHART_EVERY_S:
+                clock["draws"] += 1
+                fig = fig_timing.itl_figure(live.prefill_seconds or 0.0, [s.seconds for s in live.steps],
+                                            title="Live: each token's latency", height=300)
+                chart_box.plotly_chart(fig, width="stretch", key=f"live_itl_{clock['draws']}", theme=None)
+                clock["chart"] = time.perf_counter()
+
+        while not live.finished:  # events already received on an earlier script run are in `live`
+            worker_link.follow(live.work, show)
+        if live.trace is not None:
+            trace = live.trace
+            status.update(label=f"Run finished: {trace.n_prompt} → {trace.n_output} tokens, TTFT "
+                                f"{trace.prefill_seconds * 1000:,.0f} ms, total {trace.total_seconds:,.2f} s "
+                                f"(queue {trace.queue_seconds:.2f} s, warm-up {trace.warmup_seconds:.2f} s and attention "
+                                f"capture {trace.capture_seconds:.2f} s not counted)", state="complete", expanded=False)
+        elif live.cancelled:
+            status.update(label="Run cancelled; the previous results stay.", state="error", expanded=False)
+        else:
+            status.update(label="The run did not complete", state="error", expanded=True)
+            st.error(f"Cannot run: {live.failure}")
+
+
+def _progress_text(live: LiveRun) -> str:
+    if live.position is not None:
+        return (f"Waiting in the queue: position {live.position}, about {live.expected_wait_s:,.0f} s "
+                "(other students' requests run first)")
+    if live.prefill_seconds is None:
+        return "Prefill: reading the whole prompt in one pass (the valley)…"
+    if live.message:
+        return live.message
+    return f"Decode: token {live.n_output} of up to {live.max_new_tokens} (the bridge, one at a time)"
+

@@ -1,0 +1,1 @@
+"""Streamlit-free demo kit: shareable links, recorded runs, the HTML report."""

@@ -1,0 +1,139 @@
+"""Shareable links: the dashboard's settings as URL query parameters, and back, checked value by value.
+
+An instructor sends `...?page=decode&example=chat&prompt_tokens=128&output_tokens=64&present=1` and the
+class opens the same page, prompt and settings (or `?trace=long-prompt-short-answer` for a recorded run).
+`parse` never raises: a value it cannot use falls back to the default and is named in a short notice.
+Streamlit-free; ui/controls/demo_panel.py applies the result to the session and keeps the URL up to date.
+"""
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass, field
+
+from ui.controls import state
+from ui.text import prompts
+
+
+@dataclass(frozen=True)
+class Param:
+    """One query parameter: the session-state key it fills, its kind and allowed range, its default."""
+    key: str
+    kind: str  # "int", "float", "flag" or "example"
+    default: object
+    low: float = 0
+    high: float = 0
+    step: float = 0  # floats are snapped to the slider's step
+
+
+# the sidebar's defaults (ui/controls/widgets.py) and ranges, by parameter name in the URL
+PARAMS = {
+    "example": Param(state.EXAMPLE, "example", "summarisation"),
+    "prompt_tokens": Param(state.PROMPT_TOKENS, "int", 64, 1, 1024),
+    "fit": Param(state.FIT_PROMPT, "flag", True),
+    "output_tokens": Param(state.MAX_NEW_TOKENS, "int", 32, 1, 512),
+    "chat": Param(state.CHAT, "flag", False),
+    "temperature": Param(state.TEMPERATURE, "float", 0.0, 0.0, 2.0, 0.05),
+    "top_k": Param(state.TOP_K, "int", 0, 0, 50_000),
+    "top_p": Param(state.TOP_P, "float", 1.0, 0.05, 1.0, 0.05),
+    "seed": Param(state.SEED, "int", 0, 0, 2**31 - 1),
+    "present": Param(state.PRESENTER, "flag", False),
+}
+PAGE, TRACE = "page", "trace"  # the page (its URL path) and a shipped recorded run (its file name)
+HOME = "home"  # the default page has an empty URL path; the link names it
+FLAGS = {"1": True, "true": True, "on": True, "yes": True, "0": False, "false": False, "off": False, "no": False}
+PLAIN = re.compile(r"[A-Za-z0-9_-]{1,80}")
+
+
+@dataclass
+class LinkSettings:
+    """What a URL asked for: session-state values to set, a page and recorded run to open, and refusals."""
+    values: dict = field(default_factory=dict)  # session-state key -> value
+    page: str | None = None  # a URL path among the app's pages (HOME for the default page)
+    trace: str | None = None  # a shipped recording's name
+    notices: list[str] = field(default_factory=list)
+
+    def notice(self) -> str:
+        """One short line for the page, or '' when everything in the link was usable."""
+        if not self.notices:
+            return ""
+        return "Some settings in this link could not be used and were left at their defaults: " + "; ".join(self.notices) + "."
+
+
+def _shown(raw: str) -> str:
+    """A refused value, quoted and cut short, with only harmless characters (it goes into Markdown)."""
+    cleaned = "".join(ch if ch.isalnum() or ch in " .,-+" else "?" for ch in raw[:24])
+    return f"'{cleaned}{'…' if len(raw) > 24 else ''}'"
+
+
+def _value(name: str, param: Param, raw: str):
+    """The usable value of one parameter, or raise ValueError with the reason."""
+    text = raw.strip()
+    if param.kind == "flag":
+        if text.lower() not in FLAGS:
+            raise ValueError(f"{name} {_shown(raw)} is not 1 or 0")
+        return FLAGS[text.lower()]
+    if param.kind == "example":
+        keys = [ex.key for ex in prompts.examples()]
+        if text not in keys:
+            raise ValueError(f"example {_shown(raw)} is not one of {', '.join(keys)}")
+        return text
+    if param.kind == "int":
+        if not re.fullmatch(r"[+]?\d{1,12}", text) or not param.low <= int(text) <= param.high:
+            raise ValueError(f"{name} {_shown(raw)} is not a whole number from {param.low:g} to {param.high:g}")
+        return int(text)
+    try:
+        number = float(text)
+    except ValueError:
+        number = math.nan
+    if not math.isfinite(number) or not param.low <= number <= param.high:
+        raise ValueError(f"{name} {_shown(raw)} is not a number from {param.low:g} to {param.high:g}")
+    snapped = param.low + round((number - param.low) / param.step) * param.step
+    return round(min(max(snapped, param.low), param.high), 4)
+
+
+def parse(query: dict, pages: set[str], traces: set[str]) -> LinkSettings:
+    """Read `query` (name -> text, as st.query_params.to_dict() gives it); unknown names are ignored."""
+    out = LinkSettings()
+    for name, param in PARAMS.items():
+        if name not in query:
+            continue
+        try:
+            out.values[param.key] = _value(name, param, str(query[name]))
+        except ValueError as exc:
+            out.notices.append(str(exc))
+    if PAGE in query:
+        page = str(query[PAGE]).strip()
+        if page in pages:
+            out.page = page
+        else:
+            out.notices.append(f"page {_shown(page)} is not a page of this dashboard")
+    if TRACE in query:
+        name = str(query[TRACE]).strip()
+        if PLAIN.fullmatch(name) and name in traces:
+            out.trace = name
+        else:
+            out.notices.append(f"trace {_shown(name)} is not one of the recorded runs shipped with the dashboard")
+    return out
+
+
+def build(values: dict, page: str | None = None, trace: str | None = None) -> dict[str, str]:
+    """Query parameters for the current settings (`values`: session-state key -> value); defaults are left out."""
+    query: dict[str, str] = {}
+    if page:
+        query[PAGE] = page
+    for name, param in PARAMS.items():
+        if param.key not in values:
+            continue
+        value = values[param.key]
+        if value is None or value == param.default:
+            continue
+        if param.kind == "flag":
+            query[name] = "1" if value else "0"
+        elif param.kind == "float":
+            query[name] = f"{float(value):g}"
+        else:
+            query[name] = str(value)
+    if trace:
+        query[TRACE] = trace
+    return query

@@ -1,0 +1,262 @@
+"""The dashboard's link to the engine: one worker for the whole server, one RunStore per browser session.
+
+Like widgets.py this module imports streamlit (for caching and session identity); pages call it,
+figures never do. Every session's model work goes to the same scheduler (engine/serving), which
+runs in its own process: the UI never runs the model, so its drawing cannot stretch a measurement.
+Settings come from the environment (scripts/dashboard.sh sets them from its flags):
+  TWO_BENDS_MODE=queue|batch, TWO_BENDS_MAX_QUEUE, TWO_BENDS_MAX_NEW_TOKENS, TWO_BENDS_MAX_BATCH, TWO_BENDS_THREADS,
+  TWO_BENDS_WORKER=process|thread, TWO_BENDS_MODEL (the model loaded at start);
+  TWO_BENDS_REPLAY=1: recorded runs only, the worker is never started (ui/demo/recorded.py).
+"""
+from __future__ import annotations
+
+import os
+import queue
+import threading
+import time
+
+import streamlit as st
+from streamlit.runtime import Runtime
+from streamlit.runtime.scriptrunner_utils.script_run_context import get_script_run_ctx
+
+from engine.core.capture import BUDGET_BYTES
+from engine.errors import EngineError
+from engine.serving.scheduling.os_memory import release_free_memory
+from engine.serving.scheduling.work import FINAL, Done, Failed, Job, ModelSpec, Progress, Queued, Work
+from engine.serving.scheduling.worker import ServiceOptions, make_service
+from ui.controls import state
+from ui.demo import recorded
+from ui.engine_link.run_store import RunStore
+
+JANITOR_EVERY_S = 2.0  # how often closed sessions are looked for
+GRACE_S = 4.0  # a session must stay gone this long before its data is dropped (a reconnect keeps it)
+
+
+def _int_env(name: str, default: int) -> int:
+    try:
+        return int(os.environ.get(name, default))
+    except ValueError:
+        return default
+
+
+def options() -> ServiceOptions:
+    model = os.environ.get("TWO_BENDS_MODEL", "smollm2-135m")
+    return ServiceOptions(mode=os.environ.get("TWO_BENDS_MODE", "queue"), max_queue=_int_env("TWO_BENDS_MAX_QUEUE", 64),
+                          max_new_tokens_cap=_int_env("TWO_BENDS_MAX_NEW_TOKENS", 4096),
+                          max_batch=_int_env("TWO_BENDS_MAX_BATCH", 8), threads=max(0, _int_env("TWO_BENDS_THREADS", 0)),
+                          preload=ModelSpec(model, "auto", "float32"))
+
+
+class _Link:
+    """The worker plus the registry of sessions' stores (for the janitor)."""
+
+    def __init__(self):
+        self.options = options()
+        self.service = make_service(self.options, os.environ.get("TWO_BENDS_WORKER", "process"))
+        self.stores: dict[str, RunStore] = {}
+        self.models: dict[ModelSpec, object] = {}  # ModelInfo by spec, as the worker described them
+        self.gone_since: dict[str, float] = {}
+        self.lock = threading.Lock()
+        threading.Thread(target=self._janitor, name="two-bends-janitor", daemon=True).start()
+
+    def _janitor(self) -> None:
+        """Drop the data of sessions whose tab closed, and cancel what they were waiting for."""
+        while True:
+            time.sleep(JANITOR_EVERY_S)
+            if not Runtime.exists():
+                continue
+            runtime = Runtime.instance()
+            dropped = False
+            with self.lock:
+                for sid, store in list(self.stores.items()):
+                    if runtime.is_active_session(sid):
+                        self.gone_since.pop(sid, None)
+                        continue
+                    since = self.gone_since.setdefault(sid, time.monotonic())
+                    if time.monotonic() - since >= GRACE_S:
+                        for work in store.in_flight():
+                            self.service.cancel(work)
+                        store.clear()
+                        del self.stores[sid], self.gone_since[sid]
+                        dropped = True
+            if dropped:
+                release_free_memory(collect=True)  # what the closed tabs' runs held goes back to the OS, not only to the heap
+
+
+@st.cache_resource(show_spinner="Starting the engine worker (loads the model once for everyone)…")
+def link() -> _Link:
+    return _Link()
+
+
+def service():
+    return link().service
+
+
+def store() -> RunStore:
+    """This session's RunStore (created on first use, registered for the janitor)."""
+    ss = st.session_state
+    if state.STORE not in ss:
+        ss[state.STORE] = RunStore()
+    ctx = get_script_run_ctx()
+    if ctx is not None and not recorded.replay_only():  # replay-only mode never starts the engine worker
+        lk = link()
+        with lk.lock:
+            lk.stores[ctx.session_id] = ss[state.STORE]
+    return ss[state.STORE]
+
+
+def follow(work: Work, on_event=None, poll_s: float = 0.1):
+    """Read `work`'s events until its final one; `on_event(event)` after each (it may draw).
+
+    If this script run is stopped because the session closed, the work is cancelled; a plain rerun
+    (a click elsewhere) leaves it running, and the next run follows it again.
+    """
+    from streamlit.runtime.scriptrunner_utils.exceptions import StopException
+
+    try:
+        while True:
+            try:
+                event = work.events.get(timeout=poll_s)
+            except queue.Empty:
+                event = None
+            if on_event is not None:
+                on_event(event)
+            if isinstance(event, FINAL):
+                return event
+    except StopException:
+        service().cancel(work)
+        raise
+
+
+def submit(work: Work) -> str | None:
+    """Submit; None when accepted, else the refusal in words (full queue, caps, bad settings)."""
+    try:
+        service().submit(work)
+        return None
+    except EngineError as exc:
+        return str(exc)
+
+
+def model_info(spec: ModelSpec):
+    """The worker's description of a model (config, tokenizer, sizes), asked once per server; raises EngineError.
+
+    Not an st.cache_* function on purpose: it draws a progress bar while the worker loads the model, and
+    elements drawn inside a cached function that raises break the page around them."""
+    name = spec.name
+    lk = link()
+    if spec in lk.models:
+        return lk.models[spec]
+    job = Job(model=spec, function="engine.serving.scheduling.model_pool:describe", args=(spec,), label=f"loading {name}")
+    bar = st.progress(0.0, text=f"Loading {name} in the engine worker…")
+    refused = submit(job)
+    if refused:
+        bar.empty()
+        raise EngineError(refused)
+
+    def show(event) -> None:
+        if isinstance(event, Progress) and event.fraction >= 0:
+            bar.progress(min(max(event.fraction, 0.0), 1.0), text=event.message)
+
+    final = follow(job, show)
+    bar.empty()
+    if isinstance(final, Failed):
+        raise EngineError(final.message)
+    lk.models[spec] = final.result
+    return final.result
+
+
+def run_job(key: str, spec: ModelSpec, function: str, args: tuple = (), kwargs: dict | None = None,
+            callback: str | None = "progress", label: str = "lab measurement", on_progress=None):
+    """Run a lab measurement in the worker, keep it in this session's store under `key`, return its result.
+
+    Returns None when it failed or was cancelled (a message is shown). `on_progress(event)` draws progress.
+    """
+    st_store = store()
+    job = st_store.jobs.get(key)
+    if job is None:
+        job = Job(model=spec, function=function, args=args, kwargs=kwargs or {}, callback=callback, label=label)
+        refused = submit(job)
+        if refused:
+            st.error(refused)
+            return None
+        st_store.jobs[key] = job
+    final = follow(job, on_progress)
+    st_store.jobs.pop(key, None)
+    if isinstance(final, Done):
+        return final.result
+    if final.cancelled:
+        st.warning("Cancelled.")
+    else:
+        st.error(f"The measurement failed: {final.message}")
+    return None
+
+
+def cancel_job(key: str) -> None:
+    job = store().jobs.pop(key, None)
+    if job is not None:
+        service().cancel(job)
+
+
+def status() -> dict:
+    try:
+        return service().status()
+    except EngineError as exc:
+        return dict(mode=os.environ.get("TWO_BENDS_MODE", "queue"), error=str(exc))
+
+
+def current_spec() -> ModelSpec:
+    ss = st.session_state
+    name = ss.get(state.MODEL, os.environ.get("TWO_BENDS_MODEL", "smollm2-135m"))
+    return ModelSpec(name, ss.get(state.DEVICE, "auto"), ss.get(state.DTYPE, "float32"), ss.get(state.KERNELS, "fast"))
+
+
+def ensure_layer(trace, layer: int) -> bool:
+    """Make sure `layer`'s attention is in the trace, capturing it in the worker if needed (untimed, one
+    forward pass over the run's tokens). Keeps the captures within engine.core.capture's byte budget."""
+    if trace.attention is not None and layer in trace.attention.layers:
+        return True
+    spec = trace.settings.get("model_spec")
+    if not spec:
+        st.info(f"Layer {layer} was not captured with this run, and no model is known to capture it now.")
+        return False
+    with st.spinner(f"Capturing layer {layer}'s attention (one untimed pass over this run's tokens)…"):
+        got = run_job("attention_capture", ModelSpec(*spec), "engine.core.capture:capture_attention",
+                             args=(trace.prompt_ids, trace.output_ids, [layer]), callback=None)
+    if got is None:
+        return False
+    merged = trace.attention.merged(got) if trace.attention is not None else got
+    trace.attention = merged if merged.nbytes <= max(BUDGET_BYTES, got.nbytes) else got
+    return True
+
+
+# ----------------------------------------------------------------------------------------------
+# Lab measurements: run in the engine worker like every other use of the model
+# ----------------------------------------------------------------------------------------------
+def lab_run(key: str, start: bool, function: str, args: tuple = (), kwargs: dict | None = None,
+            callback: str | None = "progress", cancel_key: str | None = None, on_payload=None, label: str = ""):
+    """Start (when `start`) or keep following the lab job stored under `key`; its result once it ends now.
+
+    Progress shows in a bar; a job's partial results (e.g. a sweep's points) go to `on_payload(payload)`,
+    which may return (message, fraction) for the bar. A click on `cancel_key` cancels the job in the worker
+    (what it measured so far stays with the caller). Returns None while nothing finished on this run.
+    """
+    if cancel_key and st.session_state.get(cancel_key):
+        cancel_job(key)
+        return None
+    if not start and key not in store().jobs:
+        return None
+    bar = st.progress(0.0, text=label or "Waiting for the engine…")
+
+    def on_progress(event) -> None:
+        if isinstance(event, Queued):
+            bar.progress(0.0, text=f"Waiting for the engine: position {event.position} in the queue, "
+                                   f"about {event.expected_wait_s:,.0f} s")
+        elif isinstance(event, Progress):
+            shown = on_payload(event.payload) if event.payload is not None and on_payload else None
+            message, fraction = shown or (event.message, event.fraction)
+            if fraction >= 0:
+                bar.progress(min(max(fraction, 0.0), 1.0), text=message or label)
+
+    result = run_job(key, current_spec(), function, args, kwargs, callback, label, on_progress)
+    bar.empty()
+    return result

@@ -1,0 +1,1 @@
+"""Streamlit-free Plotly figure builders and the shared chart theme."""

@@ -1,0 +1,243 @@
+"""Attention as pictures: the T×T causal matrix prefill fills at once, and the rows decode adds one by one.
+
+Streamlit-free Plotly builders over `trace.attention` (AttentionCapture: for captured layer i,
+prefill[i] is (H, T, T) and decode[i][s] is (H, T+s+1)). Layers are named by their number in the model.
+The masked upper triangle is NaN, so it stays blank instead of looking like "zero attention".
+Long sequences are average-pooled into blocks so a figure stays light.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import plotly.graph_objects as go
+
+from ui.figures.theme import DECODE_COLOR, FONT_SIZE, PREFILL_COLOR, base_layout
+from ui.text.phase_numbers import plot_label, tick_labels
+
+MAX_SIDE = 160  # largest matrix side drawn cell by cell; longer sequences are pooled
+MAX_SIDE_ANIMATION = 120  # frames repeat the data, so the animation is pooled sooner
+PREFILL_SCALE = [[0.0, "#FFFFFF"], [1.0, PREFILL_COLOR]]
+DECODE_SCALE = [[0.0, "#FFFFFF"], [1.0, DECODE_COLOR]]
+
+
+LOG_FLOOR = -4  # log colour scale: weights below 1e-4 share the lightest colour
+
+
+def colour_values(z: np.ndarray, scale: str) -> tuple[np.ndarray, float, float, dict]:
+    """Values to draw, their range and colour-bar ticks: 'linear' weights, or 'log' (log10, floored at 1e-4)."""
+    if scale == "log":
+        with np.errstate(divide="ignore", invalid="ignore"):
+            shown = np.log10(np.clip(z, 10.0 ** LOG_FLOOR, 1.0))  # NaN stays NaN
+        ticks = list(range(LOG_FLOOR, 1))
+        return shown, float(LOG_FLOOR), 0.0, dict(tickvals=ticks, ticktext=[f"{10.0 ** t:g}" for t in ticks])
+    zmax = float(np.nanmax(z)) if np.isfinite(z).any() else 1.0
+    return z, 0.0, zmax, {}
+
+
+def head_select(probs: np.ndarray, head: int | None) -> np.ndarray:
+    """(H, ...) -> (...) for one head, or the mean over heads when head is None (float32)."""
+    probs = np.asarray(probs, dtype=np.float32)
+    return probs.mean(axis=0) if head is None else probs[head]
+
+
+def captured(trace, layer: int) -> tuple[np.ndarray, list]:
+    """(prefill matrix (H, T, T), decode rows [(H, T+s+1)]) of model layer `layer`; KeyError if not captured."""
+    i = trace.attention.index(layer) if trace.attention is not None else None
+    if i is None:
+        raise KeyError(f"layer {layer} was not captured for this run")
+    return trace.attention.prefill[i], trace.attention.decode[i]
+
+
+def prefill_matrix(trace, layer: int, head: int | None) -> np.ndarray:
+    """(T, T) attention of the prompt on itself, NaN above the diagonal (positions a token cannot see)."""
+    matrix = head_select(captured(trace, layer)[0], head).copy()  # (T, T)
+    matrix[np.triu_indices_from(matrix, k=1)] = np.nan
+    return matrix
+
+
+def full_matrix(trace, layer: int, head: int | None) -> np.ndarray:
+    """(T+n, T+n): prefill rows, then one row per decode step (row T+s has T+s+1 entries); NaN elsewhere."""
+    rows = captured(trace, layer)[1]
+    T, n = trace.n_prompt, len(rows)
+    matrix = np.full((T + n, T + n), np.nan, dtype=np.float32)
+    matrix[:T, :T] = prefill_matrix(trace, layer, head)
+    for s, step_row in enumerate(rows):
+        row = head_select(step_row, head)  # (T+s+1,)
+        matrix[T + s, : row.shape[0]] = row
+    return matrix
+
+
+def block_size(n: int, max_side: int) -> int:
+    return max(1, math.ceil(n / max_side))
+
+
+def pool(matrix: np.ndarray, block: int) -> np.ndarray:
+    """Average blocks of `block`×`block` cells, ignoring NaN (masked) cells; all-NaN blocks stay NaN."""
+    if block == 1:
+        return matrix
+    rows, cols = matrix.shape
+    R, C = math.ceil(rows / block), math.ceil(cols / block)
+    padded = np.full((R * block, C * block), np.nan, dtype=np.float32)
+    padded[:rows, :cols] = matrix
+    blocks = padded.reshape(R, block, C, block)  # (R, b, C, b)
+    counts = np.sum(~np.isnan(blocks), axis=(1, 3))
+    sums = np.nansum(blocks, axis=(1, 3))
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.where(counts > 0, sums / np.maximum(counts, 1), np.nan).astype(np.float32)
+
+
+def _axis_ticks(pieces: list[str], block: int, max_labels: int = 32) -> tuple[list[float], list[str]]:
+    """Tick positions in (pooled) cell units with readable token texts."""
+    positions, texts = tick_labels(pieces, max_labels=max_labels)
+    return [p / block for p in positions], texts
+
+
+def _matrix_layout(fig: go.Figure, title: str, pieces: list[str], block: int, height: int) -> None:
+    fig.update_layout(**base_layout(title, "key position: the token being looked at",
+                                    "query position: the token looking", height))
+    xt, xs = _axis_ticks(pieces, block)
+    fig.update_xaxes(tickmode="array", tickvals=xt, ticktext=xs, tickangle=-60, tickfont=dict(size=FONT_SIZE - 4),
+                     showgrid=False, zeroline=False, constrain="domain")
+    fig.update_yaxes(tickmode="array", tickvals=xt, ticktext=xs, tickfont=dict(size=FONT_SIZE - 4),
+                     autorange="reversed", showgrid=False, zeroline=False, scaleanchor="x", constrain="domain")
+    fig.update_layout(plot_bgcolor="#F4F4F4")  # masked cells show this grey: visibly empty, not "zero"
+
+
+def _hover_labels(pieces: list[str], block: int) -> list[str]:
+    if block == 1:
+        return [f"{i}: {plot_label(p, 16)}" for i, p in enumerate(pieces)]
+    return [f"{i}–{min(i + block, len(pieces)) - 1}" for i in range(0, len(pieces), block)]
+
+
+def attention_heatmap(trace, layer: int, head: int | None, scale: str = "linear", height: int = 640) -> go.Figure:
+    """The prefill T×T causal attention of one layer and head (or the mean over heads), with a colour bar."""
+    matrix = prefill_matrix(trace, layer, head)
+    block = block_size(matrix.shape[0], MAX_SIDE)
+    weights = pool(matrix, block)
+    shown, zmin, zmax, ticks = colour_values(weights, scale)
+    cells = list(range(shown.shape[0]))
+    hover = _grid(_hover_labels(trace.prompt_tokens, block), weights)
+    fig = go.Figure(go.Heatmap(
+        z=shown, x=cells, y=cells, colorscale=PREFILL_SCALE, zmin=zmin, zmax=zmax,
+        colorbar=dict(title=dict(text="attention<br>weight"), thickness=18, **ticks), customdata=hover,
+        hovertemplate="query %{customdata[0]}<br>key %{customdata[1]}<br>weight %{customdata[2]}<extra></extra>", hoverongaps=False,
+    ))
+    who = "mean over heads" if head is None else f"head {head}"
+    pooled = f" · averaged in {block}×{block} token blocks" if block > 1 else ""
+    _matrix_layout(fig, f"Prefill attention, layer {layer}, {who}: {matrix.shape[0]}×{matrix.shape[0]}{pooled}",
+                   trace.prompt_tokens, block, height)
+    return fig
+
+
+def _grid(labels: list[str], weights: np.ndarray) -> np.ndarray:
+    """(n, n, 3) hover texts: [query label, key label, weight] for every cell."""
+    n = len(labels)
+    rows = np.repeat(np.array(labels, dtype=object)[:, None], n, axis=1)  # (n, n)
+    values = np.array([["masked" if np.isnan(w) else f"{w:.4f}" for w in row] for row in weights], dtype=object)
+    return np.stack([rows, rows.T, values], axis=-1)
+
+
+def _phase_parts(trace, layer: int, head: int | None, scale: str, max_side: int):
+    """The matrix split for the two-phase pictures: prompt rows, a function for the first k decode rows."""
+    full = full_matrix(trace, layer, head)  # (T+n, T+n)
+    T, n = trace.n_prompt, full.shape[0] - trace.n_prompt
+    block = block_size(T + n, max_side)
+    _, zmin, zmax, ticks = colour_values(full, scale)
+    prompt_part = full.copy()
+    prompt_part[T:] = np.nan
+    pieces = list(trace.prompt_tokens) + list(trace.output_tokens[:n])
+
+    def decode_part(k: int) -> np.ndarray:
+        part = np.full_like(full, np.nan)
+        part[T: T + k] = full[T: T + k]
+        return colour_values(pool(part, block), scale)[0]
+
+    cells = list(range(math.ceil((T + n) / block)))
+    common = dict(x=cells, y=cells, zmin=zmin, zmax=zmax, hoverongaps=False, hoverinfo="skip")
+    traces = [
+        go.Heatmap(z=colour_values(pool(prompt_part, block), scale)[0], colorscale=PREFILL_SCALE, name="prefill rows",
+                   colorbar=dict(title=dict(text="prefill"), x=1.0, thickness=14, **ticks), **common),
+        go.Heatmap(z=decode_part(0), colorscale=DECODE_SCALE, name="decode rows",
+                   colorbar=dict(title=dict(text="decode"), x=1.13, thickness=14, **ticks), **common),
+    ]
+    return traces, decode_part, cells, pieces, block, T, n
+
+
+def phase_animation(trace, layer: int, head: int | None, scale: str = "linear", height: int = 700) -> go.Figure:
+    """Same matrix, two phases: frame 0 = prefill fills all T rows at once; frame k = k decode rows, one per step.
+
+    Two heatmap traces share the axes: prompt rows in prefill orange, generated rows in decode blue.
+    Frames only carry the decode trace, so frame count = 1 + decode steps.
+    """
+    traces, decode_part, cells, pieces, block, T, n = _phase_parts(trace, layer, head, scale, MAX_SIDE_ANIMATION)
+    fig = go.Figure(traces)
+    fig.frames = [go.Frame(data=[go.Heatmap(z=decode_part(k), x=cells, y=cells)], traces=[1], name=str(k)) for k in range(n + 1)]
+    labels = ["prefill: all rows"] + [f"decode {k}" for k in range(1, n + 1)]
+    steps = [dict(method="animate", label=label, args=[[str(k)], dict(mode="immediate", frame=dict(duration=0, redraw=True))])
+             for k, label in enumerate(labels)]
+    who = "mean over heads" if head is None else f"head {head}"
+    _matrix_layout(fig, f"Layer {layer}, {who}: {T} prefill rows at once, then 1 decode row per step",
+                   pieces, block, height)
+    fig.update_xaxes(title=dict(text=""))
+    fig.update_layout(
+        sliders=[dict(active=0, steps=steps, currentvalue=dict(prefix="frame: "), x=0.3, len=0.7, y=0, yanchor="top",
+                     pad=dict(t=110), font=dict(size=14))],
+        updatemenus=[dict(type="buttons", direction="left", x=0.0, y=0, xanchor="left", yanchor="top", pad=dict(t=140),
+                          showactive=False, buttons=[
+            dict(label="▶ Play", method="animate",
+                 args=[None, dict(frame=dict(duration=400, redraw=True), transition=dict(duration=0), fromcurrent=True)]),
+            dict(label="Pause", method="animate", args=[[None], dict(mode="immediate", frame=dict(duration=0))]),
+        ])],
+        margin=dict(l=70, r=120, t=70, b=190),
+    )
+    return fig
+
+
+def phase_step_figure(trace, layer: int, head: int | None, step: int, scale: str = "linear",
+                      height: int = 620) -> go.Figure:
+    """One frame of `phase_animation` as a still (presenter mode steps through it): step 0 = the T prompt rows
+    prefill fills at once, step k = k decode rows added one at a time."""
+    traces, decode_part, _, pieces, block, T, n = _phase_parts(trace, layer, head, scale, MAX_SIDE_ANIMATION)
+    k = max(0, min(int(step), n))
+    traces[1].z = decode_part(k)
+    fig = go.Figure(traces)
+    title = (f"Prefill: all {T} prompt rows in one pass (layer {layer})" if k == 0 else
+             f"Decode step {k} of {n}: one new row, {T + k} keys (layer {layer})")
+    _matrix_layout(fig, title, pieces, block, height)
+    # for the back of the room: no token labels (the matrix is the point), colour bars apart
+    fig.update_xaxes(showticklabels=False, title=dict(text="keys: the tokens looked at →"))
+    fig.update_yaxes(showticklabels=False, title=dict(text="↓ queries (orange: prompt, blue: generated)"))
+    fig.update_traces(colorbar_x=1.04, selector=dict(name="prefill rows"))
+    fig.update_traces(colorbar_x=1.3, selector=dict(name="decode rows"))
+    fig.update_layout(margin=dict(l=40, r=190, t=70, b=50))
+    return fig
+
+
+def history_row(trace, position: int, layer: int, head: int | None) -> np.ndarray:
+    """Attention row of the token fed at step-through position p over its T+p keys.
+
+    p = 0: the last prompt token's prefill row (it produced the first token); p ≥ 1: decode step p−1.
+    """
+    prefill, rows = captured(trace, layer)
+    if position == 0:
+        return head_select(prefill[:, -1, :], head)  # (T,)
+    return head_select(rows[position - 1], head)  # (T+p,)
+
+
+def attention_row_figure(trace, position: int, layer: int, head: int | None, height: int = 380) -> go.Figure:
+    """Bars over the history: how much the new query attends to each cached token (prompt orange, generated blue)."""
+    row = history_row(trace, position, layer, head)
+    T = trace.n_prompt
+    pieces = (list(trace.prompt_tokens) + list(trace.output_tokens))[: row.shape[0]]
+    colors = [PREFILL_COLOR if i < T else DECODE_COLOR for i in range(row.shape[0])]
+    hover = [f"{i}: {plot_label(p, 16)}" for i, p in enumerate(pieces)]
+    fig = go.Figure(go.Bar(x=list(range(row.shape[0])), y=row, marker_color=colors, customdata=hover,
+                           hovertemplate="%{customdata}<br>weight %{y:.3f}<extra></extra>"))
+    who = "mean over heads" if head is None else f"head {head}"
+    fig.update_layout(**base_layout(f"Where the new query looks (layer {layer}, {who}) — {row.shape[0]} cached tokens",
+                                    "cached token (orange = prompt, blue = generated)", "attention weight", height))
+    tv, tt = tick_labels(pieces, max_labels=36)
+    fig.update_xaxes(tickmode="array", tickvals=tv, ticktext=tt, tickangle=-60, tickfont=dict(size=FONT_SIZE - 4))
+    fig.update_layout(bargap=0.05, showlegend=False)
+    return fig

@@ -1,0 +1,119 @@
+"""Charts for the Remedies lab: each remedy's measured effect on TTFT (the valley) and TPOT (the bridge)."""
+from __future__ import annotations
+
+import math
+
+import pandas as pd
+import plotly.graph_objects as go
+from plotly.subplots import make_subplots
+
+from ui.figures.theme import DECODE_COLOR, FONT_SIZE, NEUTRAL_COLOR, PREFILL_COLOR, base_layout
+from ui.text.remedy_text import HELPS, TITLES, ratio
+
+REMEDY_COLOR = "#2E9E5B"  # the remedy's bars/lines; the baseline is grey
+
+
+def kv_cache_figure(result) -> go.Figure:
+    fig = go.Figure()
+    for trace, name, color in ((result.uncached, "no cache: recompute everything", NEUTRAL_COLOR),
+                               (result.cached, "KV cache", DECODE_COLOR)):
+        fig.add_scatter(x=[s.kv_length for s in trace.steps], y=[s.seconds * 1e3 for s in trace.steps], mode="lines+markers",
+                        name=name, line=dict(color=color, width=3))
+    fig.update_layout(**base_layout("Decode step latency vs tokens in context (measured)", "tokens in context", "step latency (ms)"))
+    return fig
+
+
+def phase_pair_figure(rows, title: str) -> go.Figure:
+    """Two panels: TTFT (prefill, orange) and TPOT (decode, blue) for each configuration."""
+    fig = make_subplots(rows=1, cols=2, subplot_titles=("TTFT — prefill (ms)", "TPOT — decode (ms per token)"))
+    labels = [r.label for r in rows]
+    fig.add_bar(x=labels, y=[r.ttft_s * 1e3 for r in rows], marker_color=PREFILL_COLOR, name="TTFT",
+                text=[f"{r.ttft_s * 1e3:.1f}" for r in rows], textposition="outside", row=1, col=1)
+    fig.add_bar(x=labels, y=[r.tpot_s * 1e3 for r in rows], marker_color=DECODE_COLOR, name="TPOT",
+                text=[f"{r.tpot_s * 1e3:.1f}" for r in rows], textposition="outside", row=1, col=2)
+    fig.update_layout(**base_layout(title, "", "milliseconds", height=440))
+    fig.update_layout(showlegend=False)
+    fig.update_yaxes(title_text="milliseconds", rangemode="tozero")
+    fig.update_annotations(font_size=FONT_SIZE)
+    for ax in ("yaxis", "yaxis2"):
+        top = max([r.ttft_s if ax == "yaxis" else r.tpot_s for r in rows] + [1e-9]) * 1e3
+        fig.layout[ax].range = [0, top * 1.25]
+    return fig
+
+
+def speculative_figure(rows) -> go.Figure:
+    fig = go.Figure()
+    labels = [r.label for r in rows]
+    fig.add_bar(x=labels, y=[r.greedy.tpot_s * 1e3 for r in rows], name="plain greedy", marker_color=NEUTRAL_COLOR)
+    fig.add_bar(x=labels, y=[r.speculative.tpot_s * 1e3 for r in rows], name="prompt lookup", marker_color=DECODE_COLOR,
+                text=[f"{r.tokens_per_pass:.2f} tok/pass, {r.acceptance_rate:.0%} accepted" for r in rows], textposition="outside")
+    fig.update_layout(**base_layout("Time per output token (measured)", "prompt", "TPOT (ms per token)"), barmode="group")
+    top = max([max(r.greedy.tpot_s, r.speculative.tpot_s) for r in rows] + [1e-9]) * 1e3
+    fig.update_yaxes(range=[0, top * 1.3])
+    return fig
+
+
+def overhead_figure(result) -> go.Figure:
+    math_ms = max(result.real_step_s - result.skeleton_step_s, 0.0) * 1e3
+    fig = go.Figure()
+    fig.add_bar(y=["decode step"], x=[math_ms], orientation="h", name="the model's math", marker_color=DECODE_COLOR)
+    fig.add_bar(y=["decode step"], x=[result.skeleton_step_s * 1e3], orientation="h", name="overhead (skeleton step)",
+                marker_color=NEUTRAL_COLOR)
+    fig.update_layout(**base_layout("One decode step, split (measured)", "milliseconds", "", height=260), barmode="stack")
+    return fig
+
+
+def _effects(results: dict) -> list[dict]:
+    """Rows of (remedy, meant for, TTFT speed-up, TPOT speed-up) from whichever results exist."""
+    rows = []
+
+    def add(key, label, ttft, tpot):
+        rows.append({"remedy": label, "meant for": HELPS[key][0], "TTFT speed-up": ttft, "TPOT speed-up": tpot})
+
+    if (r := results.get("kv_cache")) and r.cached.steps and r.uncached.steps:
+        mean = lambda t: sum(s.seconds for s in t.steps) / len(t.steps)  # noqa: E731
+        # the first pass is the same full prefill with or without a cache: nothing to compare there
+        add("kv_cache", TITLES["kv_cache"], float("nan"), ratio(mean(r.uncached), mean(r.cached)))
+    if rows_s := results.get("speculative"):
+        r = rows_s[0]
+        add("speculative", f"{TITLES['speculative']} — {r.label}", ratio(r.greedy.ttft_s, r.speculative.ttft_s), r.speedup)
+    if r := results.get("prefix"):
+        add("prefix", TITLES["prefix"], ratio(r.full.ttft_s, r.reused.ttft_s), ratio(r.full.tpot_s, r.reused.tpot_s))
+    for key in ("dtype", "int8", "kernels"):
+        res = results.get(key)
+        prs = getattr(res, "rows", res)
+        if prs and len(prs) > 1:
+            base, alt = prs[0], prs[1]
+            add(key, f"{alt.label} (vs {base.label})", ratio(base.ttft_s, alt.ttft_s), ratio(base.tpot_s, alt.tpot_s))
+    return rows
+
+
+def effects_table(results: dict) -> pd.DataFrame:
+    return pd.DataFrame(_effects(results), columns=["remedy", "meant for", "TTFT speed-up", "TPOT speed-up"])
+
+
+def _cell_color(x: float) -> float:
+    """Map a speed-up onto [-1, 1] on a log scale: -1 = 2x slower (red), 0 = no effect (grey), 1 = 2x faster (green)."""
+    if x is None or math.isnan(x) or x <= 0:
+        return 0.0
+    return max(-1.0, min(1.0, math.log2(x)))
+
+
+def indicator_matrix_figure(results: dict) -> go.Figure:
+    """Rows = remedies measured so far, columns = TTFT and TPOT, cells coloured by measured speed-up."""
+    rows = _effects(results)
+    fig = go.Figure()
+    if not rows:
+        fig.update_layout(**base_layout("Measure some remedies first", "", "", height=260))
+        return fig
+    z = [[_cell_color(r["TTFT speed-up"]), _cell_color(r["TPOT speed-up"])] for r in rows]
+    text = [[("n/a" if math.isnan(v) else f"×{v:.2f}") for v in (r["TTFT speed-up"], r["TPOT speed-up"])] for r in rows]
+    ylabels = [f"{r['remedy']}  [{r['meant for']}]" for r in rows]
+    scale = [[0.0, "#C0392B"], [0.4, "#E8B4AE"], [0.5, "#D9D9D9"], [0.6, "#A9DFBF"], [1.0, "#1E8449"]]
+    fig.add_heatmap(z=z, x=["TTFT (prefill)", "TPOT (decode)"], y=ylabels, text=text, texttemplate="%{text}",
+                    textfont=dict(size=FONT_SIZE + 2), colorscale=scale, zmin=-1, zmax=1, showscale=False, xgap=4, ygap=4)
+    fig.update_layout(**base_layout("Measured speed-up per phase: green helps, grey nothing, red hurts", "", "",
+                                    height=140 + 80 * len(rows)))
+    fig.update_yaxes(autorange="reversed", tickfont=dict(size=FONT_SIZE - 2))
+    fig.update_xaxes(side="top")
+    return fig

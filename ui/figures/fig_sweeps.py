@@ -1,0 +1,151 @@
+"""Figures and tables for the sweep and batch labs: TTFT grows with the prompt, a decode step barely moves.
+
+Streamlit-free: every function takes engine results and returns a plotly Figure, a DataFrame or text.
+"""
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import plotly.graph_objects as go
+
+from engine.labs.sweeps import SweepPoint, SweepResult, median_step_by_context
+from engine.perfmodel.fit import TTFTFit
+from ui.figures.theme import DECODE_COLOR, ESTIMATE_DASH, NEUTRAL_COLOR, PREFILL_COLOR, base_layout
+
+MS = 1000.0
+COLUMNS = {  # SweepPoint field -> table heading (times in ms)
+    "batch_size": "batch", "prompt_tokens": "prompt tokens", "output_tokens": "output tokens",
+    "ttft_s": "TTFT (ms)", "tpot_s": "TPOT (ms)", "itl_p50_s": "ITL p50 (ms)", "decode_s": "decode total (ms)",
+    "total_s": "end-to-end (ms)", "prefill_tokens_per_s": "prefill tok/s", "decode_tokens_per_s": "decode tok/s",
+}
+
+
+def _is_seconds(key: str) -> bool:
+    """ttft_s, decode_s ... are seconds (shown in ms); prefill_tokens_per_s is a rate and stays as it is."""
+    return key.endswith("_s") and not key.endswith("_per_s")
+
+
+def sweep_table(points: list[SweepPoint]) -> pd.DataFrame:
+    """One row per measured point, times in milliseconds."""
+    rows = []
+    for p in points:
+        row = p.row()
+        rows.append({label: (row[key] * MS if _is_seconds(key) else row[key]) for key, label in COLUMNS.items()})
+    return pd.DataFrame(rows, columns=list(COLUMNS.values())).round(2)
+
+
+def sweep_csv(points: list[SweepPoint]) -> bytes:
+    return sweep_table(points).to_csv(index=False).encode()
+
+
+def sweep_status(result: SweepResult | None, interrupted: bool = False) -> str:
+    """'cancelled after N points' or 'N of M points measured' — what the table holds."""
+    if result is None:
+        return "No measurements yet."
+    if result.cancelled or interrupted:
+        return f"Cancelled after {result.done} of {len(result.planned)} points; the points measured so far are kept."
+    return f"{result.done} of {len(result.planned)} points measured on {result.model} ({result.device})."
+
+
+def ttft_figure(points: list[SweepPoint], fit: TTFTFit | None) -> go.Figure:
+    """Measured TTFT against prompt length, with the fitted a + bT + cT² and its linear part."""
+    t = np.array([p.prompt_tokens for p in points], dtype=float)
+    y = np.array([p.ttft_s for p in points]) * MS
+    fig = go.Figure()
+    fig.add_scatter(x=t, y=y, mode="markers+lines", name="measured TTFT", marker=dict(size=12, color=PREFILL_COLOR),
+                    line=dict(color=PREFILL_COLOR, width=2))
+    if fit is not None and t.size:
+        grid = np.linspace(0, t.max(), 100)
+        fig.add_scatter(x=grid, y=fit.predict(grid) * MS, mode="lines", name="fit a + b·T + c·T²",
+                        line=dict(color=NEUTRAL_COLOR, dash=ESTIMATE_DASH, width=3))
+        fig.add_scatter(x=grid, y=(fit.a + fit.b * grid) * MS, mode="lines", name="linear part a + b·T",
+                        line=dict(color=NEUTRAL_COLOR, dash="dot", width=2))
+    fig.update_layout(**base_layout("TTFT grows with the prompt (the valley widens)", "prompt length (tokens)",
+                                    "TTFT (ms)", height=440))
+    fig.update_yaxes(rangemode="tozero")
+    return fig
+
+
+def fit_text(fit: TTFTFit | None) -> str:
+    if fit is None:
+        return "Measure at least two different prompt lengths to fit TTFT ≈ a + b·T + c·T²."
+    share = fit.quadratic_share_at_max
+    return (f"Least-squares fit over {fit.n_points} points: **a = {fit.a * MS:.1f} ms**, "
+            f"**b = {fit.b * 1e6:.1f} µs per token** (the weights' matmuls), "
+            f"**c = {fit.c * 1e9:.3f} ns per token²** (attention over the causal triangle). "
+            f"At T = {fit.t_max} the quadratic term is **{share:.0%}** of the fitted TTFT."
+            + (" A negative term means the T² (or T) effect is lost in timing noise at these lengths: rerun, or add longer "
+               "prompts." if fit.c < 0 or fit.b < 0 else ""))
+
+
+def decode_latency_figure(points: list[SweepPoint]) -> go.Figure:
+    """Median decode-step latency against context length: nearly flat — the bridge costs per step, not per token read."""
+    pairs = median_step_by_context(points)
+    fig = go.Figure()
+    if pairs:
+        x, y = zip(*pairs)
+        fig.add_scatter(x=list(x), y=[v * MS for v in y], mode="markers", name="decode step (median, measured)",
+                        marker=dict(size=9, color=DECODE_COLOR))
+    fig.update_layout(**base_layout("Each decode step costs about the same at any context", "context length (tokens)",
+                                    "decode step latency (ms)", height=440))
+    fig.update_yaxes(rangemode="tozero")
+    return fig
+
+
+def phase_split_figure(points: list[SweepPoint], by: str = "prompt_tokens") -> go.Figure:
+    """End-to-end time per point, stacked: prefill (TTFT) below, decode above."""
+    labels = [f"{getattr(p, by)}" for p in points]
+    fig = go.Figure()
+    fig.add_bar(x=labels, y=[p.ttft_s * MS for p in points], name="prefill (TTFT)", marker_color=PREFILL_COLOR)
+    fig.add_bar(x=labels, y=[p.decode_s * MS for p in points], name="decode (all steps)", marker_color=DECODE_COLOR)
+    axis = {"prompt_tokens": "prompt length (tokens)", "output_tokens": "output length (tokens)"}.get(by, by)
+    fig.update_layout(**base_layout("Where the time goes, per run", axis, "time (ms)", height=440), barmode="stack")
+    fig.update_xaxes(type="category")
+    return fig
+
+
+# ---- batch lab ------------------------------------------------------------------------------------
+
+
+def batch_throughput_figure(points: list[SweepPoint]) -> go.Figure:
+    """Tokens per second of each phase against batch size (log-log)."""
+    pts = sorted(points, key=lambda p: p.batch_size)
+    b = [p.batch_size for p in pts]
+    fig = go.Figure()
+    fig.add_scatter(x=b, y=[p.prefill_tokens_per_s for p in pts], mode="markers+lines", name="prefill tokens/s",
+                    marker=dict(size=12, color=PREFILL_COLOR), line=dict(color=PREFILL_COLOR, width=3))
+    fig.add_scatter(x=b, y=[p.decode_tokens_per_s for p in pts], mode="markers+lines", name="decode tokens/s",
+                    marker=dict(size=12, color=DECODE_COLOR), line=dict(color=DECODE_COLOR, width=3))
+    if b:
+        ideal = [pts[0].decode_tokens_per_s * x / b[0] for x in b]
+        fig.add_scatter(x=b, y=ideal, mode="lines", name="decode if steps stayed flat",
+                        line=dict(color=DECODE_COLOR, dash=ESTIMATE_DASH, width=2))
+    fig.update_layout(**base_layout("Throughput against batch size (measured)", "batch size B", "tokens per second",
+                                    height=460))
+    fig.update_xaxes(type="log", tickvals=b)
+    fig.update_yaxes(type="log", dtick=1)
+    return fig
+
+
+def batch_latency_figure(points: list[SweepPoint], measured_cross: int | None, predicted_cross: int | None,
+                         factor: float = 1.5) -> go.Figure:
+    """Decode step latency against batch size, with the measured and the predicted crossovers marked."""
+    pts = sorted(points, key=lambda p: p.batch_size)
+    b = [p.batch_size for p in pts]
+    fig = go.Figure()
+    fig.add_scatter(x=b, y=[p.itl_p50_s * MS for p in pts], mode="markers+lines", name="decode step (median)",
+                    marker=dict(size=12, color=DECODE_COLOR), line=dict(color=DECODE_COLOR, width=3))
+    if pts:
+        fig.add_hline(y=factor * pts[0].itl_p50_s * MS, line=dict(color=NEUTRAL_COLOR, dash="dot"),
+                      annotation_text=f"{factor}× the B={b[0]} step")
+    top = max([p.itl_p50_s * MS for p in pts] + [factor * pts[0].itl_p50_s * MS if pts else 1.0]) * 1.1
+    for x, name, dash, color in ((measured_cross, "measured crossover", "solid", DECODE_COLOR),
+                                 (predicted_cross, "predicted crossover (estimate)", ESTIMATE_DASH, NEUTRAL_COLOR)):
+        if x is not None:  # a vertical segment as a trace: robust on a log axis
+            fig.add_scatter(x=[x, x], y=[0, top], mode="lines+text", name=f"{name}: B={x}", text=["", f"B={x}"],
+                            textposition="top center", line=dict(color=color, dash=dash, width=3))
+    fig.update_layout(**base_layout("Decode step latency against batch size", "batch size B", "step latency (ms)",
+                                    height=460))
+    fig.update_xaxes(type="log", tickvals=b)
+    fig.update_yaxes(rangemode="tozero")
+    return fig
