@@ -1,6 +1,6 @@
 """Drive the real dashboard in headless Chromium: start `streamlit run app.py`, open sessions, press Run, read numbers.
 
-Shared by the browser tests (tests/test_browser*.py) and the measurement scripts (scripts/ui_vs_cli.py,
+Shared by the browser tests (tests/browser/) and the measurement scripts (scripts/ui_vs_cli.py,
 scripts/loadtest.py). Playwright drives Debian's Chromium (/usr/bin/chromium); nothing is downloaded.
 """
 from __future__ import annotations

@@ -9,13 +9,11 @@ import subprocess
 import sys
 import threading
 import time
-from pathlib import Path
 
 from engine.serving.api_server.openai_server import BackgroundServer, create_app, prepare
 from engine.serving.scheduling.work import ModelSpec
 from engine.serving.scheduling.worker import LocalService, ServiceOptions
-
-ROOT = Path(__file__).resolve().parent.parent
+from tests import ROOT
 
 
 class InProcessServer:

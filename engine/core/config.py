@@ -8,20 +8,26 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass, fields
 
-import torch
-
 from engine.errors import EngineError
 
 SUPPORTED_ARCHITECTURES = ("gpt2", "llama")
 
 
-def dtype_bytes(dtype: str | torch.dtype) -> int:
-    """Bytes per element of a dtype given as torch.dtype or by name ('float32', 'bfloat16', ...)."""
-    if isinstance(dtype, str):
-        dtype = getattr(torch, dtype.removeprefix("torch."), None)
-        if not isinstance(dtype, torch.dtype):
-            raise EngineError(f"unknown dtype {dtype!r}")
-    return dtype.itemsize
+# bytes per element by dtype name: torch-free, so engine.perfmodel (pure arithmetic) can read configs without torch
+DTYPE_BYTES = {"float64": 8, "float32": 4, "float": 4, "float16": 2, "half": 2, "bfloat16": 2, "int8": 1, "uint8": 1,
+               "float8_e4m3fn": 1, "float8_e5m2": 1}
+
+
+def dtype_bytes(dtype) -> int:
+    """Bytes per element of a dtype given as a torch.dtype or by name ('float32', 'bfloat16', ...)."""
+    if not isinstance(dtype, str):
+        if isinstance(getattr(dtype, "itemsize", None), int):  # a torch.dtype knows its own size
+            return dtype.itemsize
+        dtype = str(dtype)
+    size = DTYPE_BYTES.get(dtype.removeprefix("torch."))
+    if size is None:
+        raise EngineError(f"unknown dtype {dtype!r}; known: {', '.join(DTYPE_BYTES)}")
+    return size
 
 
 @dataclass(frozen=True)

@@ -124,3 +124,16 @@ def fit_prompt_to_tokens(tokenizer, text: str, n_tokens: int | None) -> FittedPr
         kept = kept[:n_tokens]
         action = "repeated"
     return FittedPrompt(kept, tokenizer.decode(kept), source, action)
+
+
+# The fable as filler: prompts of exactly N tokens for sweeps, benchmarks and `engine measure` are cut from it
+SWEEP_TEXT = (
+    "Two bends on the old post road decide how long a journey takes. At Longmen Bay the road opens into a wide "
+    "valley, and the whole convoy rides through side by side: fifty horses cross it in almost the time one horse "
+    "needs. Further on, a single-plank bridge spans the gorge, and the riders cross it one at a time, each waiting "
+    "for the one before. Old Qin, the dispatcher, keeps two columns in his ledger, one for the valley and one for "
+    "the bridge, because money spent on stronger horses shortens the valley but does nothing for the bridge. "
+    "A language model reads its prompt the way the convoy crosses the valley, every token at once in one wide "
+    "pass, and writes its answer the way riders cross the bridge, one token after another, each step reading all "
+    "the weights and every key and value stored so far. "
+)

@@ -16,19 +16,8 @@ import torch
 from engine.core.config import dtype_bytes as config_dtype_bytes
 from engine.core.generate import generate_batch
 from engine.core.metrics import summarize
-from engine.core.prompting import check_lengths
+from engine.core.prompting import SWEEP_TEXT, check_lengths
 from engine.errors import EngineError
-
-SWEEP_TEXT = (
-    "Two bends on the old post road decide how long a journey takes. At Longmen Bay the road opens into a wide "
-    "valley, and the whole convoy rides through side by side: fifty horses cross it in almost the time one horse "
-    "needs. Further on, a single-plank bridge spans the gorge, and the riders cross it one at a time, each waiting "
-    "for the one before. Old Qin, the dispatcher, keeps two columns in his ledger, one for the valley and one for "
-    "the bridge, because money spent on stronger horses shortens the valley but does nothing for the bridge. "
-    "A language model reads its prompt the way the convoy crosses the valley, every token at once in one wide "
-    "pass, and writes its answer the way riders cross the bridge, one token after another, each step reading all "
-    "the weights and every key and value stored so far. "
-)
 
 PointCallback = Callable[["SweepResult"], bool | None]  # called after each point with the partial result; False cancels
 

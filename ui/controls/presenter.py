@@ -15,7 +15,7 @@ from ui.figures import theme
 
 FONT_SCALE = 1.3  # chart type in presenter mode, relative to the projector-sized default
 
-# Streamlit 1.67's element test ids: checked in tests/test_browser_presenter.py with a real browser
+# Streamlit 1.67's element test ids: checked in tests/browser/test_presenter.py with a real browser
 STYLE = """
 <style>
 section[data-testid="stSidebar"], [data-testid="stSidebarCollapsedControl"], [data-testid="stExpandSidebarButton"],

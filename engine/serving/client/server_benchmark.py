@@ -94,7 +94,7 @@ def _our_tokenizer():
 
 def build_prompts(client: Client, model: str, n_tokens: int, count: int, shared_prefix: bool) -> Prompts:
     """`count` prompts of exactly n_tokens tokens, distinct from their first token (or only at the end if shared)."""
-    from engine.labs.sweeps import SWEEP_TEXT
+    from engine.core.prompting import SWEEP_TEXT
 
     status, raw = client.call("POST", "/tokenize", {"model": model, "prompt": "Two bends"})
     if status == 200 and b'"tokens"' in raw:

@@ -5,7 +5,6 @@ import json
 import threading
 
 import pytest
-from serving_helpers import InProcessServer
 
 import engine
 from engine.cli import main
@@ -13,6 +12,7 @@ from engine.errors import EngineError
 from engine.serving.client.benchmark_report import format_report
 from engine.serving.client.openai_client import Client, parse_url
 from engine.serving.client.server_benchmark import Plan, build_prompts, run, trace_from_record
+from tests.serving_helpers import InProcessServer
 
 
 @pytest.fixture(scope="module")

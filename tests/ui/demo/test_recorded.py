@@ -2,7 +2,6 @@
 import dataclasses
 import json
 import math
-from pathlib import Path
 
 import pytest
 import streamlit.testing.v1.app_test as app_test_module
@@ -12,16 +11,17 @@ from streamlit.testing.v1 import AppTest
 import engine
 from engine.core import trace_file
 from engine.core.trace import SCHEMA_VERSION
+from tests import ROOT
 from ui.controls import state
 from ui.demo import recorded
 
-APP = str(Path(__file__).resolve().parent.parent / "app.py")
+APP = str(ROOT / "app.py")
 STORY = ["pages/story/home.py", "pages/story/prefill.py", "pages/story/decode.py", "pages/story/timing.py"]
 SHIPPED = [s.name for s in recorded.shipped()]
 
 
 class _NavigationOnly(PagesManager):
-    """Keep every AppTest run going through app.py (see tests/test_pages_home_timing.py)."""
+    """Keep every AppTest run going through app.py (see tests/pages/story/test_home_timing.py)."""
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)

@@ -2,7 +2,6 @@
 import subprocess
 import sys
 import time
-from pathlib import Path
 
 import pytest
 
@@ -11,8 +10,7 @@ from engine.serving.scheduling import os_memory
 from engine.serving.scheduling import scheduler as scheduler_module
 from engine.serving.scheduling.scheduler import Scheduler
 from engine.serving.scheduling.work import ModelSpec, Request, result_of
-
-ROOT = Path(__file__).resolve().parent.parent
+from tests import ROOT
 
 # In a fresh process: raise glibc's mmap threshold the way a freed long-prompt tensor does, allocate and free
 # 180 MB of 3 MB tensors under a pinned heap top, and print RSS (MiB) after the free and after release.

@@ -11,7 +11,8 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parent.parent
+from tests import ROOT
+
 sys.path.insert(0, str(ROOT / "scripts"))
 import appdriver  # noqa: E402  (scripts/appdriver.py: shared with the measurement scripts)
 

@@ -4,10 +4,10 @@ from concurrent.futures import ThreadPoolExecutor
 
 import openai
 import pytest
-from serving_helpers import InProcessServer, metrics_of, post
 
 from engine.core.prompting import chat_ids
 from engine.serving.api_server.vllm_metrics import ServerMetrics
+from tests.serving_helpers import InProcessServer, metrics_of, post
 
 PROMPT = "Two bends on the old post road"
 

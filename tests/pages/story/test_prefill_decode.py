@@ -1,15 +1,15 @@
 """AppTest of the Prefill (valley) and Decode (bridge) pages, with a tiny-model trace injected."""
 import dataclasses
-from pathlib import Path
 
 import pytest
 from streamlit.testing.v1 import AppTest
 
 import engine
+from tests import ROOT
 from ui.controls import state
 from ui.engine_link.run_store import RunStore
 
-APP = str(Path(__file__).resolve().parents[1] / "app.py")
+APP = str(ROOT / "app.py")
 
 
 @pytest.fixture(scope="module")

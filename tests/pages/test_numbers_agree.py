@@ -1,7 +1,6 @@
 """One run, every page that shows a FLOP count, a byte count or a parameter count: they must all agree with each
 other and with engine.perfmodel (the one place those numbers are computed)."""
 import re
-from pathlib import Path
 
 import pytest
 import torch
@@ -9,11 +8,12 @@ from streamlit.testing.v1 import AppTest
 
 import engine
 from engine.perfmodel.flops import prefill_flops
+from tests import ROOT
 from ui.controls import state
 from ui.engine_link.run_store import RunStore
 from ui.text.phase_numbers import binary_bytes, si
 
-APP = str(Path(__file__).resolve().parents[1] / "app.py")
+APP = str(ROOT / "app.py")
 
 
 @pytest.fixture(scope="module")

@@ -13,11 +13,11 @@ import time
 from pathlib import Path
 
 import pytest
-from serving_helpers import ROOT, CliServer, free_port, post
 
 from engine.serving.client.benchmark_report import client_stats
 from engine.serving.client.openai_client import Client
 from engine.serving.client.server_benchmark import Plan, run
+from tests.serving_helpers import ROOT, CliServer, free_port, post
 
 pytestmark = pytest.mark.slow
 CACHE = Path(os.environ.get("TWO_BENDS_CACHE") or Path.home() / ".cache" / "two-bends")

@@ -1,14 +1,13 @@
 """AppTest for the shared sidebar, the run panel, Home and Timing (tiny model; one real-model test marked slow)."""
-from pathlib import Path
-
 import pytest
 import streamlit.testing.v1.app_test as app_test_module
 from streamlit.runtime.pages_manager import PagesManager
 from streamlit.testing.v1 import AppTest
 
+from tests import ROOT
 from ui.controls import state
 
-APP = str(Path(__file__).resolve().parent.parent / "app.py")
+APP = str(ROOT / "app.py")
 
 
 class _NavigationOnly(PagesManager):

@@ -1,18 +1,17 @@
 """AppTest for "Measure a server" (with our engine served by the test on 127.0.0.1), the operator's allow-list, and
 every other page drawing a run measured on a server (no model config, no attention, no KV picture)."""
-from pathlib import Path
-
 import pytest
 import streamlit.testing.v1.app_test as app_test_module
-from serving_helpers import InProcessServer, metrics_of
 from streamlit.runtime.pages_manager import PagesManager
 from streamlit.testing.v1 import AppTest
 
 from engine.errors import EngineError
+from tests import ROOT
+from tests.serving_helpers import InProcessServer, metrics_of
 from ui.controls import state
 from ui.engine_link import server_measurement
 
-APP = str(Path(__file__).resolve().parent.parent / "app.py")
+APP = str(ROOT / "app.py")
 
 
 class _NavigationOnly(PagesManager):  # as in test_pages_home_timing.py: every run goes through app.py

@@ -14,8 +14,9 @@ from pathlib import Path
 
 import pytest
 
+from tests import ROOT
+
 pytestmark = pytest.mark.slow
-ROOT = Path(__file__).resolve().parent.parent
 CHROMIUM = "/usr/bin/chromium"
 SHOTS = ROOT / "artifacts" / "screenshots"
 TRACE = "long-prompt-short-answer"  # 8 tokens: autoplay reaches the end quickly

@@ -7,10 +7,10 @@ import sys
 import time
 
 import pytest
-from serving_helpers import ROOT, CliServer, free_port, metrics_of, post
 
 from engine.serving.client.benchmark_report import client_stats
 from engine.serving.client.server_benchmark import Plan, run
+from tests.serving_helpers import ROOT, CliServer, free_port, metrics_of, post
 
 pytestmark = pytest.mark.slow
 PROMPT = "Why is the sky blue? Answer in two sentences."

@@ -1,21 +1,20 @@
 """Shareable links: query parameters checked value by value, defaults left out, and a round trip through the app."""
-from pathlib import Path
-
 import pytest
 import streamlit.testing.v1.app_test as app_test_module
 from streamlit.runtime.pages_manager import PagesManager
 from streamlit.testing.v1 import AppTest
 
+from tests import ROOT
 from ui.controls import state, widgets
 from ui.demo import links
 
-APP = str(Path(__file__).resolve().parent.parent / "app.py")
+APP = str(ROOT / "app.py")
 PAGES = {"home", "prefill", "decode", "timing"}
 TRACES = {"long-prompt-short-answer"}
 
 
 class _NavigationOnly(PagesManager):
-    """Keep every AppTest run going through app.py (see tests/test_pages_home_timing.py)."""
+    """Keep every AppTest run going through app.py (see tests/pages/story/test_home_timing.py)."""
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)

@@ -1,0 +1,52 @@
+"""A shared link opened on a fresh server: Streamlit must run app.py (the router and its frame), never a page file alone.
+
+Pages sit in pages/<role>/ subfolders: Streamlit's old multipage discovery reads only files directly inside pages/, so
+a first deep link (/timing, /decode) on a server nobody has visited yet still goes through app.py's st.navigation.
+Each link gets its own fresh server (the bug showed only on a server's very first request).
+"""
+import os
+import subprocess
+import sys
+
+import pytest
+
+from tests.browser.test_presenter import CHROMIUM, ROOT, _free_port, _wait_for_port
+
+pytestmark = pytest.mark.slow
+TRACE = "long-prompt-short-answer"
+
+
+@pytest.mark.parametrize("path, heading", [("timing", "Timing"), ("prefill", "Prefill")])
+def test_first_deep_link_on_a_fresh_server_runs_inside_the_app(path, heading):
+    if not os.path.exists(CHROMIUM):
+        pytest.skip(f"{CHROMIUM} is missing (the test command installs Debian's chromium); browser test skipped")
+    sync_api = pytest.importorskip("playwright.sync_api", reason="playwright (python) is not installed")
+    port = _free_port()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "streamlit", "run", "app.py", "--server.headless", "true", "--server.port", str(port),
+         "--server.address", "127.0.0.1", "--browser.gatherUsageStats", "false", "--server.fileWatcherType", "none"],
+        cwd=ROOT, env=dict(os.environ, TWO_BENDS_REPLAY="1"), stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT)
+    try:
+        _wait_for_port(port, 120)
+        with sync_api.sync_playwright() as pw:
+            browser = pw.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox", "--disable-gpu"])
+            try:
+                page = browser.new_page(viewport={"width": 1400, "height": 1000})
+                page.goto(f"http://127.0.0.1:{port}/{path}?trace={TRACE}", timeout=120_000)
+                page.locator("h1").filter(has_text=heading).first.wait_for(timeout=120_000)
+                # app.py's frame: its navigation lists every page, and its sidebar holds the shared controls
+                nav = page.locator("[data-testid='stSidebarNav']")
+                nav.wait_for(timeout=60_000)
+                assert nav.get_by_text("Home — two bends").count() == 1
+                assert nav.get_by_text("Measure a server").count() == 1
+                body = page.locator("body").inner_text().lower()
+                assert "page not found" not in body and "you have requested page" not in body
+                assert page.locator("[data-testid='stException']").count() == 0
+            finally:
+                browser.close()
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            proc.kill()

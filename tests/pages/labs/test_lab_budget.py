@@ -1,0 +1,31 @@
+"""AppTest of pages/labs/lab_budget.py (Old Qin's budget): it renders, measures with the tiny model, shows no exception."""
+import pytest
+
+from tests.pages.labs.lab_helpers import no_exception, open_lab
+from ui.controls import state
+
+
+@pytest.mark.parametrize("button, saving", [(0, "10.0%"), (1, "40.0%")])
+def test_budget_page_reproduces_the_fable(button, saving):
+    at = open_lab("lab_budget")
+    no_exception(at)
+    at.button(key=f"{state.BUDGET_FABLE}_{button}").click().run()
+    no_exception(at)
+    assert at.metric[0].value == saving
+    assert any("10% saved" in m.value and "40% saved" in m.value for m in at.markdown)
+
+
+def test_budget_page_sources_change_the_share():
+    at = open_lab("lab_budget")
+    at.radio(key=state.BUDGET_SOURCE).set_value("custom").run()
+    at.slider(key=state.BUDGET_SHARE).set_value(0.5)
+    at.slider(key=state.BUDGET_PREFILL_SPEEDUP).set_value(2.0)
+    at.slider(key=state.BUDGET_DECODE_SPEEDUP).set_value(1.0).run()
+    no_exception(at)
+    assert at.metric[0].value == "25.0%"  # 1 - (0.25 + 0.5)
+    at.radio(key=state.BUDGET_SOURCE).set_value("preset").run()
+    no_exception(at)
+    assert any("estimate:" in m.value for m in at.markdown)
+    at.radio(key=state.BUDGET_SOURCE).set_value("measured").run()
+    no_exception(at)
+    assert any("No run yet" in i.value for i in at.info)

@@ -1,0 +1,17 @@
+"""AppTest of pages/labs/lab_remedies.py (Remedies lab): it renders, measures with the tiny model, shows no exception."""
+
+from tests.pages.labs.lab_helpers import open_lab_alone
+from ui.controls import state
+
+
+def test_remedies_page_measures_each_remedy():
+    at = open_lab_alone("lab_remedies")
+    assert not at.exception
+    at.number_input(key=state.REMEDY_TOKENS).set_value(6).run()
+    for key in ("kv_cache", "speculative", "prefix", "int8", "kernels", "overhead", "dtype"):
+        at.button(key=state.REMEDY_MEASURE + key).click().run()
+        assert not at.exception, key
+        assert not at.error, (key, [e.value for e in at.error])
+        assert key in at.session_state[state.STORE].labs[state.REMEDY_RESULTS]
+    assert len(at.get("plotly_chart")) >= 8  # one per remedy + the indicator matrix
+    assert any("×" in str(md.value) for md in at.markdown)
