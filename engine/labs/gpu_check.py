@@ -26,7 +26,7 @@ from engine.core.clock import now
 from engine.core.generate import decode_loop, greedy, new_cache, prefill
 from engine.core.trace_file import save_trace
 from engine.labs.sweeps import prompt_ids_of_length
-from engine.loading.model_store import CACHE_FOLDER, cache_root
+from engine.loading.model_store import CACHE_FOLDER, DEFAULT_MODEL, cache_root
 from engine.loading.tiny import tiny_hf_model
 from engine.techniques.cuda_graphs import GraphedDecoder
 
@@ -124,7 +124,7 @@ def main() -> None:
                                           for arch in ("gpt2", "llama")}
     say(f"CUDA graphs, tiny models, same 64 greedy tokens as eager: {NUMBERS['graphs_same_tokens_tiny']}")
     real = (cache_root() / CACHE_FOLDER / "COMPLETE").is_file()
-    name = "smollm2-135m" if real else "smollm2-random"
+    name = DEFAULT_MODEL if real else "smollm2-random"
     label = "SmolLM2-135M-Instruct (real weights)" if real else "SmolLM2-135M shapes, RANDOM weights (timing only)"
     say(f"model for the bench and traces: {label}")
     for dtype in ("float32", "bfloat16"):

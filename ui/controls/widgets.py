@@ -14,6 +14,7 @@ import streamlit as st
 from engine.core.prompting import encode_prompt
 from engine.core.sampling import SamplingParams
 from engine.errors import EngineError
+from engine.loading.model_store import DEFAULT_MODEL as BUNDLED_DEFAULT
 from engine.serving.scheduling.work import Request
 from ui.controls import demo_panel, state
 from ui.demo import recorded
@@ -23,11 +24,11 @@ from ui.figures import fig_timing
 from ui.text import prompts
 
 MODEL_CHOICES = {
-    "smollm2-135m": "SmolLM2-135M-Instruct (bundled, offline)",
+    BUNDLED_DEFAULT: "SmolLM2-135M-Instruct (bundled, offline)",
     "gpt2": "GPT-2 124M (downloads from Hugging Face)",
     "tiny-llama": "Tiny random Llama (instant, for testing)",
 }
-DEFAULT_MODEL = os.environ.get("TWO_BENDS_MODEL", "smollm2-135m")
+DEFAULT_MODEL = os.environ.get("TWO_BENDS_MODEL", BUNDLED_DEFAULT)
 
 
 def current_model():
