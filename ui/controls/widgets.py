@@ -195,9 +195,9 @@ def _fit_prompt(request: RunRequest, text: str, n_tokens: int | None) -> None:
 LIVE_TEXT_EVERY_S = 0.5  # refresh the streamed text and progress bar at most this often
 LIVE_CHART_EVERY_S = 2.0  # redraw the live chart at most this often: the browser draws on the same CPU
 # (measured: scripts/ui_vs_cli.py; the Timing page states what remains)
-# While a run is live, no CSS animations or transitions (spinners, fades of the page's older elements): on a
-# 2-core machine headless Chromium spent 4-5 s of CPU per 5 s run drawing them, 2-3 s without (a core the
-# engine worker needed). The progress bar and the streamed text still move.
+# While a run is live, no CSS animations or transitions (spinners, fades of the page's older elements): drawing
+# them took the browser a core the engine worker needed (measured: README, "Serving a room"). The progress bar
+# and the streamed text still move.
 STILL_WHILE_RUNNING = "<style>*, *::before, *::after { animation: none !important; transition: none !important; }</style>"
 
 
