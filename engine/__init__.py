@@ -3,7 +3,7 @@
 Subpackages by role: core (the model and the two phases, what a student reads), loading (weights),
 techniques (speculative decoding, prefix cache, int8, kernels, CUDA graphs), serving (scheduler,
 worker, HTTP server, client), labs (measurements) and perfmodel (pure arithmetic). The names below
-are the contract the rest of the project relies on (see DESIGN.md).
+are the contract the rest of the project relies on (README: "The engine from the command line", "Layout").
 """
 from engine.core.capture import capture_attention
 from engine.core.generate import decode_step, generate, generate_batch, generate_no_cache, prefill

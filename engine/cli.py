@@ -5,6 +5,7 @@ import argparse
 import sys
 
 from engine.errors import EngineError
+from engine.loading.model_store import DEFAULT_MODEL
 
 
 def _progress(message: str, fraction: float) -> None:
@@ -12,7 +13,7 @@ def _progress(message: str, fraction: float) -> None:
 
 
 def _add_model_args(p: argparse.ArgumentParser, kernels: bool = True) -> None:
-    p.add_argument("--model", default="smollm2-135m", help="smollm2-135m (bundled), gpt2, a HF id or a folder")
+    p.add_argument("--model", default=DEFAULT_MODEL, help=f"{DEFAULT_MODEL} (bundled), gpt2, a HF id or a folder")
     p.add_argument("--device", default="auto", help="auto (CUDA, then MPS, then CPU), cpu, cuda, mps")
     p.add_argument("--dtype", default="float32", choices=["float32", "bfloat16", "float16"])
     if kernels:
@@ -162,7 +163,7 @@ def main(argv: list[str] | None = None) -> int:
     s.set_defaults(func=cmd_show)
 
     p = sub.add_parser("prepare", help="convert and cache the bundled model")
-    p.add_argument("--model", default="smollm2-135m")
+    p.add_argument("--model", default=DEFAULT_MODEL)
     p.set_defaults(func=cmd_prepare)
 
     b = sub.add_parser("bench", help="our engine (fast and plain kernels) vs transformers and vLLM, and this machine's floors")

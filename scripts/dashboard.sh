@@ -1,18 +1,23 @@
 #!/usr/bin/env bash
 # Run the Two Bends dashboard: sets up .venv on first use, converts the bundled model once, serves the app.
 # Usage: scripts/dashboard.sh [--mode queue|batch] [--max-queue N] [--max-new-tokens N] [--max-batch N]
-#                             [--model-threads N] [--replay]
+#                             [--model-threads N] [--replay] [--room] [--dry-run]
 #                             [--measure-hosts HOST[:PORT],...]
-#                             [streamlit args, e.g. --server.address 0.0.0.0 --server.port 8501]
+#                             [streamlit args, e.g. --server.port 8501]
+# Binds 127.0.0.1 (this machine only) unless told otherwise: --room binds every interface (0.0.0.0) so a class
+#   can connect, with a warning, since the dashboard has no login yet; an explicit --server.address ADDR is kept.
 # --mode queue (default): one request at a time, first come first served; batch: continuous batching.
 # --model-threads N: torch threads for the model (default: every core). With the browser on the same small
 #   machine (an instructor's laptop), cores - 1 leaves the page a core: its numbers then match
 #   `python -m engine generate --threads N` (README, "Serving a room").
 # --replay: recorded runs only (assets/traces/ and uploaded Trace JSON files); no model is converted or loaded.
+# --dry-run: print the Streamlit command this would run and stop (no set-up, no model).
 # --measure-hosts: the servers the "Measure a server" page may measure (off when not given: nobody in the
 #   room can make the dashboard fetch an address the operator did not list).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+ROOM=0
+DRY_RUN=0
 while [ $# -gt 0 ]; do
   case "$1" in
     --mode) export TWO_BENDS_MODE="$2"; shift 2 ;;
@@ -21,6 +26,8 @@ while [ $# -gt 0 ]; do
     --max-batch) export TWO_BENDS_MAX_BATCH="$2"; shift 2 ;;
     --model-threads) export TWO_BENDS_THREADS="$2"; shift 2 ;;
     --replay) export TWO_BENDS_REPLAY=1; shift ;;
+    --room) ROOM=1; shift ;;
+    --dry-run) DRY_RUN=1; shift ;;
     --measure-hosts) export TWO_BENDS_MEASURE_HOSTS="$2"; shift 2 ;;
     *) break ;;
   esac
@@ -32,6 +39,24 @@ case "${TWO_BENDS_MODE:-queue}" in
   queue|batch) ;;
   *) echo "error: --mode must be queue or batch (got '${TWO_BENDS_MODE}')" >&2; exit 2 ;;
 esac
+# Safe by default: this machine only. Streamlit itself binds every interface when no address is given.
+ADDRESS=127.0.0.1
+for arg in "$@"; do
+  case "$arg" in --server.address|--server.address=*) ADDRESS="" ;; esac
+done
+if [ "$ROOM" = "1" ]; then
+  [ -z "$ADDRESS" ] && { echo "error: give --room or --server.address, not both" >&2; exit 2; }
+  ADDRESS=0.0.0.0
+  echo "[dashboard] WARNING --room: listening on every network interface (0.0.0.0). The dashboard has no login yet:" \
+       "anyone who can reach this machine's port can open it and use its engine." >&2
+fi
+CMD=(.venv/bin/python -m streamlit run app.py --browser.gatherUsageStats false)
+[ -n "$ADDRESS" ] && CMD+=(--server.address "$ADDRESS")
+CMD+=("$@")
+if [ "$DRY_RUN" = "1" ]; then
+  echo "${CMD[*]}"
+  exit 0
+fi
 bash scripts/setup.sh
 if [ "${TWO_BENDS_REPLAY:-}" = "1" ]; then
   echo "[dashboard] replay mode: recorded runs only, no model is loaded"
@@ -41,4 +66,4 @@ else
   echo "[dashboard] scheduling mode: ${TWO_BENDS_MODE:-queue}"
   [ -n "${TWO_BENDS_MEASURE_HOSTS:-}" ] && echo "[dashboard] the Measure a server page may measure: ${TWO_BENDS_MEASURE_HOSTS}"
 fi
-exec .venv/bin/python -m streamlit run app.py --browser.gatherUsageStats false "$@"
+exec "${CMD[@]}"

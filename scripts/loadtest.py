@@ -254,8 +254,11 @@ def main() -> None:
     e = sub.add_parser("engine")
     e.add_argument("--requests", type=int, default=8)
     e.add_argument("--rounds", type=int, default=2)
+    sys.path.insert(0, str(appdriver.ROOT))
+    from engine.loading.model_store import DEFAULT_MODEL  # the dashboard's default (imports torch here, once)
+
     for p in (r, m, e):
-        p.add_argument("--model", default="smollm2-135m")
+        p.add_argument("--model", default=DEFAULT_MODEL)
     args = ap.parse_args()
     {"room": room, "memory": memory, "engine": engine_only}[args.what](args)
 

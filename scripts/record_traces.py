@@ -30,12 +30,13 @@ from engine.core.metrics import format_summary, summarize  # noqa: E402
 from engine.core.sampling import SamplingParams  # noqa: E402
 from engine.core.trace_file import describe, load_trace, save_trace  # noqa: E402
 from engine.loading.loader import load_model  # noqa: E402
+from engine.loading.model_store import DEFAULT_MODEL  # noqa: E402
 from engine.serving.scheduling.scheduler import Scheduler  # noqa: E402
 from engine.serving.scheduling.work import ModelSpec, Request, result_of  # noqa: E402
 from ui.text import prompts  # noqa: E402
 
 OUT = ROOT / "assets" / "traces"
-MODEL = "smollm2-135m"
+MODEL = DEFAULT_MODEL
 RECORD_BUDGET_BYTES = 3 * 2**20  # float16 captures kept per file (a dashboard run keeps up to 8 MiB)
 
 

@@ -28,6 +28,7 @@ import appdriver  # noqa: E402
 
 from engine.core.metrics import summarize  # noqa: E402
 from engine.core.trace import Trace  # noqa: E402
+from engine.loading.model_store import DEFAULT_MODEL  # noqa: E402
 from ui.text import prompts  # noqa: E402
 
 CONFIGS = {  # name: (worker transport, live chart on)
@@ -135,7 +136,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--configs", default="process-live,process-nochart,thread-live")
-    ap.add_argument("--model", default="smollm2-135m")
+    ap.add_argument("--model", default=DEFAULT_MODEL)
     ap.add_argument("--json", action="store_true")
     ap.add_argument("--model-threads", type=int, default=0,
                     help="torch threads for the model in the dashboard and the CLI alike (default 0: every core)")

@@ -1,7 +1,8 @@
 """The KV cache: an explicit, preallocated store of every past token's keys and values per layer.
 
 Decode reads all of it on every step, which is why decode is bound by memory traffic. The cache is
-an object the caller owns and passes in (as in gpt-fast and nano-vllm), never hidden in modules.
+an object the caller owns and passes in, never hidden in modules (gpt-fast and nano-vllm keep theirs
+as buffers inside each attention module; here a student can hold it, measure it and reset it).
 Each sequence (row) has its own length, so sequences of different lengths can share one decode
 step (continuous batching); `plan` says where the next tokens go and what attention may read.
 """

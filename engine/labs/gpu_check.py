@@ -1,12 +1,13 @@
-"""Everything the CUDA path must prove, in one run on a lent GPU: parity, CUDA-graph decode, the bench, traces.
+"""Everything the CUDA path must prove, in one run on an NVIDIA GPU: parity, CUDA-graph decode, the bench, traces.
 
-`python -m engine.labs.gpu_check --out DIR` (scripts/gpu_check.sh calls it on the device machine):
+`python -m engine.labs.gpu_check --out DIR` (scripts/gpu_check.sh calls it on the GPU machine):
   1. parity on CUDA: tiny GPT-2 and Llama (GQA) against transformers on the same GPU, prefill and every
      decode step; cached == no-cache greedy tokens;
   2. CUDA graphs: the same greedy tokens as eager decode (tiny models and a SmolLM2-shaped model);
   3. the bench in float32 and bfloat16: prefill 128/512/1024 tokens, decode step eager vs replayed from a
      CUDA graph at contexts 128 and 1024 (target: >= 3x decode speed-up from graphs at batch 1);
-  4. traces recorded with the same model into DIR (for assets/traces/), labelled with what they are.
+  4. two traces recorded with the same model into DIR (gpu-*.json; copy them to assets/traces/ to ship them),
+     labelled with what they are.
 The real SmolLM2 weights are used when this machine has them (its model cache); otherwise a model with
 SmolLM2's exact shapes and random weights, which times the same but writes gibberish: every output says
 which one ran. Writes DIR/gpu_check.txt (the report) and DIR/gpu_check.json (every number).
@@ -26,7 +27,7 @@ from engine.core.clock import now
 from engine.core.generate import decode_loop, greedy, new_cache, prefill
 from engine.core.trace_file import save_trace
 from engine.labs.sweeps import prompt_ids_of_length
-from engine.loading.model_store import CACHE_FOLDER, cache_root
+from engine.loading.model_store import CACHE_FOLDER, DEFAULT_MODEL, cache_root
 from engine.loading.tiny import tiny_hf_model
 from engine.techniques.cuda_graphs import GraphedDecoder
 
@@ -124,7 +125,7 @@ def main() -> None:
                                           for arch in ("gpt2", "llama")}
     say(f"CUDA graphs, tiny models, same 64 greedy tokens as eager: {NUMBERS['graphs_same_tokens_tiny']}")
     real = (cache_root() / CACHE_FOLDER / "COMPLETE").is_file()
-    name = "smollm2-135m" if real else "smollm2-random"
+    name = DEFAULT_MODEL if real else "smollm2-random"
     label = "SmolLM2-135M-Instruct (real weights)" if real else "SmolLM2-135M shapes, RANDOM weights (timing only)"
     say(f"model for the bench and traces: {label}")
     for dtype in ("float32", "bfloat16"):

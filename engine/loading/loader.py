@@ -9,7 +9,7 @@ import torch
 from engine.core.config import ModelConfig
 from engine.core.model import Transformer
 from engine.errors import EngineError
-from engine.loading.model_store import Progress, load_checkpoint
+from engine.loading.model_store import DEFAULT_MODEL, Progress, load_checkpoint
 from engine.loading.weights import load_into
 
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
@@ -96,7 +96,7 @@ def build_model(cfg: ModelConfig, hf_state_dict: dict, device: torch.device, dty
     return model.to(device=device, dtype=dtype).eval().requires_grad_(False)
 
 
-def load_model(name_or_path: str = "smollm2-135m", device: str = "auto", dtype: str = "float32",
+def load_model(name_or_path: str = DEFAULT_MODEL, device: str = "auto", dtype: str = "float32",
                progress: Progress | None = None, kernels: str = "fast") -> LoadedModel:
     """Load a model ready for `prefill`, `decode_step` and `generate`.
 

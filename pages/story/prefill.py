@@ -1,4 +1,4 @@
-"""Prefill — the valley: the whole prompt crosses side by side in one pass (layout only; numbers come from ui/)."""
+"""Prefill — the valley of Longmen Bay: the whole prompt crosses side by side in one pass (layout only; numbers come from ui/)."""
 import streamlit as st
 
 from ui.controls import demo_panel, presenter, state, stepper
@@ -7,11 +7,11 @@ from ui.engine_link import server_measurement, worker_link
 from ui.figures import fig_attention
 from ui.text import phase_numbers
 
-st.title("Prefill — the valley")
+st.title("Prefill — the valley of Longmen Bay")
 presenting = presenter.active()
 if not presenting:
     st.markdown(
-        "At the first bend the whole convoy rides through a **wide valley side by side**: every prompt token goes "
+        "At the first bend, Longmen Bay, the whole convoy rides through a **wide valley side by side**: every prompt token goes "
         "through the model **in one forward pass**. Each layer multiplies a *T × d* block of activations by its "
         "weight matrices (matrix × matrix products), so every weight fetched from memory is reused for all *T* tokens: "
         "the arithmetic, not the memory traffic, sets the pace — prefill is **compute-bound**, and its cost is the "

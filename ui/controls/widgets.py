@@ -14,6 +14,7 @@ import streamlit as st
 from engine.core.prompting import encode_prompt
 from engine.core.sampling import SamplingParams
 from engine.errors import EngineError
+from engine.loading.model_store import DEFAULT_MODEL as BUNDLED_DEFAULT
 from engine.serving.scheduling.work import Request
 from ui.controls import demo_panel, state
 from ui.demo import recorded
@@ -23,11 +24,11 @@ from ui.figures import fig_timing
 from ui.text import prompts
 
 MODEL_CHOICES = {
-    "smollm2-135m": "SmolLM2-135M-Instruct (bundled, offline)",
+    BUNDLED_DEFAULT: "SmolLM2-135M-Instruct (bundled, offline)",
     "gpt2": "GPT-2 124M (downloads from Hugging Face)",
     "tiny-llama": "Tiny random Llama (instant, for testing)",
 }
-DEFAULT_MODEL = os.environ.get("TWO_BENDS_MODEL", "smollm2-135m")
+DEFAULT_MODEL = os.environ.get("TWO_BENDS_MODEL", BUNDLED_DEFAULT)
 
 
 def current_model():
@@ -194,9 +195,9 @@ def _fit_prompt(request: RunRequest, text: str, n_tokens: int | None) -> None:
 LIVE_TEXT_EVERY_S = 0.5  # refresh the streamed text and progress bar at most this often
 LIVE_CHART_EVERY_S = 2.0  # redraw the live chart at most this often: the browser draws on the same CPU
 # (measured: scripts/ui_vs_cli.py; the Timing page states what remains)
-# While a run is live, no CSS animations or transitions (spinners, fades of the page's older elements): on a
-# 2-core machine headless Chromium spent 4-5 s of CPU per 5 s run drawing them, 2-3 s without (a core the
-# engine worker needed). The progress bar and the streamed text still move.
+# While a run is live, no CSS animations or transitions (spinners, fades of the page's older elements): drawing
+# them took the browser a core the engine worker needed (measured: README, "Serving a room"). The progress bar
+# and the streamed text still move.
 STILL_WHILE_RUNNING = "<style>*, *::before, *::after { animation: none !important; transition: none !important; }</style>"
 
 

@@ -21,6 +21,7 @@ from streamlit.runtime.scriptrunner_utils.script_run_context import get_script_r
 
 from engine.core.capture import BUDGET_BYTES
 from engine.errors import EngineError
+from engine.loading.model_store import DEFAULT_MODEL
 from engine.serving.scheduling.os_memory import release_free_memory
 from engine.serving.scheduling.work import FINAL, Done, Failed, Job, ModelSpec, Progress, Queued, Work
 from engine.serving.scheduling.worker import ServiceOptions, make_service
@@ -40,7 +41,7 @@ def _int_env(name: str, default: int) -> int:
 
 
 def options() -> ServiceOptions:
-    model = os.environ.get("TWO_BENDS_MODEL", "smollm2-135m")
+    model = os.environ.get("TWO_BENDS_MODEL", DEFAULT_MODEL)
     return ServiceOptions(mode=os.environ.get("TWO_BENDS_MODE", "queue"), max_queue=_int_env("TWO_BENDS_MAX_QUEUE", 64),
                           max_new_tokens_cap=_int_env("TWO_BENDS_MAX_NEW_TOKENS", 4096),
                           max_batch=_int_env("TWO_BENDS_MAX_BATCH", 8), threads=max(0, _int_env("TWO_BENDS_THREADS", 0)),
@@ -206,7 +207,7 @@ def status() -> dict:
 
 def current_spec() -> ModelSpec:
     ss = st.session_state
-    name = ss.get(state.MODEL, os.environ.get("TWO_BENDS_MODEL", "smollm2-135m"))
+    name = ss.get(state.MODEL, os.environ.get("TWO_BENDS_MODEL", DEFAULT_MODEL))
     return ModelSpec(name, ss.get(state.DEVICE, "auto"), ss.get(state.DTYPE, "float32"), ss.get(state.KERNELS, "fast"))
 
 

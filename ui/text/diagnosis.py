@@ -12,7 +12,8 @@ from dataclasses import dataclass
 PREFILL_REMEDIES = [
     ("Batching prompts", "many prompts share one wide forward pass, so the matrix units stay busy"),
     ("More parallel compute (FLOP/s)", "prefill is compute-bound: a faster matmul engine shortens TTFT directly"),
-    ("Chunked prefill", "splits a long prompt into pieces so other requests' decode steps are not stalled behind it"),
+    ("Chunked prefill", "helps the room, not this request: a long prompt is split over several steps so other "
+                        "requests' decode steps are not stalled behind it; its own TTFT gets a little longer"),
     ("Prefix caching", "a prompt prefix seen before (system prompt, earlier chat turns) is not computed again"),
 ]
 DECODE_REMEDIES = [
@@ -26,7 +27,9 @@ DECODE_REMEDIES = [
 WASTED_ON_DECODE = [
     ("More FLOP/s, a bigger compute engine", "the bridge doesn't recognise horsepower: a memory-bound decode step waits on "
                                              "bytes, not on arithmetic"),
-    ("Chunked prefill or prefix caching", "they shorten TTFT, which is already the small part of this request"),
+    ("Prefix caching", "it shortens TTFT, which is already the small part of this request"),
+    ("Chunked prefill", "it makes a joining request's TTFT a little longer so that the others' gaps between tokens "
+                        "stay even: it smooths the room, it does not speed up this request's bridge"),
 ]
 WASTED_ON_PREFILL = [
     ("A faster decoder (quantised KV cache, speculative decoding, CUDA graphs)",
@@ -70,7 +73,7 @@ def diagnose(summary) -> Diagnosis:
     balanced = abs(share_prefill - 0.5) <= BALANCE_BAND
     other_share = 1.0 - share
     if dominant == "prefill":
-        name, place = "Prefill", "the wide valley"
+        name, place = "Prefill", "the wide valley of Longmen Bay"
         helps, wasted = PREFILL_REMEDIES, WASTED_ON_PREFILL
         cost = (f"Prefill read {summary.prompt_tokens} prompt tokens in one pass: TTFT {_ms(summary.ttft_s)} "
                 f"({summary.prefill_tokens_per_s:,.0f} tokens/s). Decode then produced {summary.output_tokens} tokens "

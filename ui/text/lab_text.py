@@ -98,7 +98,7 @@ def budget_text(r: BudgetResult) -> str:
 
 
 def fable_text(results: dict[str, BudgetResult]) -> str:
-    lines = ["**The fable's numbers** (the valley is 20% of the journey, p = 0.2):"]
+    lines = ["**The fable's numbers** (the valley of Longmen Bay is 20% of the journey, p = 0.2):"]
     for name, r in results.items():
         lines.append(f"- {name}: 1 − ({r.new_prefill:.2f} + {r.new_decode:.2f}) = **{r.saving:.0%} saved**")
     lines.append("")  # a paragraph of its own, not glued to the last bullet

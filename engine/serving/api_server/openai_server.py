@@ -6,18 +6,10 @@ Every bad request gets an OpenAI-style JSON error with a 4xx status (engine/serv
 a full queue answers 429 with Retry-After; a client that hangs up mid-stream has its request
 cancelled, so the scheduler frees its sequence at the next step.
 
-Where the scheduler runs was decided by measurement (2026-11-30, 2 shared vCPUs, SmolLM2 fp32, 128 prompt
-tokens, batch mode, the two servers taking turns for 6 rounds, load average 5.3-7.8 from other jobs):
-  scheduler in a thread of this process    ITL p50 108.6 ms (1 client), 265.8 ms (4 clients at once)
-  scheduler in a child process             ITL p50 150.6 ms (1 client), 286.1 ms (4 clients at once)
-Single rounds ranged 95-234 ms at 1 client: the machine's noise is as large as the difference, so
-the thread is "no worse", and the deciding number is the cost per token. The event loop's Python
-work per token (text detokenisation + one JSON chunk) measured 23-25 us of CPU, plus uvicorn's
-write, against a ~40 ms decode step: the time it holds the GIL stretches a step by well under 1 %.
-The child process instead adds a pickle, a pipe and a reader thread per event
-and one more busy process on the same two cores. So the default is the thread (unlike the dashboard,
-whose page rendering holds the GIL for long stretches); `--worker process` keeps the other choice,
-and `scripts/bench_serving.py --servers ours,ours-process --mode batch` repeats the comparison.
+The scheduler runs in a thread of this process by default: measured no worse than a child process, whose
+pickle, pipe and reader thread per event cost more than the event loop's few microseconds of Python per token
+(the numbers: README, "Serving"). `--worker process` keeps the other choice, and
+`scripts/bench_serving.py --servers ours,ours-process --mode batch` repeats the comparison.
 """
 from __future__ import annotations
 

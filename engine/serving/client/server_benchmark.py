@@ -82,14 +82,14 @@ def discover(client: Client, model: str | None) -> str:
 
 def _our_tokenizer():
     from engine.loading.loader import load_model
-    from engine.loading.model_store import CACHE_FOLDER, cache_root
+    from engine.loading.model_store import CACHE_FOLDER, DEFAULT_MODEL, cache_root
 
     folder = cache_root() / CACHE_FOLDER
     if (folder / "COMPLETE").is_file():
         from transformers import PreTrainedTokenizerFast
 
         return PreTrainedTokenizerFast.from_pretrained(folder)
-    return load_model("smollm2-135m", "cpu").tokenizer
+    return load_model(DEFAULT_MODEL, "cpu").tokenizer
 
 
 def build_prompts(client: Client, model: str, n_tokens: int, count: int, shared_prefix: bool) -> Prompts:

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from engine.core.sampling import SamplingParams
 from engine.core.trace import DecodeStep
 from engine.errors import EngineError
+from engine.loading.model_store import DEFAULT_MODEL
 
 _ids = itertools.count(1)
 
@@ -34,7 +35,7 @@ class QueueFull(EngineError):
 @dataclass(frozen=True)
 class ModelSpec:
     """Which model a request runs on: the worker loads each spec once and keeps it."""
-    name: str = "smollm2-135m"
+    name: str = DEFAULT_MODEL
     device: str = "auto"
     dtype: str = "float32"
     kernels: str = "fast"  # "fast" or "plain" (engine/techniques/kernels.py)

@@ -1,0 +1,183 @@
+"""The words match the code: the default model named once, the bind address the README promises, documents and
+paths the text cites exist, no dated measurement logs in module docstrings, Longmen Bay named, chunked prefill
+described as what it does."""
+import ast
+import os
+import re
+import subprocess
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+
+from engine.loading import model_store
+from ui.text import diagnosis
+
+ROOT = Path(__file__).resolve().parent.parent
+DASHBOARD = ROOT / "scripts" / "dashboard.sh"
+
+
+def tracked(*patterns: str) -> list[Path]:
+    out = subprocess.run(["git", "ls-files", *patterns], cwd=ROOT, capture_output=True, text=True, check=True).stdout
+    return [ROOT / line for line in out.splitlines() if line]
+
+
+# ---------------------------------------------------------------- the default model: one constant
+def test_default_model_name_is_typed_once():
+    name = model_store.DEFAULT_MODEL
+    literal = re.compile(r"""["']""" + re.escape(name) + r"""["']""")
+    typed = [f"{p.relative_to(ROOT)}:{n}" for p in tracked("*.py") if not p.relative_to(ROOT).parts[0] == "tests"
+             for n, line in enumerate(p.read_text().splitlines(), 1) if literal.search(line)]
+    assert typed == ["engine/loading/model_store.py:" + str(_line_of(ROOT / "engine/loading/model_store.py", literal))]
+
+
+def _line_of(path: Path, pattern: re.Pattern) -> int:
+    return next(n for n, line in enumerate(path.read_text().splitlines(), 1) if pattern.search(line))
+
+
+def test_every_default_is_the_constant():
+    import argparse
+    import inspect
+
+    from engine import cli
+    from engine.loading.loader import load_model
+    from engine.serving.scheduling.work import ModelSpec
+
+    assert inspect.signature(load_model).parameters["name_or_path"].default == model_store.DEFAULT_MODEL
+    assert ModelSpec().name == model_store.DEFAULT_MODEL
+    parser = argparse.ArgumentParser()
+    cli._add_model_args(parser)
+    assert parser.parse_args([]).model == model_store.DEFAULT_MODEL
+
+
+# ---------------------------------------------------------------- the dashboard binds this machine unless told
+def dashboard(*args: str) -> subprocess.CompletedProcess:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("TWO_BENDS_")}
+    return subprocess.run(["bash", str(DASHBOARD), "--dry-run", *args], cwd=ROOT, capture_output=True, text=True,
+                          env=env, timeout=60)
+
+
+def test_dashboard_binds_localhost_by_default():
+    out = dashboard()
+    assert out.returncode == 0, out.stderr
+    assert "--server.address 127.0.0.1" in out.stdout and "0.0.0.0" not in out.stdout
+
+
+def test_dashboard_room_binds_every_interface_and_warns():
+    out = dashboard("--room", "--mode", "batch")
+    assert out.returncode == 0, out.stderr
+    assert "--server.address 0.0.0.0" in out.stdout and "127.0.0.1" not in out.stdout
+    assert "no login" in out.stderr.lower()
+
+
+def test_dashboard_keeps_an_explicit_address():
+    out = dashboard("--server.address", "10.1.2.3", "--server.port", "8600")
+    assert out.returncode == 0, out.stderr
+    assert "--server.address 10.1.2.3" in out.stdout and "127.0.0.1" not in out.stdout
+
+
+def test_readme_says_what_the_script_does():
+    readme = (ROOT / "README.md").read_text()
+    assert "--room" in readme and "127.0.0.1" in readme
+    assert "only when `--server.address 0.0.0.0` is given" not in readme
+
+
+# ---------------------------------------------------------------- cited files and paths exist
+def test_documents_cited_in_code_exist():
+    cited = {(p.relative_to(ROOT), m) for p in tracked("engine/*.py", "ui/*.py", "pages/*.py", "scripts/*")
+             for m in re.findall(r"\b([A-Z][A-Za-z_]*\.md)\b", p.read_text())}
+    assert [c for c in cited if not (ROOT / c[1]).is_file()] == []
+
+
+def test_readme_paths_exist():
+    readme = (ROOT / "README.md").read_text()
+    paths = set(re.findall(r"(?<![\w./~-])((?:engine|ui|pages|scripts|assets|tests)/[\w./{},-]*[\w/}])", readme))
+    missing = []
+    for path in paths:
+        for one in _expand(path):
+            if "*" not in one and not (ROOT / one).exists():
+                missing.append(one)
+    assert sorted(missing) == []
+    assert "app_pages" not in readme
+
+
+def _expand(path: str) -> list[str]:
+    """engine/serving/{scheduling,client} -> both paths."""
+    m = re.search(r"\{([^}]*)\}", path)
+    if not m:
+        return [path]
+    return [x for part in m.group(1).split(",") for x in _expand(path[:m.start()] + part + path[m.end():])]
+
+
+def test_gpu_run_is_described_for_any_nvidia_machine():
+    for path in ("README.md", "scripts/gpu_check.sh", "engine/labs/gpu_check.py"):
+        text = (ROOT / path).read_text()
+        assert not re.search(r"\blent\b", text), path
+    readme = (ROOT / "README.md").read_text()
+    assert "records GPU traces into `assets/traces/`" not in readme
+
+
+# ---------------------------------------------------------------- no dated measurement logs in module docstrings
+def test_no_dated_logs_in_module_docstrings():
+    dated = [str(p.relative_to(ROOT)) for p in tracked("engine/*.py", "ui/*.py", "pages/*.py", "app.py")
+             if re.search(r"\b20\d\d-\d\d-\d\d\b", ast.get_docstring(ast.parse(p.read_text())) or "")]
+    assert dated == []
+
+
+def test_widgets_keeps_no_measurement_log():
+    assert "4-5 s of CPU" not in (ROOT / "ui/controls/widgets.py").read_text()
+
+
+def test_ui_docstring_names_where_streamlit_lives():
+    import ui
+
+    doc = ui.__doc__
+    streamlit_modules = [p.relative_to(ROOT) for p in tracked("ui/*.py")
+                         if re.search(r"^(import streamlit|from streamlit)", p.read_text(), re.M)
+                         and p.name != "__init__.py"]
+    assert streamlit_modules
+    assert all(str(m.parent) in doc for m in streamlit_modules), streamlit_modules
+
+
+def test_kv_cache_credits_the_references_rightly():
+    from engine.core import kv_cache
+
+    assert "(as in gpt-fast and nano-vllm)" not in kv_cache.__doc__
+
+
+# ---------------------------------------------------------------- Longmen Bay and chunked prefill
+def summary(prefill_share: float) -> SimpleNamespace:
+    return SimpleNamespace(prefill_share=prefill_share, prompt_tokens=100, ttft_s=1.0, prefill_tokens_per_s=100.0,
+                           output_tokens=10, decode_s=1.0, tpot_s=0.1, total_s=2.0)
+
+
+def test_diagnosis_names_longmen_bay():
+    assert "Longmen Bay" in diagnosis.diagnose(summary(0.9)).headline
+
+
+@pytest.mark.parametrize("share", [0.9, 0.1, 0.5])
+def test_chunked_prefill_is_not_said_to_shorten_ttft(share):
+    d = diagnosis.diagnose(summary(share))
+    chunked = [why for name, why in d.helps + d.wasted if "chunked" in (name + why).lower()]
+    for why in chunked:
+        assert "shorten ttft" not in why.lower() and "shortens ttft" not in why.lower()
+        assert "TTFT" in why and "longer" in why
+
+
+@pytest.fixture
+def app(navigation_only):
+    from streamlit.testing.v1 import AppTest
+
+    from ui.controls import state
+
+    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=120)
+    at.session_state[state.MODEL] = "tiny-llama"
+    return at.run()
+
+
+def test_home_and_prefill_name_longmen_bay(app):
+    assert not app.exception
+    assert any("Longmen Bay" in m.value for m in app.markdown)
+    app.switch_page("pages/story/prefill.py").run()
+    assert not app.exception
+    assert "Longmen Bay" in app.title[0].value
