@@ -1,7 +1,8 @@
 """The one place a Trace is started and finished: model facts, settings, readable token pieces, cache picture.
 
 generate, generate_batch, generate_no_cache, speculative decoding and the scheduler all record
-through these functions, so every trace carries the same fields filled the same way.
+through these functions, so every trace carries the same fields filled the same way (live token pieces
+while a run streams come from its Sequence, engine/core/sequence.py).
 """
 from __future__ import annotations
 
@@ -16,12 +17,6 @@ def start_trace(lm, prompt_ids: list[int], settings: dict, batch_size: int = 1, 
                  batch_size=batch_size, warmup_seconds=warmup_seconds,
                  kv_bytes_per_token=lm.config.kv_bytes_per_token(lm.dtype.itemsize), weight_bytes=lm.weight_bytes,
                  n_params=lm.config.n_params, settings=dict(settings), config=lm.config.to_dict())
-
-
-def add_latest_piece(lm, trace: Trace) -> None:
-    """Append the readable text of the newest output token (for live display during a run)."""
-    context = trace.output_ids[-5:]
-    trace.output_tokens.append(token_pieces(lm.tokenizer, context)[-1] if context else "")
 
 
 def finish_trace(lm, trace: Trace, outputs: list[list[int]], cache=None, row: int = 0) -> Trace:
