@@ -11,17 +11,15 @@ ends. Timestamps follow vLLM's metric meanings and, on CUDA, are taken after
 from __future__ import annotations
 
 import threading
-import time
 import weakref
 from collections.abc import Callable
 
 import torch
 
-from engine.core import capture
 from engine.core.clock import now
 from engine.core.kv_cache import KVCache
 from engine.core.prompting import check_batch_size, check_lengths, encode_prompt
-from engine.core.recorder import finish_trace, start_trace
+from engine.core.recorder import add_attention, finish_trace, start_trace
 from engine.core.sampling import SamplingParams, make_generator, sample_with
 from engine.core.sequence import CANCELLED, EOS, Sequence
 from engine.core.trace import DecodeStep, Trace
@@ -188,9 +186,7 @@ def _run(lm, prompts: list[list[int]], max_new_tokens: int, params: SamplingPara
     if capture_attention and trace.stop_reason != CANCELLED:  # nobody waits for a cancelled run's pictures
         if on_capture is not None:
             on_capture(trace)
-        replay_start = time.perf_counter()
-        trace.attention = capture.capture_attention(lm, trace.prompt_ids, trace.output_ids, capture_layers)
-        trace.capture_seconds = time.perf_counter() - replay_start
+        add_attention(lm, trace, capture_layers)
     return trace
 
 

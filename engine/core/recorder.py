@@ -6,6 +6,8 @@ while a run streams come from its Sequence, engine/core/sequence.py).
 """
 from __future__ import annotations
 
+from engine.core.capture import capture_attention
+from engine.core.clock import now
 from engine.core.prompting import token_pieces
 from engine.core.trace import Trace, environment
 
@@ -33,3 +35,10 @@ def finish_trace(lm, trace: Trace, outputs: list[list[int]], cache=None, row: in
         trace.kv_key_norms = cache.key_norms(row).half().cpu().numpy()  # (L, K, S)
         trace.kv_value_norms = cache.value_norms(row).half().cpu().numpy()
     return trace
+
+
+def add_attention(lm, trace: Trace, layers=None) -> None:
+    """The untimed attention capture of a finished run (`layers`, default all): fills attention and capture_seconds."""
+    start = now(lm.device)
+    trace.attention = capture_attention(lm, trace.prompt_ids, trace.output_ids, layers)
+    trace.capture_seconds = now(lm.device) - start

@@ -14,10 +14,10 @@ from __future__ import annotations
 
 import torch
 
-from engine.core.capture import capture_attention, layers_within_budget
+from engine.core.capture import layers_within_budget
 from engine.core.clock import now
 from engine.core.kv_cache import KVCache
-from engine.core.recorder import finish_trace, start_trace
+from engine.core.recorder import add_attention, finish_trace, start_trace
 from engine.core.sampling import make_generator, sample_with
 from engine.core.sequence import CANCELLED, Sequence
 from engine.core.trace import DecodeStep, Trace
@@ -189,10 +189,8 @@ class Batch:
             req.emit(Failed("cancelled", cancelled=True))
             return
         if req.capture_attention:
-            start = now(self.lm.device)
             layers = layers_within_budget(self.lm.config, trace.n_prompt, trace.n_output, preferred=req.capture_layer)
-            trace.attention = capture_attention(self.lm, trace.prompt_ids, trace.output_ids, layers)
-            trace.capture_seconds = now(self.lm.device) - start
+            add_attention(self.lm, trace, layers)
             for other in self.seqs:
                 if other is not seq:
                     other.stall += trace.capture_seconds

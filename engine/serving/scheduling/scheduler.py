@@ -244,7 +244,7 @@ class Scheduler:
         def on_capture(trace) -> None:
             req.emit(Progress("capturing attention for the pictures (not timed)", 1.0))
 
-        layers = None  # generate checks the lengths against the model; submit checked max_new_tokens is a count
+        layers = None  # the budget needs counts only (submit checked max_new_tokens; generate checks the context)
         if req.capture_attention:
             layers = layers_within_budget(lm.config, len(req.prompt_ids), req.max_new_tokens, preferred=req.capture_layer)
         trace = generate(lm, req.prompt_ids, req.max_new_tokens, req.params, chat=req.chat, on_step=on_step,
