@@ -26,6 +26,7 @@ def cmd_generate(args) -> int:
     from engine.core.metrics import format_summary, summarize
     from engine.core.prompting import fit_prompt_to_tokens
     from engine.loading.loader import load_model, set_threads
+    from engine.techniques.cuda_graphs import graphed_steps
 
     set_threads(args.threads)
     lm = load_model(args.model, args.device, args.dtype, progress=None if args.json else _progress, kernels=args.kernels)
@@ -36,7 +37,7 @@ def cmd_generate(args) -> int:
         prompt = fit_prompt_to_tokens(lm.tokenizer, args.prompt, args.prompt_tokens).ids
     trace = generate(lm, prompt, args.max_new_tokens, temperature=args.temperature, top_k=args.top_k,
                      top_p=args.top_p, seed=args.seed, ignore_eos=args.ignore_eos, chat=args.chat,
-                     batch_size=args.batch_size, cuda_graphs=args.cuda_graphs)
+                     batch_size=args.batch_size, make_step=graphed_steps(lm) if args.cuda_graphs else None)
     if args.json:
         print(trace.to_json())
         return 0

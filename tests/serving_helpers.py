@@ -11,6 +11,7 @@ import threading
 import time
 
 from engine.serving.api_server.openai_server import BackgroundServer, create_app, prepare
+from engine.serving.scheduling.scheduler import Scheduler
 from engine.serving.scheduling.work import ModelSpec
 from engine.serving.scheduling.worker import LocalService, ServiceOptions
 from tests import ROOT
@@ -23,9 +24,9 @@ class InProcessServer:
         spec = ModelSpec(model, "cpu", "float32")
         self.service = LocalService(ServiceOptions(mode=mode, max_queue=max_queue, preload=spec))
         self.served = prepare(self.service, spec, model, 4096)
-        if hold:  # stop the scheduler's thread: submitted work waits forever (a queue that fills up on demand)
-            self.service.scheduler.stop()
-            self.service.scheduler._thread.join(5)
+        if hold:  # a scheduler whose thread never starts: submitted work waits (a queue that fills up on demand)
+            self.service.scheduler.stop()  # a stopped scheduler refuses new work, so it is replaced
+            self.service.scheduler = Scheduler(mode, max_queue=max_queue, pool=self.service.scheduler.pool)
         self.http = BackgroundServer(create_app(self.service, self.served))
         self.url = self.http.url
 

@@ -2,29 +2,31 @@
 
 `prefill` pushes every prompt token through the model in ONE forward pass (wide, parallel,
 compute-bound). `decode_step` pushes exactly one new token per sequence (narrow, serial, reads all
-weights and the whole KV cache each time: memory-bound). `decode_loop` is the one timed serial loop
-everything uses (generate, bench, labs). Timestamps follow vLLM's metric meanings and, on CUDA, are
-taken after `torch.cuda.synchronize()` (engine/core/clock.py).
+weights and the whole KV cache each time: memory-bound). `decode_loop` is the timed serial loop of
+generate, the prefix cache and the labs' decode timings (continuous batching and speculative decoding
+time their own steps). Each batch row is a Sequence (engine/core/sequence.py), which says when it
+ends. Timestamps follow vLLM's metric meanings and, on CUDA, are taken after
+`torch.cuda.synchronize()` (engine/core/clock.py).
 """
 from __future__ import annotations
 
 import threading
-import time
 import weakref
 from collections.abc import Callable
 
 import torch
 
-from engine.core import capture
 from engine.core.clock import now
 from engine.core.kv_cache import KVCache
 from engine.core.prompting import check_batch_size, check_lengths, encode_prompt
-from engine.core.recorder import add_latest_piece, finish_trace, start_trace
+from engine.core.recorder import add_attention, finish_trace, start_trace
 from engine.core.sampling import SamplingParams, make_generator, sample_with
+from engine.core.sequence import CANCELLED, EOS, Sequence
 from engine.core.trace import DecodeStep, Trace
 from engine.errors import EngineError
 
 StepCallback = Callable[[Trace], bool | None]  # return False to stop early (e.g. a Cancel button)
+StepMaker = Callable[[object, KVCache], Callable[[torch.Tensor], torch.Tensor]]  # (lm, cache) -> step(token) -> logits
 
 
 @torch.inference_mode()
@@ -89,73 +91,80 @@ def warm_up(lm, batch: int) -> float:
 def generate(lm, prompt: str | list[int], max_new_tokens: int, params: SamplingParams | None = None, *,
              chat: bool = False, batch_size: int = 1, capture_attention: bool = False, capture_layers=None,
              on_step: StepCallback | None = None, on_capture: Callable[[Trace], None] | None = None,
-             warmup: bool = True, cuda_graphs: bool = False, **sampling) -> Trace:
+             warmup: bool = True, make_step: StepMaker | None = None, **sampling) -> Trace:
     """Generate for one prompt (text or ids), replicated `batch_size` times; see `generate_batch`.
 
     Sampling settings come as a SamplingParams or as its field names (temperature=..., seed=...).
     """
     ids = encode_prompt(lm, prompt, chat)
-    trace = generate_batch(lm, [ids] * check_batch_size(batch_size), max_new_tokens, params, **sampling,
-                           capture_attention=capture_attention, capture_layers=capture_layers, on_step=on_step,
-                           on_capture=on_capture, warmup=warmup, cuda_graphs=cuda_graphs, chat=chat)
+    batch_size = check_batch_size(batch_size)
+    max_new_tokens = check_lengths(lm, len(ids), max_new_tokens)
+    params = (params or SamplingParams(**sampling)).checked(lm.config.vocab_size)
+    trace = _run(lm, [ids] * batch_size, max_new_tokens, params, chat, capture_attention, capture_layers,
+                 on_step, on_capture, warmup, make_step)
     trace.prompt_text = prompt if isinstance(prompt, str) else lm.tokenizer.decode(ids)
     return trace
 
 
-@torch.inference_mode()
 def generate_batch(lm, prompts: list[list[int]], max_new_tokens: int, params: SamplingParams | None = None, *,
                    capture_attention: bool = False, capture_layers=None, on_step: StepCallback | None = None,
-                   on_capture: Callable[[Trace], None] | None = None, warmup: bool = True, cuda_graphs: bool = False,
-                   chat: bool = False, **sampling) -> Trace:
+                   on_capture: Callable[[Trace], None] | None = None, warmup: bool = True,
+                   make_step: StepMaker | None = None, chat: bool = False, **sampling) -> Trace:
     """B prompts of equal token length: one batched prefill, then batched decode steps.
 
     A sequence that produced an end token stops growing (its text ends there) while the others go on.
     With capture_attention, `on_capture(trace)` is called once timing is over, just before the
-    (untimed) attention capture of `capture_layers` (default: all) starts.
-    cuda_graphs=True (CUDA only) replays each decode step from a captured CUDA graph; the capture
-    happens after the first token and is counted as warm-up, not as a decode step.
+    (untimed) attention capture of `capture_layers` (default: all) starts; a cancelled run skips both.
+    `make_step(lm, cache)` builds the decode step after the first token, e.g. a CUDA-graph replay
+    (engine/techniques/cuda_graphs.py); the time it takes counts as warm-up, not as a decode step.
     """
-    params = (params or SamplingParams(**sampling)).checked(lm.config.vocab_size)
-    if cuda_graphs and lm.device.type != "cuda":
-        raise EngineError("CUDA graphs need a CUDA GPU; this model runs on " + lm.device.type)
     if not isinstance(prompts, (list, tuple)) or not prompts:
         raise EngineError("give at least one prompt")
     prompts = [encode_prompt(lm, p) for p in prompts]
     if len({len(p) for p in prompts}) != 1:
         raise EngineError("all prompts of a batch must have the same number of tokens (no padding here); "
                           "the scheduler's batch mode serves prompts of different lengths")
-    B, T = check_batch_size(len(prompts)), len(prompts[0])
-    max_new_tokens = check_lengths(lm, T, max_new_tokens)
+    check_batch_size(len(prompts))
+    max_new_tokens = check_lengths(lm, len(prompts[0]), max_new_tokens)
+    params = (params or SamplingParams(**sampling)).checked(lm.config.vocab_size)
+    return _run(lm, prompts, max_new_tokens, params, chat, capture_attention, capture_layers, on_step, on_capture,
+                warmup, make_step)
+
+
+@torch.inference_mode()
+def _run(lm, prompts: list[list[int]], max_new_tokens: int, params: SamplingParams, chat: bool,
+         capture_attention: bool, capture_layers, on_step: StepCallback | None,
+         on_capture: Callable[[Trace], None] | None, warmup: bool, make_step: StepMaker | None) -> Trace:
+    """The run itself, on checked input: one Sequence per row, timed prefill, then the decode loop."""
+    B, T = len(prompts), len(prompts[0])
     device = lm.device
-    trace = start_trace(lm, prompts[0], dict(params.as_dict(), max_new_tokens=max_new_tokens, chat=chat,
-                                             capture_attention=capture_attention, cuda_graphs=cuda_graphs),
-                        batch_size=B, warmup_seconds=warm_up(lm, B) if warmup else 0.0)
+    settings = dict(params.as_dict(), max_new_tokens=max_new_tokens, chat=chat, capture_attention=capture_attention,
+                    decode_step=getattr(make_step, "__name__", "custom") if make_step else "eager")
+    trace = start_trace(lm, prompts[0], settings, batch_size=B, warmup_seconds=warm_up(lm, B) if warmup else 0.0)
     gen = make_generator(params.seed, device)
-    eos = torch.tensor(lm.config.eos_token_ids or [-1], device=device)
+    seqs = [Sequence(p, max_new_tokens, params, lm.config.eos_token_ids) for p in prompts]
+    trace.output_ids = seqs[0].output_ids
     cache = new_cache(lm, B, T + max_new_tokens)
-    outputs: list[list[int]] = [[] for _ in range(B)]
-    finished = [False] * B
 
     def choose(logits: torch.Tensor) -> torch.Tensor:
         return sample_with(params, logits, gen)  # (B,)
 
     def keep(token: torch.Tensor) -> bool:
-        """Record the new token of every unfinished sequence; False when the run should stop."""
-        ended = torch.isin(token, eos).tolist() if not params.ignore_eos else [False] * B
-        for b, t in enumerate(token.tolist()):
-            if not finished[b]:
-                outputs[b].append(t)
-                finished[b] = ended[b]
-        trace.output_ids = outputs[0]
-        if all(finished):
-            trace.stop_reason = "eos"
+        """Give each unfinished sequence its new token; False when the run should stop."""
+        for seq, t in zip(seqs, token.tolist()):
+            if not seq.finished:
+                seq.append(t)
+        if all(seq.stop_reason == EOS for seq in seqs):
+            trace.stop_reason = EOS
             return False
         if on_step is not None:
-            add_latest_piece(lm, trace)
+            trace.output_tokens.append(seqs[0].latest_piece(lm.tokenizer))
             if on_step(trace) is False:
-                trace.stop_reason = "cancelled"
+                for seq in seqs:
+                    seq.cancel()
+                trace.stop_reason = CANCELLED
                 return False
-        return len(trace.output_ids) < max_new_tokens
+        return not all(seq.finished for seq in seqs)  # else every row is over: some by eos, the rest by length
 
     start = now(device)
     token = choose(prefill(lm, torch.tensor(prompts, device=device), cache))  # (B,)
@@ -163,25 +172,21 @@ def generate_batch(lm, prompts: list[list[int]], max_new_tokens: int, params: Sa
     trace.prefill_seconds = now(device) - start
     if keep(token):
         step = None
-        if cuda_graphs:
-            from engine.techniques.cuda_graphs import GraphedDecoder
-
-            capture_start = now(device)
-            step = GraphedDecoder(lm, cache).step
-            trace.warmup_seconds += now(device) - capture_start
+        if make_step is not None:
+            build_start = now(device)
+            step = make_step(lm, cache)
+            trace.warmup_seconds += now(device) - build_start
 
         def after_step(token: torch.Tensor, seconds: float) -> bool:
             trace.steps.append(DecodeStep(seconds, cache.length, cache.nbytes_used, riders=B))
             return keep(token)
 
         decode_loop(lm, token, cache, max_new_tokens - 1, choose=choose, step=step, after_step=after_step)
-    finish_trace(lm, trace, outputs, cache)
-    if capture_attention:
+    finish_trace(lm, trace, [seq.output_ids for seq in seqs], cache)
+    if capture_attention and trace.stop_reason != CANCELLED:  # nobody waits for a cancelled run's pictures
         if on_capture is not None:
             on_capture(trace)
-        replay_start = time.perf_counter()
-        trace.attention = capture.capture_attention(lm, trace.prompt_ids, trace.output_ids, capture_layers)
-        trace.capture_seconds = time.perf_counter() - replay_start
+        add_attention(lm, trace, capture_layers)
     return trace
 
 
@@ -197,22 +202,21 @@ def generate_no_cache(lm, prompt_ids: list[int], max_new_tokens: int,
     max_new_tokens = check_lengths(lm, len(prompt_ids), max_new_tokens)
     device = lm.device
     trace = start_trace(lm, prompt_ids, dict(temperature=0.0, kv_cache=False, max_new_tokens=max_new_tokens))
-    seq = list(prompt_ids)
-    for step in range(max_new_tokens):
+    seq = Sequence(prompt_ids, max_new_tokens, eos_ids=lm.config.eos_token_ids)
+    trace.output_ids = seq.output_ids
+    while not seq.finished:
+        ids = seq.prompt_ids + seq.output_ids
         start = now(device)
-        cache = new_cache(lm, 1, len(seq))  # thrown away after this step
-        token = int(greedy(prefill(lm, torch.tensor([seq], device=device), cache)))
+        cache = new_cache(lm, 1, len(ids))  # thrown away after this step
+        token = int(greedy(prefill(lm, torch.tensor([ids], device=device), cache)))
         seconds = now(device) - start
-        if step == 0:
+        if not seq.output_ids:
             trace.prefill_seconds = seconds
         else:
-            trace.steps.append(DecodeStep(seconds, len(seq), 0))
-        seq.append(token)
-        trace.output_ids = seq[len(prompt_ids):]
-        if token in lm.config.eos_token_ids:
-            trace.stop_reason = "eos"
-            break
-        if on_step is not None and on_step(trace) is False:
-            trace.stop_reason = "cancelled"
-            break
-    return finish_trace(lm, trace, [trace.output_ids])
+            trace.steps.append(DecodeStep(seconds, len(ids), 0))
+        if seq.append(token) == EOS:
+            trace.stop_reason = EOS
+        elif on_step is not None and on_step(trace) is False:
+            seq.cancel()
+            trace.stop_reason = CANCELLED
+    return finish_trace(lm, trace, [seq.output_ids])

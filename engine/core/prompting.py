@@ -53,16 +53,22 @@ def check_batch_size(batch_size) -> int:
     return batch_size
 
 
-def check_lengths(lm, n_prompt: int, max_new_tokens) -> int:
-    """Validate max_new_tokens against the model's context window; return it as an int."""
-    limit = lm.config.max_seq_len
+def check_max_new_tokens(max_new_tokens, cap: int | None = None) -> int:
+    """max_new_tokens as a whole number from 1 to `cap` (the operator's limit; None: only typos are refused)."""
     if isinstance(max_new_tokens, bool) or not isinstance(max_new_tokens, int):
         raise EngineError(f"max_new_tokens must be a whole number, not {max_new_tokens!r}")
     if max_new_tokens < 1:
         raise EngineError(f"max_new_tokens must be at least 1 (got {max_new_tokens})")
+    if cap is not None and max_new_tokens > cap:
+        raise EngineError(f"this server allows at most {cap} new tokens per request (asked for {max_new_tokens})")
     if max_new_tokens > MAX_NEW_TOKENS_CAP:
-        raise EngineError(f"max_new_tokens={max_new_tokens} is far beyond any context window; "
-                          f"{lm.name} holds {limit} tokens in total")
+        raise EngineError(f"max_new_tokens={max_new_tokens} is far beyond any context window")
+    return max_new_tokens
+
+
+def check_context(lm, n_prompt: int, max_new_tokens: int) -> None:
+    """The prompt and its longest answer fit the model's context window (max_new_tokens already checked)."""
+    limit = lm.config.max_seq_len
     if n_prompt >= limit:
         raise EngineError(f"the prompt is {n_prompt} tokens but {lm.name} allows {limit} tokens in total "
                           f"(prompt + output); shorten it to at most {limit - 1} tokens")
@@ -70,6 +76,12 @@ def check_lengths(lm, n_prompt: int, max_new_tokens) -> int:
         raise EngineError(f"prompt ({n_prompt} tokens) + max_new_tokens ({max_new_tokens}) exceeds "
                           f"{lm.name}'s context of {limit} tokens; max_new_tokens can be at most "
                           f"{limit - n_prompt} for this prompt")
+
+
+def check_lengths(lm, n_prompt: int, max_new_tokens) -> int:
+    """Validate max_new_tokens, and the prompt with it against the model's context window; return it as an int."""
+    max_new_tokens = check_max_new_tokens(max_new_tokens)
+    check_context(lm, n_prompt, max_new_tokens)
     return max_new_tokens
 
 

@@ -1,10 +1,13 @@
 """The one place a Trace is started and finished: model facts, settings, readable token pieces, cache picture.
 
 generate, generate_batch, generate_no_cache, speculative decoding and the scheduler all record
-through these functions, so every trace carries the same fields filled the same way.
+through these functions, so every trace carries the same fields filled the same way (live token pieces
+while a run streams come from its Sequence, engine/core/sequence.py).
 """
 from __future__ import annotations
 
+from engine.core.capture import capture_attention
+from engine.core.clock import now
 from engine.core.prompting import token_pieces
 from engine.core.trace import Trace, environment
 
@@ -16,12 +19,6 @@ def start_trace(lm, prompt_ids: list[int], settings: dict, batch_size: int = 1, 
                  batch_size=batch_size, warmup_seconds=warmup_seconds,
                  kv_bytes_per_token=lm.config.kv_bytes_per_token(lm.dtype.itemsize), weight_bytes=lm.weight_bytes,
                  n_params=lm.config.n_params, settings=dict(settings), config=lm.config.to_dict())
-
-
-def add_latest_piece(lm, trace: Trace) -> None:
-    """Append the readable text of the newest output token (for live display during a run)."""
-    context = trace.output_ids[-5:]
-    trace.output_tokens.append(token_pieces(lm.tokenizer, context)[-1] if context else "")
 
 
 def finish_trace(lm, trace: Trace, outputs: list[list[int]], cache=None, row: int = 0) -> Trace:
@@ -38,3 +35,10 @@ def finish_trace(lm, trace: Trace, outputs: list[list[int]], cache=None, row: in
         trace.kv_key_norms = cache.key_norms(row).half().cpu().numpy()  # (L, K, S)
         trace.kv_value_norms = cache.value_norms(row).half().cpu().numpy()
     return trace
+
+
+def add_attention(lm, trace: Trace, layers=None) -> None:
+    """The untimed attention capture of a finished run (`layers`, default all): fills attention and capture_seconds."""
+    start = now(lm.device)
+    trace.attention = capture_attention(lm, trace.prompt_ids, trace.output_ids, layers)
+    trace.capture_seconds = now(lm.device) - start

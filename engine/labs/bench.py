@@ -115,13 +115,15 @@ def time_decode_graphed(lm, ids, steps: int) -> float:
 
 def bench_cuda_graphs(lm, contexts, steps: int, reps: int) -> None:
     """Eager decode vs the same step replayed from a CUDA graph, and whether the tokens agree."""
+    from engine.techniques.cuda_graphs import graphed_steps
+
     for ctx in contexts:
         ids = prompt_ids(lm, ctx)
         graphed, eager = median_pair(reps, partial(time_decode_graphed, lm, ids, steps), partial(time_decode_ours, lm, ids, steps))
         print(f"{'CUDA graph decode @ ' + str(ctx):<26}  graphed {graphed * 1000:.2f} ms, eager {eager * 1000:.2f} ms "
               f"-> {eager / graphed:.1f}x")
     a = generate(lm, prompt_ids(lm, 64)[0].tolist(), 32, ignore_eos=True)
-    b = generate(lm, prompt_ids(lm, 64)[0].tolist(), 32, ignore_eos=True, cuda_graphs=True)
+    b = generate(lm, prompt_ids(lm, 64)[0].tolist(), 32, ignore_eos=True, make_step=graphed_steps(lm))
     print(f"# CUDA graphs: same 32 greedy tokens as eager: {a.output_ids == b.output_ids}")
 
 

@@ -29,7 +29,7 @@ from engine.core.trace_file import save_trace
 from engine.labs.sweeps import prompt_ids_of_length
 from engine.loading.model_store import CACHE_FOLDER, DEFAULT_MODEL, cache_root
 from engine.loading.tiny import tiny_hf_model
-from engine.techniques.cuda_graphs import GraphedDecoder
+from engine.techniques.cuda_graphs import GraphedDecoder, graphed_steps
 
 REPORT: list[str] = []
 NUMBERS: dict = {}
@@ -61,7 +61,7 @@ def parity(arch: str, device: torch.device) -> float:
 def graph_tokens_match(lm, n_tokens: int = 64) -> bool:
     ids = prompt_ids_of_length(lm, 64)
     eager = engine.generate(lm, ids, n_tokens, ignore_eos=True).output_ids
-    graphed = engine.generate(lm, ids, n_tokens, ignore_eos=True, cuda_graphs=True).output_ids
+    graphed = engine.generate(lm, ids, n_tokens, ignore_eos=True, make_step=graphed_steps(lm)).output_ids
     return eager == graphed
 
 

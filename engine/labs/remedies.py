@@ -19,6 +19,7 @@ from engine.core.clock import now
 from engine.core.generate import decode_loop, new_cache, prefill
 from engine.core.metrics import summarize
 from engine.core.prompting import encode_prompt
+from engine.techniques.cuda_graphs import graphed_steps
 from engine.techniques.prefix_cache import two_turn_chat
 from engine.techniques.quantize import Agreement, compare_logits, matrix_bytes, quantize_model
 from engine.techniques.speculative import generate_speculative
@@ -290,13 +291,12 @@ class CudaGraphResult:
 
 def measure_cuda_graphs(lm, prompt: str, n_tokens: int = 32, chat: bool = True,
                         progress: Progress | None = None) -> CudaGraphResult:
-    """Eager decode vs CUDA-graph replay (engine/static_decode.py) on the same request: the gap between steps."""
-    if lm.device.type != "cuda":
-        raise engine.EngineError("CUDA graphs need a CUDA GPU; this model runs on " + lm.device.type)
+    """Eager decode vs CUDA-graph replay (engine/techniques/cuda_graphs.py) on the same request: the gap between steps."""
+    make_step = graphed_steps(lm)  # refuses a model that is not on a CUDA GPU, before any work
     ids = encode_prompt(lm, prompt, chat)
     _tick(progress, "eager decode", 0.1)
     eager = engine.generate(lm, ids, n_tokens, ignore_eos=True)
     _tick(progress, "decode replayed from a CUDA graph", 0.55)
-    graphed = engine.generate(lm, ids, n_tokens, ignore_eos=True, cuda_graphs=True)
+    graphed = engine.generate(lm, ids, n_tokens, ignore_eos=True, make_step=make_step)
     return CudaGraphResult(PhaseRow.from_trace("eager", eager), PhaseRow.from_trace("CUDA graph", graphed),
                            eager.output_ids == graphed.output_ids)

@@ -6,6 +6,7 @@ fixed, so the step uses the model's ordinary forward with a *static plan*: the p
 device tensor (written before each replay), attention reads the WHOLE preallocated cache and a mask,
 computed from those positions inside the graph, hides what is not written yet. The same forward
 serves eager decode; only the plan differs. On CPU the static step runs eagerly (for tests).
+`graphed_steps(lm)` is what generate takes as `make_step` to replay every decode step from a graph.
 Reference: PyTorch CUDA graphs (torch.cuda.CUDAGraph), gpt-fast's `input_pos`.
 """
 from __future__ import annotations
@@ -13,6 +14,12 @@ from __future__ import annotations
 import torch
 
 from engine.core.kv_cache import KVCache, Plan
+from engine.errors import EngineError
+
+
+def check_cuda(lm) -> None:
+    if lm.device.type != "cuda":
+        raise EngineError("CUDA graphs need a CUDA GPU; this model runs on " + lm.device.type)
 
 
 def static_plan(cache: KVCache, positions: torch.Tensor) -> Plan:
@@ -34,8 +41,7 @@ class GraphedDecoder:
     """
 
     def __init__(self, lm, cache: KVCache, warmup_steps: int = 3):
-        if lm.device.type != "cuda":
-            raise RuntimeError("CUDA graphs need a CUDA device")
+        check_cuda(lm)
         self.lm, self.cache = lm, cache
         self.token = torch.zeros(cache.batch, 1, dtype=torch.long, device=lm.device)  # static input (B, 1)
         self.positions = torch.zeros(cache.batch, 1, dtype=torch.long, device=lm.device)  # static input (B, 1)
@@ -58,3 +64,15 @@ class GraphedDecoder:
         self.graph.replay()
         self.cache.advance(1)
         return self.logits
+
+
+def graphed_step(lm, cache: KVCache):
+    """A step-maker for generate: capture one decode step on `cache` (after the prefill), return its replay."""
+    return GraphedDecoder(lm, cache).step
+
+
+def graphed_steps(lm):
+    """`make_step` for engine.generate that replays each decode step from a CUDA graph; refuses a non-CUDA
+    model now, before any work, with a clear EngineError."""
+    check_cuda(lm)
+    return graphed_step

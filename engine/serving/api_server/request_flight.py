@@ -4,8 +4,10 @@ The scheduler runs on its own thread (or in the worker process); it pushes each 
 (Started, FirstToken, Token, Done, Failed) into that request's sink. Here the sink hands them to
 the asyncio event loop, so waiting for the next token never blocks the server. A `Flight` turns
 events into text pieces (engine/serving/api_server/text_stream.py), decides when the answer is complete
-(max_tokens, the end-of-sequence token, a stop string: then the request is cancelled in the
-scheduler, which frees its sequence at the next step) and records vLLM's metrics on the way.
+and records vLLM's metrics on the way. The end-of-sequence token and max_tokens end it by the engine's
+own rule (a Sequence, engine/core/sequence.py, mirrors the scheduler's); only a stop *string* is this
+side's own (text-level, OpenAI's API): then the request is cancelled in the scheduler, which frees its
+sequence at the next step.
 """
 from __future__ import annotations
 
@@ -15,6 +17,7 @@ import time
 from dataclasses import dataclass
 
 from engine.core.prompting import chat_ids, encode_prompt
+from engine.core.sequence import EOS, LENGTH, Sequence
 from engine.errors import EngineError
 from engine.serving.api_server.openai_schema import ApiError, Ask
 from engine.serving.api_server.text_stream import TextStream
@@ -22,6 +25,7 @@ from engine.serving.api_server.vllm_metrics import ServerMetrics
 from engine.serving.scheduling.work import Done, Failed, FirstToken, ModelSpec, QueueFull, Request, Started, Token
 
 SAMPLING_FIELDS = ("temperature", "top_p", "top_k", "seed", "ignore_eos")
+FINISH = {EOS: "stop", LENGTH: "length"}  # the engine's stop reason -> OpenAI's finish_reason
 
 
 @dataclass
@@ -99,8 +103,7 @@ class Flight:
         self.sink = _LoopSink(asyncio.get_running_loop())
         self.request.events = self.sink
         self.stream = TextStream(served.info.tokenizer, ask.stop)
-        self.eos = set(served.info.config.eos_token_ids)
-        self.ids: list[int] = []
+        self.seq = Sequence(ids, max_tokens, ask.params, served.info.config.eos_token_ids)  # the engine's stop rule
         self.finish: str | None = None
         self._last = 0.0  # when the latest token arrived here
         self._decode_s = 0.0  # the engine's decode steps so far
@@ -126,7 +129,7 @@ class Flight:
             elif isinstance(event, (FirstToken, Token)):
                 return self._token(event, now)
             elif isinstance(event, Done):  # normally the last token already said it was last
-                self.finish = "stop" if event.result.stop_reason == "eos" else "length"
+                self.finish = FINISH.get(event.result.stop_reason, "length")
                 return Piece(self.stream.finish(), -1, self.finish)
             elif isinstance(event, Failed):
                 self._closed = True
@@ -144,16 +147,21 @@ class Flight:
             self._decode_s += event.step.seconds
         self._last = now
         self.metrics.generation_tokens.inc()
-        self.ids.append(event.token_id)
+        ended = self.seq.append(event.token_id)
         text = self.stream.add(event.token_id)
-        if self.stream.stopped or (event.token_id in self.eos and not self.ask.params.ignore_eos):
+        if self.stream.stopped:
             self.finish = "stop"
-        elif len(self.ids) >= self.max_tokens:
-            self.finish = "length"
+        elif ended is not None:
+            self.finish = FINISH[ended]
         if self.finish is not None:
             text += self.stream.finish()
             self._complete(now)
         return Piece(text, event.token_id, self.finish)
+
+    @property
+    def ids(self) -> list[int]:
+        """The answer's token ids so far."""
+        return self.seq.output_ids
 
     def _complete(self, now: float) -> None:
         self._closed = True

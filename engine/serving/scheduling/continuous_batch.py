@@ -1,7 +1,10 @@
 """Continuous batching: requests join the running batch between decode steps and leave as soon as they end.
 
 Every active sequence owns one row of a shared KV cache, rows 0..n-1 (a leaving sequence's row is
-filled by moving the last row into it, so the batch stays a dense view without copies). A joining
+filled by moving the last row into it, so the batch stays a dense view without copies). The cache grows
+only what a joining request finds short (rows or positions) and shrinks once riders left it under a
+quarter full; a plain step never copies it. Each rider is a Sequence (engine/core/sequence.py): its
+tokens and its stop rule are the ones `generate` uses. A joining
 request is prefilled alone into its row; then each decode step feeds one token per sequence, each at
 its own position with its own cache length (the cache's plan masks what a shorter row must not see).
 So prompts and outputs of any lengths share a step: the riders on the bridge. Compare vLLM's
@@ -9,29 +12,27 @@ scheduler (Kwon et al. 2023) and Orca's iteration-level scheduling (Yu et al. 20
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-
 import torch
 
-from engine.core.capture import capture_attention, layers_within_budget
+from engine.core.capture import layers_within_budget
 from engine.core.clock import now
 from engine.core.kv_cache import KVCache
-from engine.core.prompting import token_pieces
-from engine.core.recorder import finish_trace, start_trace
+from engine.core.recorder import add_attention, finish_trace, start_trace
 from engine.core.sampling import make_generator, sample_with
+from engine.core.sequence import CANCELLED, Sequence
 from engine.core.trace import DecodeStep, Trace
 from engine.serving.scheduling.work import Done, Failed, FirstToken, Request, Started, Token
 
 
-@dataclass
-class Sequence:
-    request: Request
-    trace: Trace
-    generator: torch.Generator
-    outputs: list[int] = field(default_factory=list)
-    last_ready: float = 0.0  # when its latest token was on the host
-    stall: float = 0.0  # seconds of other requests' work since then (their prefills, captures)
-    ended: str | None = None  # stop reason once it is over
+class Rider(Sequence):
+    """A Sequence on the bridge, with what only batching needs: its request, its trace and its gaps."""
+
+    def __init__(self, request: Request, trace: Trace, lm):
+        super().__init__(request.prompt_ids, request.max_new_tokens, request.params, lm.config.eos_token_ids,
+                         make_generator(request.params.seed, lm.device))
+        self.request, self.trace = request, trace
+        self.last_ready = 0.0  # when its latest token was on the host
+        self.stall = 0.0  # seconds of other requests' work since then (their prefills, captures)
 
 
 class Batch:
@@ -40,7 +41,7 @@ class Batch:
     def __init__(self, lm, max_batch: int):
         self.lm = lm
         self.max_batch = max_batch
-        self.seqs: list[Sequence] = []  # seqs[i] lives in cache row i
+        self.seqs: list[Rider] = []  # seqs[i] lives in cache row i
         self.cache: KVCache | None = None
 
     @property
@@ -50,44 +51,58 @@ class Batch:
     def has_room(self) -> bool:
         return len(self.seqs) < self.max_batch
 
-    # --- joining -----------------------------------------------------------------------------------------
+    # --- the cache: grown at a join, shrunk at a leave, never copied on a plain step ------------------------
     def _room_for(self, max_len: int) -> None:
-        """Make sure the cache has a free row and `max_len` positions (grow by copying the filled parts)."""
-        rows = len(self.seqs) + 1
-        old = self.cache
-        if old is not None and old.batch >= rows and old.max_len >= max_len:
+        """Make sure the cache has a free row and `max_len` positions; grow only what is short."""
+        rows, old = len(self.seqs) + 1, self.cache
+        have_rows, have_len = (old.batch, old.max_len) if old is not None else (0, 0)
+        if have_rows >= rows and have_len >= max_len:
             return
-        new_rows = max(rows, min(self.max_batch, 2 * (old.batch if old else 1)))
-        new_len = max(max_len, old.max_len if old else 0)
-        lm = self.lm
-        self.cache = KVCache(lm.config, new_rows, new_len, lm.dtype, lm.device)
-        if old is not None:
-            for mine, theirs in zip(self.cache.keys + self.cache.values, old.keys + old.values):
-                n = min(old.max_len, new_len)
-                mine[: old.batch, :, :n] = theirs[:, :, :n]
-            self.cache.lengths[: old.batch] = old.lengths
+        new_rows = have_rows if have_rows >= rows else max(rows, min(self.max_batch, 2 * max(have_rows, 1)))
+        self._resize(new_rows, max(have_len, max_len))
 
+    def _shrink_if_sparse(self) -> None:
+        """After riders left: give memory back once under a quarter of the rows or positions is still needed
+        (to twice the riders, and to the longest reservation), so a join right after does not copy again."""
+        n, cache = len(self.seqs), self.cache
+        need = max(seq.reserved_len for seq in self.seqs)
+        rows = 2 * n if 4 * n < cache.batch else cache.batch
+        length = need if 4 * need < cache.max_len else cache.max_len
+        if (rows, length) != (cache.batch, cache.max_len):
+            self._resize(rows, length)
+
+    def _resize(self, rows: int, max_len: int) -> None:
+        """A new cache of rows x max_len holding the live rows' filled parts (one copy)."""
+        old, lm, n = self.cache, self.lm, len(self.seqs)
+        self.cache = KVCache(lm.config, rows, max_len, lm.dtype, lm.device)
+        if old is not None and n:
+            filled = int(old.lengths[:n].max())  # <= every live row's reservation <= max_len
+            for mine, theirs in zip(self.cache.keys + self.cache.values, old.keys + old.values):
+                mine[:n, :, :filled] = theirs[:n, :, :filled]  # (n, K, filled, D)
+            self.cache.lengths[:n] = old.lengths[:n]
+
+    # --- joining -----------------------------------------------------------------------------------------
     @torch.inference_mode()
     def admit(self, req: Request, started: float) -> None:
         """Prefill `req` alone into the next free row; its first token is out when this returns."""
         lm = self.lm
-        T = len(req.prompt_ids)
-        self._room_for(T + req.max_new_tokens)
-        row = len(self.seqs)
         trace = start_trace(lm, req.prompt_ids, dict(req.params.as_dict(), max_new_tokens=req.max_new_tokens,
                                                      chat=req.chat, scheduler="batch"))
         trace.prompt_text = req.prompt_text
         trace.queue_seconds = started - req.arrival
-        seq = Sequence(req, trace, make_generator(req.params.seed, lm.device))
+        seq = Rider(req, trace, lm)
         req.emit(Started(trace.queue_seconds))
+        grow = now(lm.device)
+        self._room_for(seq.reserved_len)
+        row = len(self.seqs)
         start = now(lm.device)
         ids = torch.tensor([req.prompt_ids], device=lm.device)  # (1, T)
         logits = lm.model(ids, self.cache.rows(row, row + 1))[0]  # (1, V)
         token = int(sample_with(req.params, logits, seq.generator))
         seq.last_ready = now(lm.device)
         trace.prefill_seconds = seq.last_ready - start
-        for other in self.seqs:  # their next gap includes this prefill
-            other.stall += seq.last_ready - start
+        for other in self.seqs:  # their next gap includes this prefill (and any growing of the cache)
+            other.stall += seq.last_ready - grow
         self.seqs.append(seq)
         self._keep(seq, token, first=True)
         self._evict()
@@ -100,7 +115,7 @@ class Batch:
             return
         lm = self.lm
         view = self.cache.rows(0, n)
-        tokens = torch.tensor([[s.outputs[-1]] for s in self.seqs], device=lm.device)  # (n, 1)
+        tokens = torch.tensor([[s.last_token] for s in self.seqs], device=lm.device)  # (n, 1)
         logits = lm.model(tokens, view)[0]  # (n, V): rows of different lengths, each at its own position
         greedy = logits.argmax(dim=-1).tolist()
         chosen = [greedy[i] if s.request.params.greedy else int(sample_with(s.request.params, logits[i:i + 1], s.generator))
@@ -115,40 +130,38 @@ class Batch:
         self._evict()
 
     # --- bookkeeping -------------------------------------------------------------------------------------
-    def _keep(self, seq: Sequence, token: int, first: bool = False) -> None:
-        """Record a token, stream it, and mark the sequence as ended when it should stop."""
+    def _keep(self, seq: Rider, token: int, first: bool = False) -> None:
+        """Give the sequence its token and stream it; the Sequence says whether it ends now."""
         req = seq.request
-        seq.outputs.append(token)
-        piece = token_pieces(self.lm.tokenizer, seq.outputs[-5:])[-1]
+        seq.append(token)
+        piece = seq.latest_piece(self.lm.tokenizer)
         if first:
             req.emit(FirstToken(seq.trace.prefill_seconds, token, piece))
         else:
             req.emit(Token(seq.trace.steps[-1], token, piece))
         if req.cancelled.is_set():
-            seq.ended = "cancelled"
-        elif not req.params.ignore_eos and token in self.lm.config.eos_token_ids:
-            seq.ended = "eos"
-        elif len(seq.outputs) >= req.max_new_tokens:
-            seq.ended = "length"
+            seq.cancel()
 
+    @torch.inference_mode()  # moving a row writes into the cache's inference tensors
     def cancel_marked(self) -> None:
         """Sequences whose consumer went away leave now, before the next step."""
         for seq in self.seqs:
-            if seq.request.cancelled.is_set() and seq.ended is None:
-                seq.ended = "cancelled"
+            if seq.request.cancelled.is_set():
+                seq.cancel()
         self._evict()
 
     def fail_all(self, message: str) -> None:
+        """Every rider ends with Failed(message) (a failed step, a server shutting down); the batch is empty after."""
         for seq in self.seqs:
             seq.request.emit(Failed(message))
         self.seqs, self.cache = [], None
 
     def _evict(self) -> None:
         """Finish ended sequences and free their rows at once (the last row moves into the hole)."""
-        i = 0
+        i, left = 0, False
         while i < len(self.seqs):
             seq = self.seqs[i]
-            if seq.ended is None:
+            if not seq.finished:
                 i += 1
                 continue
             self._finish(seq, i)
@@ -159,21 +172,25 @@ class Batch:
                 self.cache.lengths[i] = 0
             self.seqs[i] = self.seqs[last]
             self.seqs.pop()
+            left = True
         if not self.seqs:
             self.cache = None  # an idle server keeps no KV cache
+        elif left:
+            start = now(self.lm.device)
+            self._shrink_if_sparse()
+            for seq in self.seqs:
+                seq.stall += now(self.lm.device) - start
 
-    def _finish(self, seq: Sequence, row: int) -> None:
+    def _finish(self, seq: Rider, row: int) -> None:
         req, trace = seq.request, seq.trace
-        trace.stop_reason = seq.ended
-        finish_trace(self.lm, trace, [seq.outputs], self.cache, row)
-        if seq.ended == "cancelled":
+        trace.stop_reason = seq.stop_reason
+        finish_trace(self.lm, trace, [seq.output_ids], self.cache, row)
+        if seq.stop_reason == CANCELLED:
             req.emit(Failed("cancelled", cancelled=True))
             return
         if req.capture_attention:
-            start = now(self.lm.device)
             layers = layers_within_budget(self.lm.config, trace.n_prompt, trace.n_output, preferred=req.capture_layer)
-            trace.attention = capture_attention(self.lm, trace.prompt_ids, trace.output_ids, layers)
-            trace.capture_seconds = now(self.lm.device) - start
+            add_attention(self.lm, trace, layers)
             for other in self.seqs:
                 if other is not seq:
                     other.stall += trace.capture_seconds

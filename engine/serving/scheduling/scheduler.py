@@ -18,7 +18,7 @@ from collections import deque
 from engine.core.capture import layers_within_budget
 from engine.core.generate import generate
 from engine.core.metrics import summarize
-from engine.core.prompting import check_lengths, encode_prompt
+from engine.core.prompting import check_context, check_max_new_tokens, encode_prompt
 from engine.errors import EngineError
 from engine.serving.scheduling.continuous_batch import Batch
 from engine.serving.scheduling.model_pool import ModelPool
@@ -54,6 +54,10 @@ class Scheduler:
     def stop(self, timeout: float = 30.0) -> None:
         """Fail what waits, cancel what runs (it ends at its next step), and wait for the thread to end.
 
+        Every submitted request gets its final event: what waits Failed now, what runs Done or Failed
+        when its step is over (riders still in the batch when the thread leaves its loop are failed there),
+        and a submit after stop is refused.
+
         Joining matters: a thread still inside torch when the interpreter exits aborts the process
         ("terminate called without an active exception", exit code 134).
         """
@@ -69,13 +73,18 @@ class Scheduler:
             self._thread.join(timeout)
 
     def submit(self, work: Work) -> Work:
-        """Queue a request or job; raises EngineError for a request over the caps, QueueFull when full."""
+        """Queue a request or job; raises EngineError for a request over the caps, QueueFull when full.
+
+        A request's values are checked here, once; what needs the model (prompt ids against its vocabulary,
+        prompt + max_new_tokens against its context) is checked when the model is at hand: by generate in
+        queue mode, by `_admit` in batch mode.
+        """
         if isinstance(work, Request):
-            if isinstance(work.max_new_tokens, int) and work.max_new_tokens > self.max_new_tokens_cap:
-                raise EngineError(f"this server allows at most {self.max_new_tokens_cap} new tokens per request "
-                                  f"(asked for {work.max_new_tokens})")
+            check_max_new_tokens(work.max_new_tokens, self.max_new_tokens_cap)
             work.params.checked()
         with self._cond:
+            if self._stop:
+                raise EngineError("the server is shutting down; it takes no more requests")
             if len(self._waiting) >= self.max_queue:
                 raise QueueFull(f"the queue is full ({self.max_queue} requests waiting); try again in a moment",
                                 retry_after=self._expected_wait(len(self._waiting)))
@@ -173,6 +182,12 @@ class Scheduler:
                 if work is not None:
                     work.emit(Failed(_message(exc)))
                     self._done(work)
+                elif batch is not None and batch.size:  # the batch's own bookkeeping failed: end its riders
+                    batch.fail_all(_message(exc))
+                    self._reap(batch)
+        if batch is not None and batch.size:  # stopped between two steps: nobody may wait forever
+            batch.fail_all("the server is shutting down")
+            self._reap(batch)
 
     def _done(self, work: Work) -> None:
         with self._cond:
@@ -181,10 +196,10 @@ class Scheduler:
             self.finished += 1
 
     def _admit(self, batch: Batch, req: Request) -> None:
-        try:
-            req.prompt_ids = encode_prompt(batch.lm, req.prompt_ids)  # the same checks as generate makes
-            req.max_new_tokens = check_lengths(batch.lm, len(req.prompt_ids), req.max_new_tokens)
-            req.params.checked(batch.lm.config.vocab_size)
+        try:  # what submit could not check without the model: the same checks generate makes
+            req.prompt_ids = encode_prompt(batch.lm, req.prompt_ids)
+            check_context(batch.lm, len(req.prompt_ids), req.max_new_tokens)
+            req.params.checked(batch.lm.config.vocab_size)  # top_k against this vocabulary
             batch.admit(req, time.perf_counter())
         except Exception as exc:
             req.emit(Failed(_message(exc)))
@@ -229,10 +244,9 @@ class Scheduler:
         def on_capture(trace) -> None:
             req.emit(Progress("capturing attention for the pictures (not timed)", 1.0))
 
-        layers = None
+        layers = None  # the budget needs counts only (submit checked max_new_tokens; generate checks the context)
         if req.capture_attention:
-            n_out = check_lengths(lm, len(req.prompt_ids), req.max_new_tokens)
-            layers = layers_within_budget(lm.config, len(req.prompt_ids), n_out, preferred=req.capture_layer)
+            layers = layers_within_budget(lm.config, len(req.prompt_ids), req.max_new_tokens, preferred=req.capture_layer)
         trace = generate(lm, req.prompt_ids, req.max_new_tokens, req.params, chat=req.chat, on_step=on_step,
                          capture_attention=req.capture_attention, capture_layers=layers, on_capture=on_capture)
         on_step(trace)  # the last token (generate does not call back after the final one)

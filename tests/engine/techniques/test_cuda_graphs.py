@@ -4,7 +4,7 @@ import torch
 
 import engine
 from engine.core.generate import new_cache
-from engine.techniques.cuda_graphs import static_decode_step
+from engine.techniques.cuda_graphs import graphed_steps, static_decode_step
 
 
 @pytest.mark.parametrize("name", ["tiny-llama", "tiny-gpt2"])
@@ -47,7 +47,7 @@ def test_cuda_graph_measurement_refuses_cpu_with_a_clear_message(tiny_llama):
     with pytest.raises(engine.EngineError, match="need a CUDA GPU"):
         remedies.measure_cuda_graphs(tiny_llama, "the sea", 4)
     with pytest.raises(engine.EngineError, match="need a CUDA GPU"):
-        engine.generate(tiny_llama, "the sea", 4, cuda_graphs=True)
+        engine.generate(tiny_llama, "the sea", 4, make_step=graphed_steps(tiny_llama))
 
 
 def test_gpu_check_parity_runs_where_it_can():

@@ -1,0 +1,58 @@
+"""The HTTP side ends an answer by the engine's own rule (engine/core/sequence.py): the end token unless
+ignore_eos, then max_tokens; a stop string is its own, text-level addition."""
+import asyncio
+
+import pytest
+
+import engine
+from engine.core.trace import DecodeStep
+from engine.serving.api_server.openai_schema import Ask
+from engine.serving.api_server.request_flight import Flight, Served
+from engine.serving.api_server.vllm_metrics import ServerMetrics
+from engine.serving.scheduling.model_pool import describe
+from engine.serving.scheduling.work import FirstToken, ModelSpec, Token
+
+SPEC = ModelSpec("tiny-llama", "cpu")
+
+
+class Cancels:
+    def __init__(self):
+        self.cancelled = []
+
+    def cancel(self, request):
+        self.cancelled.append(request)
+
+
+def finishes(lm, tokens: list[int], max_tokens: int, stop=(), **sampling) -> tuple[list, Cancels]:
+    """Feed `tokens` as the scheduler would; the finish_reason of each piece until the answer is complete."""
+    async def run():
+        service = Cancels()
+        served = Served("tiny-llama", SPEC, describe(lm, SPEC), 4096)
+        ask = Ask("completion", "tiny-llama", prompt="x", max_tokens=max_tokens,
+                  params=engine.SamplingParams(**sampling), stop=list(stop))
+        flight = Flight(service, served, ServerMetrics("test"), ask, [1, 2, 3], max_tokens, 0.0)
+        for i, t in enumerate(tokens):
+            flight.sink.put(FirstToken(0.01, t, "") if i == 0 else Token(DecodeStep(0.01, 3 + i, 0), t, ""))
+        out = []
+        while (piece := await flight.next()) is not None:
+            out.append(piece.finish)
+        return out, service
+    return asyncio.run(run())
+
+
+@pytest.mark.parametrize("ignore_eos, want", [(False, [None, "stop"]), (True, [None, None, None, "length"])])
+def test_the_end_token_ends_the_answer_unless_ignored(tiny_llama, ignore_eos, want):
+    eos = tiny_llama.config.eos_token_ids[0]
+    got, service = finishes(tiny_llama, [7, eos, 8, 9], 4, ignore_eos=ignore_eos)
+    assert got == want and not service.cancelled  # the engine ends these itself: nothing to cancel
+
+
+def test_max_tokens_ends_it_with_length(tiny_llama):
+    assert finishes(tiny_llama, [7, 8, 9], 3)[0] == [None, None, "length"]
+
+
+def test_a_stop_string_ends_it_here_and_frees_the_engine(tiny_llama):
+    tok = tiny_llama.tokenizer
+    ids = tok.encode("one rider at a time", add_special_tokens=False)
+    got, service = finishes(tiny_llama, ids, len(ids) + 5, stop=["rider"])
+    assert got[-1] == "stop" and len(got) < len(ids) and len(service.cancelled) == 1
