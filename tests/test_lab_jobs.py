@@ -12,7 +12,7 @@ from engine.errors import EngineError
 from engine.labs import jobs
 from engine.labs.sweeps import SweepResult
 from engine.serving.scheduling.scheduler import Scheduler
-from engine.serving.scheduling.work import Done, Failed, Job, ModelSpec, Progress, drain
+from engine.serving.scheduling.work import Done, Failed, Job, ModelSpec, Progress, drain, result_of
 
 TINY = ModelSpec("tiny-llama", "cpu")
 LABS = list(jobs.REGISTRY.values())
@@ -125,3 +125,12 @@ def test_the_scheduler_passes_the_declared_progress_protocol(scheduler):
     reported = [e for e in events if isinstance(e, Progress) and e.message.startswith("warming up")]
     assert reported and reported[0].payload is None and 0 <= reported[0].fraction <= 1
     assert isinstance(events[-1], Done)
+
+
+def test_the_jobs_the_dashboard_itself_submits_run(scheduler):
+    """worker_link's model description and attention capture, with the argument shapes it sends."""
+    info = result_of(scheduler.submit(Job(model=TINY, name=jobs.MODEL_DESCRIBE.name, args=(TINY,))), timeout=60)
+    assert info.spec == TINY and info.config.n_layers >= 2
+    got = result_of(scheduler.submit(Job(model=TINY, name=jobs.ATTENTION_CAPTURE.name, args=([1, 2, 3], [4, 5], [1]))),
+                    timeout=60)
+    assert got.layers == [1]
