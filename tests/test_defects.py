@@ -66,8 +66,8 @@ def test_warm_up_state_is_not_on_the_shared_model_and_runs_once(tiny_gpt2):
 def test_cancel_reaches_a_running_lab_measurement():
     scheduler = Scheduler("queue").start()
     try:
-        job = scheduler.submit(Job(model=ModelSpec("tiny-llama", "cpu"), function="engine.labs.remedies:measure_kv_cache",
-                                   args=("the valley and the bridge", 60), callback="progress"))
+        job = scheduler.submit(Job(model=ModelSpec("tiny-llama", "cpu"), name="remedies.kv_cache",
+                                   args=("the valley and the bridge", 60)))
         start = time.perf_counter()
         for event in drain(job, timeout=60):
             if isinstance(event, Progress):

@@ -1,12 +1,11 @@
 """Old Qin's budget: split a speed-up budget between the valley and the bridge, see Amdahl's verdict (layout only)."""
 import streamlit as st
 
-import engine
-from engine.perfmodel import budget, roofline
 from ui.controls import state
 from ui.engine_link import worker_link
 from ui.figures import fig_roofline
 from ui.text import lab_text
+from ui.text import roofline_numbers as rn
 
 SOURCES = {
     "fable": "The fable (valley = 20% of the journey)",
@@ -25,36 +24,28 @@ def _set_speedups(prefill: float, decode: float) -> None:
 
 
 source = st.radio("Where the prefill share comes from", list(SOURCES), format_func=SOURCES.get, key=state.BUDGET_SOURCE)
-share, share_note = budget.FABLE_SHARE, "the fable: the valley is under a fifth of the journey"
+share, share_note = rn.FABLE_SHARE, rn.FABLE_NOTE
 if source == "measured":
-    trace = worker_link.store().last_trace
-    if trace is None or trace.total_seconds <= 0:
+    measured = rn.measured_share(worker_link.store().last_trace)
+    if measured is None:
         st.info("No run yet: press **Run** in the sidebar on any page, or use the fable's numbers.")
     else:
-        s = engine.summarize(trace)
-        share = s.prefill_share
-        share_note = (f"measured: TTFT {s.ttft_s * 1e3:.0f} ms of {s.total_s * 1e3:.0f} ms end to end "
-                      f"({trace.n_prompt} in / {trace.n_output} out, {trace.model})")
+        share, share_note = measured
 elif source == "preset":
     cols = st.columns(3)
-    hw_name = cols[0].selectbox("Hardware", list(roofline.HARDWARE_PRESETS), index=1, key=state.BUDGET_HARDWARE)
-    wl_name = cols[1].selectbox("Workload", list(roofline.WORKLOAD_PRESETS), key=state.BUDGET_WORKLOAD)
+    hw_name = cols[0].selectbox("Hardware", list(rn.HARDWARE_PRESETS), index=1, key=state.BUDGET_HARDWARE)
+    wl_name = cols[1].selectbox("Workload", list(rn.WORKLOAD_PRESETS), key=state.BUDGET_WORKLOAD)
     model_name = st.session_state.get(state.ROOF_MODEL) or "Llama-2 7B (MHA, 32 KV heads)"
     cols[2].caption(f"Model: **{model_name}** (change it on the Roofline page), bf16 weights, batch 1.")
-    wl = roofline.WORKLOAD_PRESETS[wl_name]
-    p = roofline.predict(roofline.MODEL_PRESETS[model_name], roofline.HARDWARE_PRESETS[hw_name],
-                         wl.prompt_tokens, wl.output_tokens)
-    share = p.prefill_share
-    share_note = (f"estimate: TTFT {p.ttft_s * 1e3:.0f} ms of {p.total_s:.2f} s for {wl.prompt_tokens} in / "
-                  f"{wl.output_tokens} out on {hw_name}")
+    share, share_note = rn.preset_share(model_name, hw_name, wl_name)
 elif source == "custom":
     share = st.slider("Prefill share of the journey", 0.0, 1.0, 0.2, 0.01, key=state.BUDGET_SHARE)
     share_note = "set by hand"
 st.markdown(f"**Prefill share p = {share:.1%}** — {share_note}.")
 
 st.markdown("**Spend the budget:**")
-preset_cols = st.columns(len(budget.FABLE_SCENARIOS) + 1)
-for i, (name, (sp, sd)) in enumerate(budget.FABLE_SCENARIOS.items()):
+preset_cols = st.columns(len(rn.FABLE_SCENARIOS) + 1)
+for i, (name, (sp, sd)) in enumerate(rn.FABLE_SCENARIOS.items()):
     preset_cols[i].button(name, key=f"{state.BUDGET_FABLE}_{i}", on_click=_set_speedups, args=(sp, round(sd, 2)))
 preset_cols[-1].button("Reset (×1, ×1)", key=f"{state.BUDGET_FABLE}_reset", on_click=_set_speedups, args=(1.0, 1.0))
 st.session_state.setdefault(state.BUDGET_PREFILL_SPEEDUP, 2.0)  # the fable's first budget: valley ×2 only
@@ -63,7 +54,7 @@ cols = st.columns(2)
 s_p = cols[0].slider("Valley (prefill) speed-up ×", 1.0, 10.0, step=0.1, key=state.BUDGET_PREFILL_SPEEDUP)
 s_d = cols[1].slider("Bridge (decode) speed-up ×", 1.0, 10.0, step=0.1, key=state.BUDGET_DECODE_SPEEDUP)
 
-result = budget.amdahl(share, s_p, s_d)
+result = rn.amdahl(share, s_p, s_d)
 m = st.columns(3)
 m[0].metric("End-to-end time saved", f"{result.saving:.1%}")
 m[1].metric("End-to-end speed-up", f"{result.speedup:.2f}×")
@@ -71,5 +62,5 @@ m[2].metric("Best possible from the valley alone", f"{result.limit_if_only_prefi
 st.plotly_chart(fig_roofline.budget_figure(result), width="stretch", theme=None)
 st.markdown(lab_text.budget_text(result))
 if source == "fable":
-    st.markdown(lab_text.fable_text(budget.fable()))
+    st.markdown(lab_text.fable_text(rn.fable()))
 st.plotly_chart(fig_roofline.budget_curve(share), width="stretch", theme=None)

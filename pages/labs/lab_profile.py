@@ -2,7 +2,7 @@
 import streamlit as st
 
 from ui.controls import state, widgets
-from ui.engine_link import worker_link
+from ui.engine_link import lab_jobs, worker_link
 from ui.figures import fig_profile
 from ui.text import remedy_text as rt
 
@@ -14,8 +14,8 @@ cols = st.columns([2, 1, 3])
 n_prompt = cols[0].select_slider("Prompt tokens to prefill", [32, 64, 128, 256, 512], value=256, key=state.PROFILE_TOKENS)
 start = cols[1].button("▶ Profile", type="primary", key=state.PROFILE_RUN, disabled=lm is None)
 store = worker_link.store()
-profiled = worker_link.lab_run(state.PROFILE_JOB, start, "engine.labs.profiling:profile_phases", (int(n_prompt),),
-                           label=f"Profiling {lm.name if lm else ''}…")
+profiled = worker_link.lab_run(state.PROFILE_JOB, start, lab_jobs.PROFILE, (int(n_prompt),),
+                               label=f"Profiling {lm.name if lm else ''}…")
 if profiled is not None:
     store.labs[state.PROFILE_RESULT] = profiled
 

@@ -2,7 +2,7 @@
 import streamlit as st
 
 from ui.controls import state, widgets
-from ui.engine_link import worker_link
+from ui.engine_link import lab_jobs, worker_link
 from ui.figures import fig_remedies as fr
 from ui.text import remedy_text as rt
 
@@ -16,12 +16,12 @@ n_tokens = int(top[0].number_input("Output tokens per request", 4, 128, 24, key=
 top[1].button("■ Cancel", key=state.REMEDY_CANCEL, help="Stops the measurement that is running; earlier results stay.")
 
 
-def measure(key: str, function: str, *args, **kwargs) -> None:
-    """A Measure button; on click, engine.labs.remedies.<function>(lm, *args, **kwargs) runs in the engine
-    worker with a progress bar (Cancel stops it there), and the result is kept in the session."""
+def measure(key: str, job: lab_jobs.LabJob, *args, **kwargs) -> None:
+    """A Measure button; on click, the lab job (a remedy of engine/labs/remedies.py) runs with *args, **kwargs in
+    the engine worker with a progress bar (Cancel stops it there), and the result is kept in the session."""
     start = st.button("▶ Measure", key=state.REMEDY_MEASURE + key, type="primary", disabled=lm is None)
-    result = worker_link.lab_run(state.REMEDY_JOB + key, start, "engine.labs.remedies:" + function, args, kwargs,
-                             cancel_key=state.REMEDY_CANCEL, label=f"Measuring on {lm.name if lm else ''}…")
+    result = worker_link.lab_run(state.REMEDY_JOB + key, start, job, args, kwargs,
+                                 cancel_key=state.REMEDY_CANCEL, label=f"Measuring on {lm.name if lm else ''}…")
     if result is not None:
         results[key] = result
 
@@ -34,7 +34,7 @@ tabs = st.tabs([rt.TITLES[k] for k in ("kv_cache", "speculative", "prefix", "dty
 
 with tabs[0]:
     header("kv_cache")
-    measure("kv_cache", "measure_kv_cache", rt.OPEN_PROMPT, n_tokens)
+    measure("kv_cache", lab_jobs.KV_CACHE, rt.OPEN_PROMPT, n_tokens)
     if r := results.get("kv_cache"):
         st.plotly_chart(fr.kv_cache_figure(r), width="stretch", theme=None)
         st.markdown(rt.kv_cache_summary(r))
@@ -48,7 +48,7 @@ with tabs[1]:
     st.caption("Drafts: the k tokens that followed the latest earlier match of the last 3 (then 2, then 1) tokens (Saxena 2023). "
                "All drafts are checked in one forward pass; the longest prefix equal to greedy is kept (Leviathan et al. 2023).")
     prompts = {"copy / summarise": copy_prompt, "open-ended": open_prompt}
-    measure("speculative", "measure_speculative", prompts, n_tokens, k)
+    measure("speculative", lab_jobs.SPECULATIVE, prompts, n_tokens, k)
     if r := results.get("speculative"):
         st.plotly_chart(fr.speculative_figure(r), width="stretch", theme=None)
         st.markdown(rt.speculative_summary(r))
@@ -58,7 +58,7 @@ with tabs[2]:
     c = st.columns(2)
     turn1 = c[0].text_input("Turn 1 (user)", rt.TURN1, key=state.REMEDY_TURN1)
     turn2 = c[1].text_input("Turn 2 (user)", rt.TURN2, key=state.REMEDY_TURN2)
-    measure("prefix", "measure_prefix_cache", turn1, turn2, answer_tokens=n_tokens)
+    measure("prefix", lab_jobs.PREFIX_CACHE, turn1, turn2, answer_tokens=n_tokens)
     if r := results.get("prefix"):
         st.plotly_chart(fr.phase_pair_figure([r.full, r.reused], "Turn 2: from scratch vs reusing turn 1's cache (measured)"),
                         width="stretch", theme=None)
@@ -67,14 +67,14 @@ with tabs[2]:
 with tabs[3]:
     header("dtype")
     st.markdown(rt.DTYPE_NOTE)
-    measure("dtype", "measure_dtypes", ("float32", "bfloat16"), rt.OPEN_PROMPT, n_tokens)
+    measure("dtype", lab_jobs.DTYPES, ("float32", "bfloat16"), rt.OPEN_PROMPT, n_tokens)
     if r := results.get("dtype"):
         st.plotly_chart(fr.phase_pair_figure(r, "float32 vs bfloat16 on this device (measured)"), width="stretch", theme=None)
         st.markdown(rt.phase_rows_summary(r))
 
 with tabs[4]:
     header("int8")
-    measure("int8", "measure_int8", rt.OPEN_PROMPT, n_tokens)
+    measure("int8", lab_jobs.INT8, rt.OPEN_PROMPT, n_tokens)
     if r := results.get("int8"):
         st.plotly_chart(fr.phase_pair_figure(r.rows, "Weights in float vs int8 (measured)"), width="stretch", theme=None)
         st.markdown(rt.phase_rows_summary(r.rows))
@@ -83,7 +83,7 @@ with tabs[4]:
 
 with tabs[5]:
     header("kernels")
-    measure("kernels", "measure_kernels", rt.OPEN_PROMPT, n_tokens)
+    measure("kernels", lab_jobs.KERNELS, rt.OPEN_PROMPT, n_tokens)
     if r := results.get("kernels"):
         st.plotly_chart(fr.phase_pair_figure(r.rows, "The same weights: nn.Linear vs the fast kernels (measured)"),
                         width="stretch", theme=None)
@@ -91,7 +91,7 @@ with tabs[5]:
 
 with tabs[6]:
     header("overhead")
-    measure("overhead", "measure_overhead")
+    measure("overhead", lab_jobs.OVERHEAD)
     if r := results.get("overhead"):
         st.plotly_chart(fr.overhead_figure(r), width="stretch", theme=None)
         st.markdown(rt.overhead_summary(r))
@@ -100,7 +100,7 @@ with tabs[6]:
     else:
         st.markdown("**CUDA graphs** (measured): the same request, decode steps launched one kernel at a time vs "
                     "replayed from one captured graph.")
-        measure("cuda_graphs", "measure_cuda_graphs", rt.OPEN_PROMPT, n_tokens)
+        measure("cuda_graphs", lab_jobs.CUDA_GRAPHS, rt.OPEN_PROMPT, n_tokens)
         if r := results.get("cuda_graphs"):
             st.plotly_chart(fr.phase_pair_figure([r.eager, r.graphed], "Eager vs CUDA-graph decode (measured)"),
                             width="stretch", theme=None)

@@ -1,12 +1,10 @@
 """Sweep lab: TTFT against prompt length and decode cost against output length, measured live (layout only)."""
 import streamlit as st
 
-from engine.labs import sweeps
-from engine.perfmodel.fit import fit_ttft
 from ui.controls import state, widgets
-from ui.engine_link import worker_link
+from ui.engine_link import lab_jobs, worker_link
 from ui.figures import fig_sweeps
-from ui.text import lab_text
+from ui.text import lab_text, sweep_numbers
 
 PROMPT_CHOICES = [16, 32, 64, 128, 256, 512, 1024, 2048]
 OUTPUT_CHOICES = [4, 8, 16, 32, 64, 128, 256]
@@ -40,28 +38,24 @@ if st.session_state.get(state.SWEEP_CANCEL) and running_kind in results:
     results[running_kind].cancelled = True  # the points measured so far stay
 start = False
 if run and lm is not None:
-    pairs = [(t, int(fixed)) for t in lengths] if kind == "prompt" else [(int(fixed), n) for n in lengths]
-    allowed, refused = sweeps.split_allowed(lm, [p for p, _ in pairs], [n for _, n in pairs])
+    args, refused = sweep_numbers.sweep_plan(lm, kind, lengths, int(fixed))
     for message in refused:
         st.warning(f"Skipped: {message}")
-    if allowed:
+    if args is not None:
         start, running_kind = True, kind
         store.labs[state.SWEEP_RUNNING] = kind
         results.pop(kind, None)
-        args = ([t for t, _ in allowed], int(fixed)) if kind == "prompt" else ([n for _, n in allowed], int(fixed))
 
 
-def keep(partial: sweeps.SweepResult):
+def keep(partial):
     """Each measured point arrives as a snapshot, kept at once: a Cancel keeps what was measured."""
     results[running_kind] = partial
-    last = partial.points[-1]
-    return (f"{partial.done}/{len(partial.planned)}: {last.prompt_tokens} in, {last.output_tokens} out, "
-            f"TTFT {last.ttft_s * 1e3:.0f} ms", partial.done / len(partial.planned))
+    return sweep_numbers.sweep_progress(partial)
 
 
-function = "engine.labs.sweeps:" + ("sweep_prompt_lengths" if running_kind == "prompt" else "sweep_output_lengths")
-final = worker_link.lab_run(state.SWEEP_JOB, start, function, args if start else (), callback="on_point",
-                        cancel_key=state.SWEEP_CANCEL, on_payload=keep, label=f"Measuring on {lm.name if lm else ''}…")
+job = lab_jobs.PROMPT_SWEEP if running_kind == "prompt" else lab_jobs.OUTPUT_SWEEP
+final = worker_link.lab_run(state.SWEEP_JOB, start, job, args if start else (), cancel_key=state.SWEEP_CANCEL,
+                            on_payload=keep, label=f"Measuring on {lm.name if lm else ''}…")
 if final is not None:
     results[running_kind] = final
 
@@ -70,7 +64,7 @@ st.caption(fig_sweeps.sweep_status(result))
 if result is not None and result.points:
     points = result.points
     if kind == "prompt":
-        fit = fit_ttft([p.prompt_tokens for p in points], [p.ttft_s for p in points])
+        fit = sweep_numbers.ttft_fit(points)
         st.plotly_chart(fig_sweeps.ttft_figure(points, fit), width="stretch", theme=None)
         st.markdown(fig_sweeps.fit_text(fit))
         st.plotly_chart(fig_sweeps.decode_latency_figure(points), width="stretch", theme=None)

@@ -1,13 +1,11 @@
 """Measure a server — the same ledger for any OpenAI-compatible server (vLLM, llama.cpp, SGLang, TGI, Ollama, ours)."""
 import streamlit as st
 
-import engine
-from engine.errors import EngineError
-from engine.serving.client.server_benchmark import trace_from_record
 from ui.controls import state
 from ui.engine_link import server_measurement, worker_link
+from ui.errors import EngineError
 from ui.figures import fig_timing
-from ui.text import runs
+from ui.text import run_numbers, runs
 
 st.title("Measure a server")
 st.markdown(
@@ -62,8 +60,8 @@ if st.button("Measure", key=state.MEASURE_RUN, type="primary"):
         st.error(f"The measurement failed: {exc}")
         st.stop()
     bar.empty()
-    for rec in records:
-        store.keep(trace_from_record(rec))  # next to local runs in the session's history (Timing page)
+    for trace in run_numbers.server_traces(records):
+        store.keep(trace)  # next to local runs in the session's history (Timing page)
     store.labs[state.MEASURE_RESULT] = records
 
 records = store.labs.get(state.MEASURE_RESULT)
@@ -72,7 +70,7 @@ if not records:
     st.stop()
 
 first = records[0]
-traces = [trace_from_record(r) for r in records]
+traces = run_numbers.server_traces(records)
 st.subheader(f"{first['url']} · {first['model']}: {len(records)} request(s), {first['concurrency']} at a time")
 st.caption(f"{first['prompt_tokens']} prompt tokens (counted with "
            f"{'the server' if first['tokenizer'] == 'server' else 'our SmolLM2'}'s tokenizer) → {first['output_tokens']} "
@@ -90,12 +88,13 @@ if table["server mean (ms)"].isna().all():
 pick = st.selectbox("Request shown in the ledger", list(range(1, len(traces) + 1)), index=len(traces) - 1,
                     key=state.MEASURE_PICK, format_func=lambda i: f"request {i}")
 trace = traces[pick - 1]
-st.plotly_chart(fig_timing.phase_split_figure(engine.summarize(trace)), width="stretch", key="ms_split", theme=None)
+summary = run_numbers.summary(trace)
+st.plotly_chart(fig_timing.phase_split_figure(summary), width="stretch", key="ms_split", theme=None)
 left, right = st.columns(2, gap="large")
 left.plotly_chart(fig_timing.itl_figure(trace.prefill_seconds, [s.seconds for s in trace.steps]),
                   width="stretch", key="ms_itl", theme=None)
 right.plotly_chart(fig_timing.cumulative_figure(trace), width="stretch", key="ms_cumulative", theme=None)
-st.dataframe(runs.metrics_table(engine.summarize(trace), server=True), hide_index=True, width="stretch",
+st.dataframe(runs.metrics_table(summary, server=True), hide_index=True, width="stretch",
              column_config={"value": st.column_config.NumberColumn(format="%.2f")})
 requests_table = runs.runs_table(traces)
 st.plotly_chart(fig_timing.runs_figure(requests_table), width="stretch", key="ms_runs", theme=None)

@@ -3,19 +3,17 @@ from pathlib import Path
 
 import streamlit as st
 
-import engine
-import engine.core.metrics
 from ui.controls import demo_panel, presenter
 from ui.engine_link import server_measurement, worker_link
 from ui.figures import fig_timing
-from ui.text import diagnosis
+from ui.text import diagnosis, run_numbers
 
 ASSETS = Path(__file__).resolve().parents[2] / "assets"
 
 
 def show_request(trace) -> None:
     """The measured ledger of the last run: metrics, phase split, diagnosis, prompt and output."""
-    summary = engine.summarize(trace)
+    summary = run_numbers.summary(trace)
     kernels = f", {trace.env['kernels']} kernels" if trace.source != "server" and trace.env.get("kernels") else ""
     st.subheader(f"This request — {trace.model} on {trace.device}, {trace.dtype}{kernels} (measured)")
     cols = st.columns(5)
@@ -35,9 +33,8 @@ def show_request(trace) -> None:
     left, right = st.columns([3, 2], gap="large")
     with left:
         st.markdown(diagnosis.diagnose(summary).to_markdown())
-        sharing = engine.core.metrics.bridge_sharing(trace)
-        if sharing is not None and sharing.shared_steps:
-            st.markdown(diagnosis.sharing_markdown(sharing))
+        if sharing := run_numbers.sharing_note(trace):
+            st.markdown(sharing)
     with right:
         st.markdown("**The generated text**")
         st.text(trace.text or "(only special tokens were generated)")

@@ -1,13 +1,11 @@
 """Timing — the dispatcher's ledger: each token's latency, cumulative time, vLLM's metrics, runs compared."""
 import streamlit as st
 
-import engine
-import engine.core.metrics
 from ui.controls import demo_panel, presenter, state
 from ui.demo import report
 from ui.engine_link import server_measurement, worker_link
 from ui.figures import fig_timing
-from ui.text import diagnosis, runs
+from ui.text import run_numbers, runs
 
 PAGE_VS_CLI = (
     "**How far the page's own work moves these numbers** (measured with `scripts/ui_vs_cli.py` on the 2-core VM "
@@ -45,7 +43,7 @@ if trace is None:
     st.info("**Press Run in the sidebar**: the ledger fills in as the model generates.", icon=":material/arrow_back:")
     st.stop()
 
-summary = engine.summarize(trace)
+summary = run_numbers.summary(trace)
 st.subheader(f"Last run: {trace.n_prompt} prompt tokens → {trace.n_output} output tokens (measured)")
 if trace.source == "server":
     st.caption(f"{trace.model} · {server_measurement.outside_caption(trace)}")
@@ -64,9 +62,8 @@ with itl_col:
 with cum_col:
     presenter.chart(fig_timing.cumulative_figure(trace), key="timing_cumulative", name="cumulative_time")
 
-sharing = engine.core.metrics.bridge_sharing(trace)
-if sharing is not None and sharing.shared_steps:
-    st.markdown(diagnosis.sharing_markdown(sharing))
+if sharing := run_numbers.sharing_note(trace):
+    st.markdown(sharing)
 
 table_col, steps_col = st.columns([3, 2], gap="large")
 with table_col:

@@ -21,6 +21,8 @@ from streamlit.runtime.scriptrunner_utils.script_run_context import get_script_r
 
 from engine.core.capture import BUDGET_BYTES
 from engine.errors import EngineError
+from engine.labs import jobs
+from engine.labs.jobs import LabJob
 from engine.loading.model_store import DEFAULT_MODEL
 from engine.serving.scheduling.os_memory import release_free_memory
 from engine.serving.scheduling.work import FINAL, Done, Failed, Job, ModelSpec, Progress, Queued, Work
@@ -147,7 +149,7 @@ def model_info(spec: ModelSpec):
     lk = link()
     if spec in lk.models:
         return lk.models[spec]
-    job = Job(model=spec, function="engine.serving.scheduling.model_pool:describe", args=(spec,), label=f"loading {name}")
+    job = Job(model=spec, name=jobs.MODEL_DESCRIBE.name, args=(spec,), label=f"loading {name}")
     bar = st.progress(0.0, text=f"Loading {name} in the engine worker…")
     refused = submit(job)
     if refused:
@@ -166,16 +168,17 @@ def model_info(spec: ModelSpec):
     return final.result
 
 
-def run_job(key: str, spec: ModelSpec, function: str, args: tuple = (), kwargs: dict | None = None,
-            callback: str | None = "progress", label: str = "lab measurement", on_progress=None):
-    """Run a lab measurement in the worker, keep it in this session's store under `key`, return its result.
+def run_job(key: str, spec: ModelSpec, lab: LabJob, args: tuple = (), kwargs: dict | None = None,
+            label: str = "", on_progress=None):
+    """Run the registered lab job `lab` (engine/labs/jobs.py) in the worker, keep it in this session's store
+    under `key`, return its result.
 
     Returns None when it failed or was cancelled (a message is shown). `on_progress(event)` draws progress.
     """
     st_store = store()
     job = st_store.jobs.get(key)
     if job is None:
-        job = Job(model=spec, function=function, args=args, kwargs=kwargs or {}, callback=callback, label=label)
+        job = Job(model=spec, name=lab.name, args=tuple(args), kwargs=kwargs or {}, label=label or lab.label)
         refused = submit(job)
         if refused:
             st.error(refused)
@@ -221,8 +224,8 @@ def ensure_layer(trace, layer: int) -> bool:
         st.info(f"Layer {layer} was not captured with this run, and no model is known to capture it now.")
         return False
     with st.spinner(f"Capturing layer {layer}'s attention (one untimed pass over this run's tokens)…"):
-        got = run_job("attention_capture", ModelSpec(*spec), "engine.core.capture:capture_attention",
-                             args=(trace.prompt_ids, trace.output_ids, [layer]), callback=None)
+        got = run_job("attention_capture", ModelSpec(*spec), jobs.ATTENTION_CAPTURE,
+                      args=(list(trace.prompt_ids), list(trace.output_ids), [layer]))
     if got is None:
         return False
     merged = trace.attention.merged(got) if trace.attention is not None else got
@@ -233,9 +236,10 @@ def ensure_layer(trace, layer: int) -> bool:
 # ----------------------------------------------------------------------------------------------
 # Lab measurements: run in the engine worker like every other use of the model
 # ----------------------------------------------------------------------------------------------
-def lab_run(key: str, start: bool, function: str, args: tuple = (), kwargs: dict | None = None,
-            callback: str | None = "progress", cancel_key: str | None = None, on_payload=None, label: str = ""):
-    """Start (when `start`) or keep following the lab job stored under `key`; its result once it ends now.
+def lab_run(key: str, start: bool, lab: LabJob, args: tuple = (), kwargs: dict | None = None,
+            cancel_key: str | None = None, on_payload=None, label: str = ""):
+    """Start (when `start`) the registered lab job `lab` with `args` and `kwargs`, or keep following the one stored
+    under `key`; its result once it ends now.
 
     Progress shows in a bar; a job's partial results (e.g. a sweep's points) go to `on_payload(payload)`,
     which may return (message, fraction) for the bar. A click on `cancel_key` cancels the job in the worker
@@ -258,6 +262,6 @@ def lab_run(key: str, start: bool, function: str, args: tuple = (), kwargs: dict
             if fraction >= 0:
                 bar.progress(min(max(fraction, 0.0), 1.0), text=message or label)
 
-    result = run_job(key, current_spec(), function, args, kwargs, callback, label, on_progress)
+    result = run_job(key, current_spec(), lab, args, kwargs, label, on_progress)
     bar.empty()
     return result

@@ -26,6 +26,7 @@ from fastapi.responses import JSONResponse, Response, StreamingResponse
 from starlette.exceptions import HTTPException
 
 from engine.errors import EngineError
+from engine.labs import jobs
 from engine.serving.api_server import openai_schema as api
 from engine.serving.api_server.openai_schema import ApiError
 from engine.serving.api_server.request_flight import Flight, Served, checked_max_tokens, prompt_ids
@@ -194,7 +195,7 @@ def listen(host: str, port: int) -> socket.socket:
 
 def prepare(service, spec: ModelSpec, name: str, max_new_tokens_cap: int, timeout: float = 900.0) -> Served:
     """Describe the served model (config, tokenizer) and warm it up, so the first client pays no first-call costs."""
-    info = result_of(service.submit(Job(model=spec, function="engine.serving.scheduling.model_pool:describe", args=(spec,),
+    info = result_of(service.submit(Job(model=spec, name=jobs.MODEL_DESCRIBE.name, args=(spec,),
                                         label=f"loading {spec.name}")), timeout)
     first = info.config.bos_token_id if info.config.bos_token_id is not None else 0
     result_of(service.submit(EngineRequest(model=spec, prompt_ids=[first] * 8, max_new_tokens=2)), timeout)

@@ -9,7 +9,6 @@ position and an expected wait; its queue time is measured and kept out of TTFT.
 """
 from __future__ import annotations
 
-import importlib
 import threading
 import time
 import traceback
@@ -20,13 +19,13 @@ from engine.core.generate import generate
 from engine.core.metrics import summarize
 from engine.core.prompting import check_context, check_max_new_tokens, encode_prompt
 from engine.errors import EngineError
+from engine.labs import jobs
 from engine.serving.scheduling.continuous_batch import Batch
 from engine.serving.scheduling.model_pool import ModelPool
 from engine.serving.scheduling.os_memory import release_free_memory
 from engine.serving.scheduling.work import Done, Failed, FirstToken, Job, Progress, Queued, QueueFull, Request, Started, Token, Work
 
 MODES = ("queue", "batch")
-JOB_MODULES = ("engine.labs.", "engine.core.capture", "engine.serving.scheduling.model_pool")  # what a Job may call
 
 
 class Scheduler:
@@ -260,29 +259,33 @@ class Scheduler:
         req.emit(Done(trace))
 
     def _job(self, job: Job) -> None:
+        """A registered lab job (engine/labs/jobs.py): name looked up, arguments checked, its declared progress passed."""
+        lab = jobs.lookup(job.name)  # EngineError for a name the registry does not hold
+        kwargs = lab.bind(job.args, job.kwargs)  # EngineError for missing, unknown or mistyped arguments
+        function = lab.function()
         started = time.perf_counter()
         job.emit(Started(started - job.arrival))
-        module_name, _, name = job.function.partition(":")
-        if not module_name.startswith(JOB_MODULES):
-            raise EngineError(f"{job.function} is not a lab measurement this server runs")
-        function = getattr(importlib.import_module(module_name), name)
 
-        def report(*args) -> bool:
+        def report_progress(message: str, fraction: float) -> bool:  # "progress": (message, fraction)
             if job.cancelled.is_set():
                 return False
-            message, fraction = (args[0], args[1]) if len(args) >= 2 and isinstance(args[0], str) else ("", -1.0)
-            job.emit(Progress(message, float(fraction), None if len(args) >= 2 else args[0]))
+            job.emit(Progress(message, float(fraction)))
+            return True
+
+        def report_point(partial) -> bool:  # "on_point": a partial result after each point
+            if job.cancelled.is_set():
+                return False
+            job.emit(Progress("", -1.0, partial))
             return True
 
         def loading(message: str, fraction: float) -> None:
             job.emit(Progress(message, fraction))
 
         lm = self.pool.get(job.model, progress=loading)
-        kwargs = dict(job.kwargs)
-        if job.callback:
-            kwargs[job.callback] = report
+        if lab.progress is not None:
+            kwargs[lab.progress] = {"progress": report_progress, "on_point": report_point}[lab.progress]
         try:
-            result = function(lm, *job.args, **kwargs)
+            result = function(lm, **kwargs)
         except Exception:
             if not job.cancelled.is_set():
                 raise

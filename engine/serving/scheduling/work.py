@@ -126,15 +126,15 @@ class Request(Work):
 
 @dataclass
 class Job(Work):
-    """Exclusive use of the model for a lab measurement: `function(lm, *args, <callback>=..., **kwargs)`.
+    """Exclusive use of the model for a lab measurement: the registered lab job `name` with its arguments.
 
-    `function` is "module:name" inside engine.labs or engine.core (resolved in the worker);
-    `callback` names the keyword the function reports progress through ("progress" or "on_point").
+    `name` is a key of engine/labs/jobs.py's registry, never a dotted path: the worker looks it up, checks
+    `args` and `kwargs` against the job's declared argument types, and passes the progress callback the
+    job declares.
     """
-    function: str = ""
+    name: str = ""
     args: tuple = ()
     kwargs: dict = field(default_factory=dict)
-    callback: str | None = None
     label: str = "lab measurement"
 
 

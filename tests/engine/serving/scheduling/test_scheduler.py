@@ -144,12 +144,12 @@ def test_limits_give_clear_messages(scheduler_of):
 def test_one_failing_request_fails_alone(scheduler_of):
     s = scheduler_of("batch")
     bad = s.submit(request([99999], 4))  # outside the tiny vocabulary
-    job = s.submit(Job(model=TINY, function="engine.labs.sweeps:prompt_ids_of_length", args=(-1,)))
+    job = s.submit(Job(model=TINY, name="sweeps.batch_sizes", args=([],)))
     good = s.submit(request(range(1, 6), 4))
     assert "outside the vocabulary" in list(drain(bad, timeout=60))[-1].message
-    assert "at least 1 token" in list(drain(job, timeout=60))[-1].message
+    assert "at least one batch size" in list(drain(job, timeout=60))[-1].message
     assert result_of(good, timeout=60).n_output == 4
-    refused = s.submit(Job(model=TINY, function="os:system", args=("true",)))
+    refused = s.submit(Job(model=TINY, name="os:system", args=("true",)))
     assert "not a lab measurement" in list(drain(refused, timeout=60))[-1].message
 
 

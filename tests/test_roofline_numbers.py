@@ -1,0 +1,34 @@
+"""ui/text/roofline_numbers.py: the roofline and budget labs' numbers, moved out of the pages."""
+import math
+from types import SimpleNamespace
+
+from engine.core.metrics import summarize
+from engine.core.trace import DecodeStep, Trace
+from ui.text import roofline_numbers as rn
+
+
+def test_peak_metrics_word_the_measured_peaks_and_their_ridge():
+    peaks = SimpleNamespace(copy_bytes_per_s=20e9, matmul_flops_per_s=100e9)
+    assert rn.peak_metrics(peaks) == [("Copy bandwidth (measured)", "20.0 GB/s"),
+                                      ("Matmul FLOP/s (measured)", "100.0 GFLOP/s"), ("Ridge point", "5.0 FLOP/byte")]
+
+
+def test_hardware_caption_states_the_spec_sheet():
+    assert rn.hardware_caption("NVIDIA H100 SXM").startswith("NVIDIA H100 SXM: 989 TFLOP/s, 3350 GB/s, ridge 295 FLOP/byte")
+
+
+def test_prefill_share_from_a_measured_run_or_a_preset():
+    assert rn.measured_share(None) is None
+    trace = Trace(model="hand", device="cpu", dtype="float32", prompt_ids=[1, 2, 3], output_ids=[4, 5, 6],
+                  prefill_seconds=0.1, steps=[DecodeStep(0.2, 4, 0), DecodeStep(0.2, 5, 0)], text="", env={})
+    share, note = rn.measured_share(trace)
+    assert math.isclose(share, summarize(trace).prefill_share) and math.isclose(share, 0.2)
+    assert note == "measured: TTFT 100 ms of 500 ms end to end (3 in / 3 out, hand)"
+    model, hw, workload = next(iter(rn.MODEL_PRESETS)), next(iter(rn.HARDWARE_PRESETS)), next(iter(rn.WORKLOAD_PRESETS))
+    share, note = rn.preset_share(model, hw, workload)
+    assert 0 < share < 1 and note.startswith("estimate: TTFT ") and note.endswith(f"on {hw}")
+
+
+def test_amdahl_and_the_fable_come_from_the_budget_model():
+    assert math.isclose(rn.amdahl(rn.FABLE_SHARE, 2.0, 1.0).speedup, 1 / (0.2 / 2 + 0.8))
+    assert set(rn.fable()) == set(rn.FABLE_SCENARIOS)

@@ -1,0 +1,30 @@
+"""The lab measurements a page may start, by name: engine/labs/jobs.py's registry, re-exported so pages import only ui.
+
+A page passes one of these to worker_link.lab_run; a misspelt name is an AttributeError the page tests catch,
+and tests/test_lab_jobs.py checks every target's signature, so no job is misnamed at run time.
+"""
+from engine.labs.jobs import (
+    ATTENTION_CAPTURE,
+    BATCH_SWEEP,
+    CUDA_GRAPHS,
+    DTYPES,
+    HARDWARE_PEAKS,
+    INT8,
+    KERNELS,
+    KV_CACHE,
+    MODEL_DESCRIBE,
+    OUTPUT_SWEEP,
+    OVERHEAD,
+    PREFIX_CACHE,
+    PROFILE,
+    PROMPT_SWEEP,
+    REFERENCE_RUN,
+    SPECULATIVE,
+    LabJob,
+)
+
+__all__ = [
+    "ATTENTION_CAPTURE", "BATCH_SWEEP", "CUDA_GRAPHS", "DTYPES", "HARDWARE_PEAKS", "INT8", "KERNELS", "KV_CACHE",
+    "MODEL_DESCRIBE", "OUTPUT_SWEEP", "OVERHEAD", "PREFIX_CACHE", "PROFILE", "PROMPT_SWEEP", "REFERENCE_RUN",
+    "SPECULATIVE", "LabJob",
+]
