@@ -200,7 +200,7 @@ class ProcessService:
             code = proc.wait(5)  # reaps it; its exit code says how it ended
         except subprocess.TimeoutExpired:
             code = None
-        why = _how_it_ended(code)
+        why = ("it no longer answers" if code is None else f"killed by signal {-code}" if code < 0 else f"exit code {code}")
         for work in list(works.values()):  # the worker died: nobody will answer these
             work.emit(Failed(f"the engine worker stopped unexpectedly ({why}); run again to start a new one"))
         works.clear()
@@ -216,7 +216,9 @@ class ProcessService:
 
         Only a submission restarts a dead worker (then `work` is registered with the new one before it is
         sent, so its events reach it); status and the like say that the worker is not running."""
-        with self._starting:
+        if not self._starting.acquire(timeout=-1 if work is not None else 1.0):  # a status check never waits long
+            raise EngineError("the engine worker is starting")
+        try:
             if not self.alive():
                 if work is None:
                     raise EngineError("the engine worker is not running; the next run starts a new one")
@@ -227,6 +229,8 @@ class ProcessService:
             conn, works = self._conn, self._works
             if work is not None:
                 works[work.id] = work
+        finally:
+            self._starting.release()
         call = next(self._calls)
         box = [threading.Event()]
         self._replies[call] = box
@@ -277,14 +281,6 @@ class ProcessService:
                 pass
         if self._proc is not None and self._proc.poll() is None:
             self._end_child(wait_s=5)
-
-
-def _how_it_ended(code: int | None) -> str:
-    if code is None:
-        return "it no longer answers"
-    if code < 0:
-        return f"killed by signal {-code}"
-    return f"exit code {code}"
 
 
 def make_service(options: ServiceOptions, transport: str = "process"):
