@@ -213,7 +213,7 @@ def engine_only(args) -> None:
     from engine.core.metrics import summarize
     from engine.core.prompting import fit_prompt_to_tokens
     from engine.serving.scheduling.scheduler import Scheduler
-    from engine.serving.scheduling.work import ModelSpec, Request, result_of
+    from engine.serving.scheduling.work import Job, ModelSpec, Request, result_of
     from ui.text import prompts
 
     spec, greedy = ModelSpec(args.model, "auto", "float32"), engine.SamplingParams(ignore_eos=True)
@@ -224,8 +224,9 @@ def engine_only(args) -> None:
         for mode in ("queue", "batch"):
             scheduler = Scheduler(mode, max_batch=n).start()
             try:
-                lm = scheduler.pool.get(spec)
-                ids = fit_prompt_to_tokens(lm.tokenizer, prompts.example("summarisation").text, 64 + n).ids
+                info = result_of(scheduler.submit(Job(model=spec, function="engine.serving.scheduling.model_pool:describe",
+                                                      args=(spec,))), 600)  # loaded by the scheduler's thread
+                ids = fit_prompt_to_tokens(info.tokenizer, prompts.example("summarisation").text, 64 + n).ids
                 result_of(scheduler.submit(Request(model=spec, prompt_ids=ids[:64], max_new_tokens=4, params=greedy)), 600)
                 start = time.perf_counter()
                 works = [scheduler.submit(Request(model=spec, prompt_ids=ids[i:i + 64], max_new_tokens=n_out, params=greedy))

@@ -29,9 +29,12 @@ def smollm() -> engine.LoadedModel:
 
 @pytest.fixture
 def navigation_only(monkeypatch):
-    """AppTest resets the 'app_pages/ directory' flag before every run, so from the second run on it would run
-    pages/<page>.py on its own, without app.py (no sidebar, no run panel). st.navigation apps never use that
-    mode; this keeps every test run going through app.py, as a real server does."""
+    """Every AppTest run goes through app.py's st.navigation, as a real server's runs do.
+
+    Streamlit 1.67 keeps the 'pages/ directory' flag in `PagesManager.uses_pages_directory`: set when a pages/
+    folder sits beside the main script (ours holds pages/<role>/), and AppTest resets it before every run. While
+    it is set, a run takes Streamlit's old multipage path (script_runner._mpa_v1), which runs pages/*.py on its own,
+    without app.py (no sidebar, no run panel). st.navigation clears it; this clears it before every run."""
     import streamlit.testing.v1.app_test as app_test_module
     from streamlit.runtime.pages_manager import PagesManager
 

@@ -6,6 +6,7 @@ also come from a server measured over HTTP (`source` = "server"): then only timi
 from __future__ import annotations
 
 import base64
+import functools
 import json
 import math
 import platform
@@ -156,14 +157,21 @@ def environment(device: torch.device) -> dict:
     elif device.type == "mps":
         info["device_name"] = "Apple GPU (MPS)"
     else:
-        try:
-            for line in open("/proc/cpuinfo"):
-                if line.startswith("model name"):
-                    info["device_name"] = line.split(":", 1)[1].strip()
-                    break
-        except OSError:
-            pass
+        info["device_name"] = cpu_name()
     return info
+
+
+@functools.cache
+def cpu_name() -> str:
+    """The CPU's model name from /proc/cpuinfo (Linux), read once per process; "CPU" where there is none."""
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip() or "CPU"
+    except OSError:
+        pass
+    return "CPU"
 
 
 def pack_array(array: np.ndarray) -> dict:

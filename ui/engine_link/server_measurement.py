@@ -59,10 +59,14 @@ def command(url: str, model: str | None, prompt_tokens: int, max_new_tokens: int
 def run_measurement(cmd: list[str], on_record=None, limit_s: float = RUN_LIMIT_S) -> list[dict]:
     """Run `python -m engine measure --json`, returning its records; `on_record(rec)` as each line arrives.
 
-    Raises EngineError with the client's one-line error (or the time limit)."""
+    Raises EngineError with the client's one-line error (or the time limit). Its stderr is read by a thread
+    while stdout is read here: a pipe holds only 64 KB, and a child blocked writing to a full one never ends."""
     proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     killer = threading.Timer(limit_s, proc.kill)
     killer.start()
+    err_parts: list[str] = []
+    err_reader = threading.Thread(target=lambda: err_parts.append(proc.stderr.read()), daemon=True)
+    err_reader.start()
     records = []
     try:
         for line in proc.stdout:
@@ -70,13 +74,14 @@ def run_measurement(cmd: list[str], on_record=None, limit_s: float = RUN_LIMIT_S
                 records.append(json.loads(line))
                 if on_record is not None:
                     on_record(records[-1])
-        err = proc.stderr.read().strip()
         proc.wait()
     finally:
         killer.cancel()
         if proc.poll() is None:
             proc.kill()
             proc.wait()
+        err_reader.join(10)  # the child is gone, so its stderr is at its end (unless a grandchild holds it)
+    err = "".join(err_parts).strip()
     if proc.returncode != 0:
         last = err.splitlines()[-1] if err else f"the measurement stopped (code {proc.returncode})"
         if proc.returncode < 0:

@@ -2,8 +2,9 @@
 
 K requests, C at a time, each with exactly N prompt tokens (counted by the server's own tokenizer
 through its /tokenize when it offers one, else by ours, and the report says which) and M output
-tokens (`ignore_eos`, so M really come). Each prompt starts with its own random tag, so no prefix
-cache can help, unless `shared_prefix` moves the tag to the end. The server's /metrics (vLLM's
+tokens (`ignore_eos`, so M really come; a server that refuses it is asked without, and each record
+says which). Each prompt starts with its own random tag, so no prefix cache can help, unless
+`shared_prefix` moves the tag to the end. The server's /metrics (vLLM's
 names) is read before and after: with C = 1 around every request, else around the whole run.
 Each request becomes a record (one JSON line) and an engine Trace (source "server"), so the
 dashboard draws it with the same panels as a local run.
@@ -23,6 +24,7 @@ SERVER_NAMES = {"ttft": "vllm:time_to_first_token_seconds", "itl": "vllm:inter_t
                 "queue": "vllm:request_queue_time_seconds", "e2e": "vllm:e2e_request_latency_seconds"}
 SERVER_COUNTERS = {"prompt_tokens": "vllm:prompt_tokens_total", "generation_tokens": "vllm:generation_tokens_total"}
 MAX_REQUESTS, MAX_CONCURRENCY = 1000, 64
+REFUSALS = ("ignore_eos", "return_token_ids", "nrecognized")  # words of a server's error that refuses vLLM's extensions
 
 
 @dataclass
@@ -133,8 +135,9 @@ def server_deltas(before: dict | None, after: dict | None, scope: str, requests:
     return out
 
 
-def record(plan: Plan, client: Client, model: str, prompts: Prompts, i: int, got: Streamed, server: dict | None) -> dict:
-    """One measured request as a Trace-shaped JSON object (the --json line)."""
+def record(plan: Plan, client: Client, model: str, prompts: Prompts, i: int, got: Streamed, server: dict | None,
+           ignore_eos: bool = True) -> dict:
+    """One measured request as a Trace-shaped JSON object (the --json line); `ignore_eos`: whether it was asked for."""
     n_prompt = (got.usage or {}).get("prompt_tokens") or len(prompts.ids[i])
     return {"source": "server", "url": client.target.url, "model": model, "request": i - plan.warmup + 1,
             "prompt_tokens": n_prompt, "output_tokens": got.output_tokens, "prefill_seconds": got.ttft,
@@ -144,7 +147,7 @@ def record(plan: Plan, client: Client, model: str, prompts: Prompts, i: int, got
             "finish_reason": got.finish_reason, "tokenizer": prompts.tokenizer,
             "prompt_ids": prompts.ids[i], "output_ids": got.token_ids, "concurrency": plan.concurrency,
             "requests": plan.requests, "max_new_tokens": plan.max_new_tokens, "shared_prefix": plan.shared_prefix,
-            "server_metrics": server}
+            "ignore_eos": ignore_eos, "server_metrics": server}
 
 
 def trace_from_record(rec: dict) -> Trace:
@@ -163,7 +166,8 @@ def trace_from_record(rec: dict) -> Trace:
                  prefill_seconds=float(rec["prefill_seconds"]), steps=steps,
                  env={"device_name": f"a server at {rec['url']}", "threads": "?", "torch": "?"},
                  stop_reason="eos" if rec.get("finish_reason") == "stop" else "length",
-                 settings=dict(settings, temperature=0.0, ignore_eos=True), source="server")
+                 settings=dict(settings, temperature=0.0, ignore_eos=rec.get("ignore_eos", True)),  # older records: asked
+                 source="server")
 
 
 def run(plan: Plan, on_record=None) -> tuple[list[dict], dict]:
@@ -178,15 +182,22 @@ def run(plan: Plan, on_record=None) -> tuple[list[dict], dict]:
              "stream": True, "stream_options": {"include_usage": True}}
         return dict(b, ignore_eos=True, return_token_ids=True) if extensions else b  # vLLM's extensions
 
-    ignore_eos = True
-    for i in range(plan.warmup):
+    extensions = [True]  # vLLM's ignore_eos and return_token_ids: on until the server refuses them
+
+    def send(i: int) -> tuple[Streamed, bool]:
+        """Request i, and whether it asked for ignore_eos. The first refusal (a warm-up's, or a measured
+        request's when there is none) turns the extensions off for the rest of the run."""
+        asked = extensions[0]
         try:
-            client.stream_completion(body(i, ignore_eos))
+            return client.stream_completion(body(i, asked)), asked
         except EngineError as exc:  # a server that refuses vLLM's extensions: go on without them
-            if not ignore_eos or not any(w in str(exc) for w in ("ignore_eos", "return_token_ids", "nrecognized")):
+            if not asked or not any(w in str(exc) for w in REFUSALS):
                 raise
-            ignore_eos = False
-            client.stream_completion(body(i, False))
+            extensions[0] = False
+            return client.stream_completion(body(i, False)), False
+
+    for i in range(plan.warmup):
+        send(i)
     first = plan.warmup
     per_request = plan.concurrency == 1
     records: list[dict | None] = [None] * plan.requests
@@ -194,9 +205,9 @@ def run(plan: Plan, on_record=None) -> tuple[list[dict], dict]:
 
     def one(i: int) -> dict:
         before = scrape(client, model) if per_request else None
-        got = client.stream_completion(body(i, ignore_eos))
+        got, asked = send(i)
         server = server_deltas(before, scrape(client, model), "request", 1) if per_request else None
-        rec = record(plan, client, model, prompts, i, got, server)
+        rec = record(plan, client, model, prompts, i, got, server, asked)
         records[i - first] = rec
         if on_record is not None and per_request:
             on_record(rec)
@@ -211,6 +222,6 @@ def run(plan: Plan, on_record=None) -> tuple[list[dict], dict]:
             rec["server_metrics"] = run_metrics
             if on_record is not None:
                 on_record(rec)
-    facts = {"url": client.target.url, "model": model, "tokenizer": prompts.tokenizer, "ignore_eos": ignore_eos,
+    facts = {"url": client.target.url, "model": model, "tokenizer": prompts.tokenizer, "ignore_eos": extensions[0],
              "server_metrics": run_metrics, "warmup": plan.warmup, "concurrency": plan.concurrency}
     return records, facts

@@ -5,10 +5,12 @@
 """
 from __future__ import annotations
 
+import threading
 from collections import OrderedDict
 from dataclasses import dataclass, replace
 
 from engine.core.config import ModelConfig
+from engine.errors import EngineError
 from engine.loading.loader import load_model
 from engine.serving.scheduling.work import ModelSpec
 from engine.techniques.kernels import with_kernels
@@ -35,14 +37,27 @@ def describe(lm, spec: ModelSpec) -> ModelInfo:
 
 
 class ModelPool:
-    """Loaded models by spec. Not thread-safe on purpose: only the scheduler's thread calls it."""
+    """Loaded models by spec. Not thread-safe on purpose: only the scheduler's thread calls it.
+
+    The first thread that asks for a model owns the pool; any other thread is refused, so a load
+    started elsewhere (a preload, a script) can never run beside the scheduler's work on the device."""
 
     def __init__(self, loader=load_model, max_models: int = MAX_MODELS):
         self._loader = loader
         self._models: OrderedDict[ModelSpec, object] = OrderedDict()
         self._max = max_models
+        self.owner: threading.Thread | None = None  # the thread that may call get (set on its first call)
+
+    def _check_thread(self) -> None:
+        me = threading.current_thread()
+        if self.owner is None:
+            self.owner = me
+        elif self.owner is not me:
+            raise EngineError(f"the model pool belongs to thread '{self.owner.name}' (the scheduler's); thread "
+                              f"'{me.name}' must submit a Job to load a model instead of calling the pool")
 
     def get(self, spec: ModelSpec, progress=None):
+        self._check_thread()
         if spec in self._models:
             self._models.move_to_end(spec)
             return self._models[spec]

@@ -21,7 +21,7 @@ from pathlib import Path
 from engine.errors import EngineError
 from engine.loading.loader import set_threads
 from engine.serving.scheduling.scheduler import Scheduler
-from engine.serving.scheduling.work import FINAL, Failed, ModelSpec, Work
+from engine.serving.scheduling.work import FINAL, Failed, Job, ModelSpec, Work, result_of
 
 
 @dataclass(frozen=True)
@@ -46,8 +46,14 @@ class LocalService:
         self.options = options
         set_threads(options.threads)  # process-wide: in the worker process, or the whole process in thread mode
         self.scheduler = _make_scheduler(options).start()
-        if options.preload is not None:
-            self.scheduler.pool.get(options.preload)
+        if options.preload is not None:  # loaded by the scheduler's thread, the only one that touches its ModelPool
+            load = Job(model=options.preload, function="engine.serving.scheduling.model_pool:describe",
+                       args=(options.preload,), label=f"loading {options.preload.name}")
+            try:
+                result_of(self.submit(load))
+            except EngineError:
+                self.close()
+                raise
 
     def submit(self, work: Work) -> Work:
         return self.scheduler.submit(work)
@@ -122,10 +128,12 @@ class ProcessService:
         self.options = options
         self._start_timeout = start_timeout
         self._lock = threading.Lock()  # one sender at a time
+        self._starting = threading.Lock()  # one (re)start at a time
         self._calls = itertools.count(1)
         self._replies: dict[int, list] = {}
         self._works: dict[int, Work] = {}  # submitted and not finished, by id (one dict per worker process)
         self._proc = None
+        self._reader = None
         self._start()
 
     def _start(self) -> None:
@@ -144,23 +152,33 @@ class ProcessService:
         thread.join(60)
         listener.close()
         if not accepted:
-            self._proc.kill()
+            self._end_child()
             raise EngineError("the engine worker process did not connect within 60 s")
-        self._conn = accepted[0]
-        self._conn.send(self.options)
-        if not self._conn.poll(self._start_timeout):
-            self._proc.kill()
+        conn = accepted[0]
+        conn.send(self.options)
+        if not conn.poll(self._start_timeout):
+            conn.close()
+            self._end_child()
             raise EngineError(f"the engine worker did not get ready within {self._start_timeout:.0f} s")
-        kind, _, payload = self._conn.recv()
+        kind, _, payload = conn.recv()
         if kind == "fatal":
+            conn.close()
+            self._end_child(wait_s=10)  # it exits by itself after saying why: reap it
             raise EngineError(payload)
-        self.pid = payload
-        self._works = {}
-        self._reader = threading.Thread(target=self._read, args=(self._conn, self._works), name="two-bends-engine-reader",
-                                        daemon=True)
+        self.pid, self._conn, self._works = payload, conn, {}  # a fresh dict: the old worker's reader drains its own
+        self._reader = threading.Thread(target=self._read, args=(conn, self._works, self._proc),
+                                        name="two-bends-engine-reader", daemon=True)
         self._reader.start()
 
-    def _read(self, conn, works: dict) -> None:
+    def _end_child(self, wait_s: float = 0.0) -> None:
+        """Make sure the child is gone and reaped (no zombie left behind): wait up to wait_s, then kill."""
+        try:
+            self._proc.wait(wait_s)
+        except subprocess.TimeoutExpired:
+            self._proc.kill()
+            self._proc.wait()
+
+    def _read(self, conn, works: dict, proc) -> None:
         """Route every message from the worker: events to their work item, replies to their caller."""
         while True:
             try:
@@ -178,56 +196,91 @@ class ProcessService:
                 if box is not None:
                     box.append(payload)
                     box[0].set()
+        try:
+            code = proc.wait(5)  # reaps it; its exit code says how it ended
+        except subprocess.TimeoutExpired:
+            code = None
+        why = ("it no longer answers" if code is None else f"killed by signal {-code}" if code < 0 else f"exit code {code}")
         for work in list(works.values()):  # the worker died: nobody will answer these
-            work.emit(Failed("the engine worker stopped unexpectedly; press Run again to restart it"))
+            work.emit(Failed(f"the engine worker stopped unexpectedly ({why}); run again to start a new one"))
         works.clear()
-        for box in self._replies.values():
-            box.append(EngineError("the engine worker stopped unexpectedly"))
+        for box in list(self._replies.values()):
+            box.append(EngineError(f"the engine worker stopped unexpectedly ({why})"))
             box[0].set()
 
     def alive(self) -> bool:
-        return self._proc is not None and self._proc.poll() is None
+        return self._proc is not None and self._proc.poll() is None and self._reader is not None and self._reader.is_alive()
 
-    def _call(self, kind: str, payload, timeout: float = 30.0):
-        if not self.alive():
-            self._start()  # restart after a crash: the next request gets a fresh worker
+    def _call(self, kind: str, payload, timeout: float = 30.0, work: Work | None = None):
+        """Send one call and wait for its reply; an exception in the reply is raised here.
+
+        Only a submission restarts a dead worker (then `work` is registered with the new one before it is
+        sent, so its events reach it); status and the like say that the worker is not running."""
+        if not self._starting.acquire(timeout=-1 if work is not None else 1.0):  # a status check never waits long
+            raise EngineError("the engine worker is starting")
+        try:
+            if not self.alive():
+                if work is None:
+                    raise EngineError("the engine worker is not running; the next run starts a new one")
+                if self._proc is not None and self._proc.poll() is None:
+                    self._proc.kill()  # its link is broken: a new worker replaces it
+                    self._proc.wait()
+                self._start()  # restart after a crash: the next request gets a fresh worker
+            conn, works = self._conn, self._works
+            if work is not None:
+                works[work.id] = work
+        finally:
+            self._starting.release()
         call = next(self._calls)
         box = [threading.Event()]
         self._replies[call] = box
         try:
-            with self._lock:
-                self._conn.send((kind, call, payload))
+            try:
+                with self._lock:
+                    conn.send((kind, call, payload))
+            except OSError:
+                raise EngineError("the engine worker stopped unexpectedly") from None
             if not box[0].wait(timeout):
                 raise EngineError(f"the engine worker did not answer within {timeout:.0f} s")
-            return box[1]
+            reply = box[1]
+        except BaseException:
+            if work is not None:
+                works.pop(work.id, None)
+            raise
         finally:
             self._replies.pop(call, None)
+        if isinstance(reply, Exception):
+            if work is not None:
+                works.pop(work.id, None)
+            raise reply
+        return reply
 
     def submit(self, work: Work) -> Work:
-        self._works[work.id] = work
-        reply = self._call("submit", work)
-        if isinstance(reply, Exception):
-            self._works.pop(work.id, None)
-            raise reply
+        self._call("submit", work, work=work)
         return work
 
     def cancel(self, work: Work) -> None:
         work.cancel()
         if self.alive():
-            with self._lock:
-                self._conn.send(("cancel", 0, work.id))
+            try:
+                with self._lock:
+                    self._conn.send(("cancel", 0, work.id))
+            except OSError:
+                pass  # the worker just died: its reader fails the work
 
     def status(self) -> dict:
+        """The worker's mode and queue; EngineError when it is not running (a status check never restarts it)."""
         return self._call("status", None)
 
     def close(self) -> None:
         if self.alive():
-            with self._lock:
-                self._conn.send(("stop", 0, None))
             try:
-                self._proc.wait(5)
-            except subprocess.TimeoutExpired:
-                self._proc.kill()
+                with self._lock:
+                    self._conn.send(("stop", 0, None))
+            except OSError:
+                pass
+        if self._proc is not None and self._proc.poll() is None:
+            self._end_child(wait_s=5)
 
 
 def make_service(options: ServiceOptions, transport: str = "process"):
