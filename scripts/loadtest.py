@@ -212,6 +212,7 @@ def engine_only(args) -> None:
     import engine
     from engine.core.metrics import summarize
     from engine.core.prompting import fit_prompt_to_tokens
+    from engine.serving.scheduling.lab_jobs import MODEL_DESCRIBE
     from engine.serving.scheduling.scheduler import Scheduler
     from engine.serving.scheduling.work import Job, ModelSpec, Request, result_of
     from ui.text import prompts
@@ -224,7 +225,7 @@ def engine_only(args) -> None:
         for mode in ("queue", "batch"):
             scheduler = Scheduler(mode, max_batch=n).start()
             try:
-                info = result_of(scheduler.submit(Job(model=spec, function="engine.serving.scheduling.model_pool:describe",
+                info = result_of(scheduler.submit(Job(model=spec, name=MODEL_DESCRIBE.name,
                                                       args=(spec,))), 600)  # loaded by the scheduler's thread
                 ids = fit_prompt_to_tokens(info.tokenizer, prompts.example("summarisation").text, 64 + n).ids
                 result_of(scheduler.submit(Request(model=spec, prompt_ids=ids[:64], max_new_tokens=4, params=greedy)), 600)

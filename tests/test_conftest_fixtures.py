@@ -5,7 +5,7 @@ from pathlib import Path
 import streamlit.runtime.scriptrunner.script_runner as script_runner
 from streamlit.testing.v1 import AppTest
 
-from ui.controls import state
+from ui import state
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -168,7 +168,7 @@ def test_chunked_prefill_is_not_said_to_shorten_ttft(share):
 def app(navigation_only):
     from streamlit.testing.v1 import AppTest
 
-    from ui.controls import state
+    from ui import state
 
     at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=120)
     at.session_state[state.MODEL] = "tiny-llama"

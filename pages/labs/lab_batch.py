@@ -1,7 +1,8 @@
 """Batch lab: prefill saturates, decode throughput grows with B until the crossover (layout only)."""
 import streamlit as st
 
-from ui.controls import state, widgets
+from ui import state
+from ui.controls import widgets
 from ui.engine_link import lab_jobs, worker_link
 from ui.figures import fig_sweeps
 from ui.text import lab_text, sweep_numbers

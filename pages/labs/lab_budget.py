@@ -1,7 +1,7 @@
 """Old Qin's budget: split a speed-up budget between the valley and the bridge, see Amdahl's verdict (layout only)."""
 import streamlit as st
 
-from ui.controls import state
+from ui import state
 from ui.engine_link import worker_link
 from ui.figures import fig_roofline
 from ui.text import lab_text

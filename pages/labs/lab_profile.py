@@ -1,7 +1,8 @@
 """Where the time goes: torch.profiler on one prefill and on decode steps, grouped by kind of work (layout only)."""
 import streamlit as st
 
-from ui.controls import state, widgets
+from ui import state
+from ui.controls import widgets
 from ui.engine_link import lab_jobs, worker_link
 from ui.figures import fig_profile
 from ui.text import remedy_text as rt

@@ -1,7 +1,8 @@
 """Remedies lab: each remedy measured on this machine and labelled with the phase it helps (layout only)."""
 import streamlit as st
 
-from ui.controls import state, widgets
+from ui import state
+from ui.controls import widgets
 from ui.engine_link import lab_jobs, worker_link
 from ui.figures import fig_remedies as fr
 from ui.text import remedy_text as rt

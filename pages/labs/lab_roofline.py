@@ -1,7 +1,8 @@
 """Roofline lab: this machine's measured roof with both phases on it, and spec-sheet predictions (layout only)."""
 import streamlit as st
 
-from ui.controls import state, widgets
+from ui import state
+from ui.controls import widgets
 from ui.engine_link import lab_jobs, worker_link
 from ui.figures import fig_roofline
 from ui.text import lab_text

@@ -1,7 +1,7 @@
 """Measure a server — the same ledger for any OpenAI-compatible server (vLLM, llama.cpp, SGLang, TGI, Ollama, ours)."""
 import streamlit as st
 
-from ui.controls import state
+from ui import state
 from ui.engine_link import server_measurement, worker_link
 from ui.errors import EngineError
 from ui.figures import fig_timing

@@ -1,7 +1,8 @@
 """Decode — the bridge: one token per step, each step reads all weights and the whole KV cache (layout only)."""
 import streamlit as st
 
-from ui.controls import demo_panel, presenter, state, stepper
+from ui import state
+from ui.controls import demo_panel, presenter, stepper
 from ui.demo import recorded
 from ui.engine_link import server_measurement, worker_link
 from ui.figures import fig_attention, fig_kvcache

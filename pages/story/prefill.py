@@ -1,7 +1,8 @@
 """Prefill — the valley of Longmen Bay: the whole prompt crosses side by side in one pass (layout only; numbers come from ui/)."""
 import streamlit as st
 
-from ui.controls import demo_panel, presenter, state, stepper
+from ui import state
+from ui.controls import demo_panel, presenter, stepper
 from ui.demo import recorded
 from ui.engine_link import server_measurement, worker_link
 from ui.figures import fig_attention

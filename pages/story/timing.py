@@ -1,7 +1,8 @@
 """Timing — the dispatcher's ledger: each token's latency, cumulative time, vLLM's metrics, runs compared."""
 import streamlit as st
 
-from ui.controls import demo_panel, presenter, state
+from ui import state
+from ui.controls import demo_panel, presenter
 from ui.demo import report
 from ui.engine_link import server_measurement, worker_link
 from ui.figures import fig_timing

@@ -9,7 +9,7 @@ from streamlit.testing.v1 import AppTest
 import engine
 from engine.perfmodel.flops import prefill_flops
 from tests import ROOT
-from ui.controls import state
+from ui import state
 from ui.engine_link.run_store import RunStore
 from ui.text.phase_numbers import binary_bytes, si
 

@@ -13,7 +13,7 @@ import re
 import streamlit as st
 
 from engine.core.trace_file import MAX_FILE_BYTES, TraceFileError, read_trace, trace_bytes
-from ui.controls import state
+from ui import state
 from ui.demo import links, recorded
 from ui.engine_link import worker_link
 from ui.text import phase_numbers, prompts

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import streamlit as st
 
-from ui.controls import state
+from ui import state
 from ui.figures import theme
 
 FONT_SCALE = 1.3  # chart type in presenter mode, relative to the projector-sized default

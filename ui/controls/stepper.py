@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 import streamlit as st
 
-from ui.controls import state
+from ui import state
 
 SPEEDS = [0.25, 0.5, 1.0, 2.0, 3.0, 5.0]  # seconds per step while autoplaying
 

@@ -16,7 +16,8 @@ from engine.core.sampling import SamplingParams
 from engine.errors import EngineError
 from engine.loading.model_store import DEFAULT_MODEL as BUNDLED_DEFAULT
 from engine.serving.scheduling.work import Request
-from ui.controls import demo_panel, state
+from ui import state
+from ui.controls import demo_panel
 from ui.demo import recorded
 from ui.engine_link import worker_link
 from ui.engine_link.run_store import LiveRun

@@ -11,7 +11,7 @@ import math
 import re
 from dataclasses import dataclass, field
 
-from ui.controls import state
+from ui import state
 from ui.text import prompts
 
 

@@ -1,9 +1,9 @@
-"""The lab measurements a page may start, by name: engine/labs/jobs.py's registry, re-exported so pages import only ui.
+"""The lab measurements a page may start, by name: engine/serving/scheduling/lab_jobs.py's registry, re-exported so pages import only ui.
 
 A page passes one of these to worker_link.lab_run; a misspelt name is an AttributeError the page tests catch,
-and tests/test_lab_jobs.py checks every target's signature, so no job is misnamed at run time.
+and tests/engine/serving/scheduling/test_lab_jobs.py checks every target's signature, so no job is misnamed at run time.
 """
-from engine.labs.jobs import (
+from engine.serving.scheduling.lab_jobs import (
     ATTENTION_CAPTURE,
     BATCH_SWEEP,
     CUDA_GRAPHS,

@@ -21,13 +21,13 @@ from streamlit.runtime.scriptrunner_utils.script_run_context import get_script_r
 
 from engine.core.capture import BUDGET_BYTES
 from engine.errors import EngineError
-from engine.labs import jobs
-from engine.labs.jobs import LabJob
 from engine.loading.model_store import DEFAULT_MODEL
+from engine.serving.scheduling import lab_jobs as jobs
+from engine.serving.scheduling.lab_jobs import LabJob
 from engine.serving.scheduling.os_memory import release_free_memory
 from engine.serving.scheduling.work import FINAL, Done, Failed, Job, ModelSpec, Progress, Queued, Work
 from engine.serving.scheduling.worker import ServiceOptions, make_service
-from ui.controls import state
+from ui import state
 from ui.demo import recorded
 from ui.engine_link.run_store import RunStore
 
@@ -170,7 +170,7 @@ def model_info(spec: ModelSpec):
 
 def run_job(key: str, spec: ModelSpec, lab: LabJob, args: tuple = (), kwargs: dict | None = None,
             label: str = "", on_progress=None):
-    """Run the registered lab job `lab` (engine/labs/jobs.py) in the worker, keep it in this session's store
+    """Run the registered lab job `lab` (engine/serving/scheduling/lab_jobs.py) in the worker, keep it in this session's store
     under `key`, return its result.
 
     Returns None when it failed or was cancelled (a message is shown). `on_progress(event)` draws progress.

@@ -26,11 +26,11 @@ from fastapi.responses import JSONResponse, Response, StreamingResponse
 from starlette.exceptions import HTTPException
 
 from engine.errors import EngineError
-from engine.labs import jobs
 from engine.serving.api_server import openai_schema as api
 from engine.serving.api_server.openai_schema import ApiError
 from engine.serving.api_server.request_flight import Flight, Served, checked_max_tokens, prompt_ids
 from engine.serving.api_server.vllm_metrics import CONTENT_TYPE, ServerMetrics
+from engine.serving.scheduling import lab_jobs as jobs
 from engine.serving.scheduling.work import Job, ModelSpec, result_of
 from engine.serving.scheduling.work import Request as EngineRequest
 from engine.serving.scheduling.worker import ServiceOptions, make_service

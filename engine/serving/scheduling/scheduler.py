@@ -19,7 +19,7 @@ from engine.core.generate import generate
 from engine.core.metrics import summarize
 from engine.core.prompting import check_context, check_max_new_tokens, encode_prompt
 from engine.errors import EngineError
-from engine.labs import jobs
+from engine.serving.scheduling import lab_jobs as jobs
 from engine.serving.scheduling.continuous_batch import Batch
 from engine.serving.scheduling.model_pool import ModelPool
 from engine.serving.scheduling.os_memory import release_free_memory
@@ -259,7 +259,7 @@ class Scheduler:
         req.emit(Done(trace))
 
     def _job(self, job: Job) -> None:
-        """A registered lab job (engine/labs/jobs.py): name looked up, arguments checked, its declared progress passed."""
+        """A registered lab job (engine/serving/scheduling/lab_jobs.py): name looked up, arguments checked, its declared progress passed."""
         lab = jobs.lookup(job.name)  # EngineError for a name the registry does not hold
         kwargs = lab.bind(job.args, job.kwargs)  # EngineError for missing, unknown or mistyped arguments
         function = lab.function()

@@ -128,7 +128,7 @@ class Request(Work):
 class Job(Work):
     """Exclusive use of the model for a lab measurement: the registered lab job `name` with its arguments.
 
-    `name` is a key of engine/labs/jobs.py's registry, never a dotted path: the worker looks it up, checks
+    `name` is a key of engine/serving/scheduling/lab_jobs.py's registry, never a dotted path: the worker looks it up, checks
     `args` and `kwargs` against the job's declared argument types, and passes the progress callback the
     job declares.
     """

@@ -20,6 +20,7 @@ from pathlib import Path
 
 from engine.errors import EngineError
 from engine.loading.loader import set_threads
+from engine.serving.scheduling import lab_jobs
 from engine.serving.scheduling.scheduler import Scheduler
 from engine.serving.scheduling.work import FINAL, Failed, Job, ModelSpec, Work, result_of
 
@@ -47,7 +48,7 @@ class LocalService:
         set_threads(options.threads)  # process-wide: in the worker process, or the whole process in thread mode
         self.scheduler = _make_scheduler(options).start()
         if options.preload is not None:  # loaded by the scheduler's thread, the only one that touches its ModelPool
-            load = Job(model=options.preload, function="engine.serving.scheduling.model_pool:describe",
+            load = Job(model=options.preload, name=lab_jobs.MODEL_DESCRIBE.name,
                        args=(options.preload,), label=f"loading {options.preload.name}")
             try:
                 result_of(self.submit(load))

@@ -1,14 +1,18 @@
 """KV-cache accounting, sampling, traces, attention capture and every bad-input error (tiny models)."""
+import dataclasses
 import json
 import subprocess
 import sys
+import threading
 
 import numpy as np
 import pytest
 import torch
 
 import engine
+from engine.core import generate as gen
 from engine.core.sampling import make_generator, sample
+from engine.loading import model_store
 
 
 def test_kv_cache_bytes_follow_the_formula(tiny_llama):
@@ -137,7 +141,6 @@ def test_hf_id_offline_gives_one_line_error(monkeypatch):
 
 
 def test_unwritable_cache_dir_is_explained(monkeypatch, tmp_path):
-    from engine.loading import model_store
 
     blocker = tmp_path / "file-not-dir"
     blocker.write_text("x")
@@ -178,3 +181,27 @@ def test_bench_quick_smoke_prints_every_row():
         assert label in out.stdout
     header = next(line for line in out.stdout.splitlines() if line.startswith("measurement"))
     assert all(col in header for col in ("fast ms", "plain ms", "hf ms", "vLLM ms", "fast/vLLM", "floor ms"))
+
+
+def test_a_finished_sequence_stops_growing_while_the_batch_goes_on(tiny_llama):
+    tok = tiny_llama.tokenizer
+    a, b = tok.encode("the wide valley at Longmen")[:6], tok.encode("the single-plank bridge")[:6]
+    free = engine.generate_batch(tiny_llama, [a, b], 10, ignore_eos=True).batch_output_ids
+    stop = next(t for t in free[0][1:] if t not in free[1] and t not in free[0][:1])  # A makes it, B never does
+    lm = dataclasses.replace(tiny_llama, config=dataclasses.replace(tiny_llama.config, eos_token_ids=(stop,)))
+    outs = engine.generate_batch(lm, [a, b], 10).batch_output_ids
+    ends = free[0].index(stop) + 1
+    assert outs[0] == free[0][:ends]  # A's text ends at its end token...
+    assert outs[1] == free[1]  # ...while B got all of its tokens
+
+
+def test_warm_up_state_is_not_on_the_shared_model_and_runs_once(tiny_gpt2):
+    assert not hasattr(tiny_gpt2, "warm")  # the loaded model stays read-only for every session
+    lm = engine.load_model("tiny-gpt2")  # a fresh model: never warmed
+    seconds = []
+    threads = [threading.Thread(target=lambda: seconds.append(gen.warm_up(lm, 3))) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert sum(s > 0 for s in seconds) == 1  # the others waited for that one warm-up, then skipped it

@@ -1,4 +1,5 @@
 """Remedies: each one keeps the model's answer and does what it claims (no timing thresholds here)."""
+
 import pytest
 import torch
 
@@ -132,3 +133,9 @@ def test_measurement_cancel(tiny_llama):
         remedies.measure_kv_cache(tiny_llama, "Hello bridge", 12, chat=False, progress=lambda m, f: False)
     with pytest.raises(remedies.Cancelled):
         remedies.measure_overhead(tiny_llama, progress=lambda m, f: False)
+
+
+def test_overhead_skeleton_has_deterministic_finite_weights(tiny_llama):
+    one, two = remedies.skeleton_of(tiny_llama), remedies.skeleton_of(tiny_llama)
+    for p, q in zip(one.model.parameters(), two.model.parameters()):
+        assert torch.isfinite(p).all() and torch.equal(p, q)

@@ -2,7 +2,7 @@
 from streamlit.testing.v1 import AppTest
 
 from tests import ROOT
-from ui.controls import state
+from ui import state
 
 APP = str(ROOT / "app.py")
 

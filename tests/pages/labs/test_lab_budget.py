@@ -2,7 +2,7 @@
 import pytest
 
 from tests.pages.labs.lab_helpers import no_exception, open_lab
-from ui.controls import state
+from ui import state
 
 
 @pytest.mark.parametrize("button, saving", [(0, "10.0%"), (1, "40.0%")])

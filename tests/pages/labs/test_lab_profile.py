@@ -1,7 +1,7 @@
 """AppTest of pages/labs/lab_profile.py (Where the time goes): it renders, measures with the tiny model, shows no exception."""
 
 from tests.pages.labs.lab_helpers import open_lab_alone
-from ui.controls import state
+from ui import state
 
 
 def test_profile_page_profiles():

@@ -1,7 +1,7 @@
 """AppTest of pages/labs/lab_roofline.py (Roofline & hardware): it renders, measures with the tiny model, shows no exception."""
 
 from tests.pages.labs.lab_helpers import no_exception, open_lab
-from ui.controls import state
+from ui import state
 
 
 def test_roofline_page_measures_and_predicts():

@@ -2,7 +2,7 @@
 
 from engine.labs import sweeps
 from tests.pages.labs.lab_helpers import no_exception, open_lab
-from ui.controls import state
+from ui import state
 from ui.engine_link.run_store import RunStore
 
 

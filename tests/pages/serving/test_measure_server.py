@@ -8,7 +8,7 @@ from streamlit.testing.v1 import AppTest
 from engine.errors import EngineError
 from tests import ROOT
 from tests.serving_helpers import InProcessServer, metrics_of
-from ui.controls import state
+from ui import state
 from ui.engine_link import server_measurement
 
 APP = str(ROOT / "app.py")

@@ -5,7 +5,7 @@ from streamlit.runtime.pages_manager import PagesManager
 from streamlit.testing.v1 import AppTest
 
 from tests import ROOT
-from ui.controls import state
+from ui import state
 
 APP = str(ROOT / "app.py")
 

@@ -6,7 +6,7 @@ from streamlit.testing.v1 import AppTest
 
 import engine
 from tests import ROOT
-from ui.controls import state
+from ui import state
 from ui.engine_link.run_store import RunStore
 
 APP = str(ROOT / "app.py")

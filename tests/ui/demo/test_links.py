@@ -5,7 +5,8 @@ from streamlit.runtime.pages_manager import PagesManager
 from streamlit.testing.v1 import AppTest
 
 from tests import ROOT
-from ui.controls import state, widgets
+from ui import state
+from ui.controls import widgets
 from ui.demo import links
 
 APP = str(ROOT / "app.py")

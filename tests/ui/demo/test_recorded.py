@@ -12,7 +12,7 @@ import engine
 from engine.core import trace_file
 from engine.core.trace import SCHEMA_VERSION
 from tests import ROOT
-from ui.controls import state
+from ui import state
 from ui.demo import recorded
 
 APP = str(ROOT / "app.py")

@@ -14,6 +14,7 @@ from engine.serving.scheduling.work import (
     FirstToken,
     Job,
     ModelSpec,
+    Progress,
     Queued,
     QueueFull,
     Request,
@@ -190,3 +191,20 @@ def test_the_operators_threads_apply_in_thread_mode_too():
         torch.set_num_threads(before)
     with pytest.raises(engine.EngineError, match=r"threads must be 0 \(every core\) or more \(got -1\)"):
         LocalService(ServiceOptions(threads=-1))
+
+
+def test_cancel_reaches_a_running_lab_measurement():
+    scheduler = Scheduler("queue").start()
+    try:
+        job = scheduler.submit(Job(model=ModelSpec("tiny-llama", "cpu"), name="remedies.kv_cache",
+                                   args=("the valley and the bridge", 60)))
+        start = time.perf_counter()
+        for event in drain(job, timeout=60):
+            if isinstance(event, Progress):
+                scheduler.cancel(job)  # what the lab's Cancel button does
+                break
+        final = list(drain(job, timeout=60))[-1]
+        assert isinstance(final, Failed) and final.cancelled
+        assert time.perf_counter() - start < 30
+    finally:
+        scheduler.stop()

@@ -1,11 +1,11 @@
 """engine/serving/client/server_benchmark.py against a server that refuses vLLM's extensions (ignore_eos,
 return_token_ids): the run falls back without them even with no warm-up, and every record says what was asked."""
 import pytest
-from serving_helpers import InProcessServer
 
 from engine.errors import EngineError
 from engine.serving.client.openai_client import Client
 from engine.serving.client.server_benchmark import Plan, run, trace_from_record
+from tests.serving_helpers import InProcessServer
 
 
 @pytest.fixture(scope="module")

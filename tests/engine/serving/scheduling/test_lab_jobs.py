@@ -1,4 +1,4 @@
-"""The lab-job registry (engine/labs/jobs.py): every target exists and takes its declared arguments and progress
+"""The lab-job registry (engine/serving/scheduling/lab_jobs.py): every target exists and takes its declared arguments and progress
 keyword, arguments are type-checked, unknown names are refused, and the scheduler calls the declared protocol."""
 import ast
 import inspect
@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from engine.errors import EngineError
-from engine.labs import jobs
 from engine.labs.sweeps import SweepResult
+from engine.serving.scheduling import lab_jobs as jobs
 from engine.serving.scheduling.scheduler import Scheduler
 from engine.serving.scheduling.work import Done, Failed, Job, ModelSpec, Progress, drain, result_of
 

@@ -3,7 +3,7 @@
 Torch-free on purpose (only the standard library and engine.errors): the dashboard's pages name a job
 here, the worker looks the name up, checks the arguments against the declaration and imports the
 target. A Job never carries a dotted path, so nothing outside this table can run, and a renamed or
-misspelt target fails the suite (tests/test_lab_jobs.py imports every target and checks its
+misspelt target fails the suite (tests/engine/serving/scheduling/test_lab_jobs.py imports every target and checks its
 signature), not a page at run time.
 
 Progress protocols, declared per job, never guessed from the arguments:

@@ -2,14 +2,14 @@
 lab job a page names exists in the registry (a misspelt name fails here, not when a student presses a button)."""
 import ast
 import sys
-from pathlib import Path
 
 import pytest
 
-from engine.labs import jobs
+from engine.serving.scheduling import lab_jobs as jobs
+from tests import ROOT
 from ui.engine_link import lab_jobs
 
-PAGES = sorted((Path(__file__).resolve().parents[1] / "pages").rglob("*.py"))
+PAGES = sorted((ROOT / "pages").rglob("*.py"))
 
 
 def _imports(tree: ast.AST) -> list[str]:

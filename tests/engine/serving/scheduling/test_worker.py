@@ -9,15 +9,16 @@ import threading
 import time
 
 import pytest
-from serving_helpers import metrics_of
 
 import engine
 from engine.errors import EngineError
 from engine.serving.api_server.openai_server import BackgroundServer, create_app, prepare
+from engine.serving.scheduling import lab_jobs
 from engine.serving.scheduling import worker as worker_module
 from engine.serving.scheduling.model_pool import ModelPool
 from engine.serving.scheduling.work import Failed, Job, ModelSpec, Progress, Request, drain, result_of
 from engine.serving.scheduling.worker import LocalService, ProcessService, ServiceOptions
+from tests.serving_helpers import metrics_of
 
 TINY = ModelSpec("tiny-llama", "cpu")
 GREEDY = engine.SamplingParams(ignore_eos=True)
@@ -30,8 +31,7 @@ def request(n: int = 4) -> Request:
 
 def long_job() -> Job:
     """A sweep of 2,000 points of 250 tokens each (minutes on the tiny model): it is still running when killed."""
-    return Job(model=TINY, function="engine.labs.sweeps:sweep_output_lengths", args=([250] * 2000,),
-               kwargs={"prompt_tokens": 4}, callback="on_point")
+    return Job(model=TINY, name=lab_jobs.OUTPUT_SWEEP.name, args=([250] * 2000,), kwargs={"prompt_tokens": 4})
 
 
 def wait_until(condition, limit_s: float = 30.0) -> None:
