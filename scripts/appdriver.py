@@ -44,7 +44,7 @@ def dashboard(env: dict | None = None, log_path: Path | None = None):
     full_env = dict(os.environ, PYTHONUNBUFFERED="1", **(env or {}))
     log = open(log_path, "w") if log_path else subprocess.DEVNULL
     proc = subprocess.Popen(
-        [sys.executable, "-m", "streamlit", "run", "app.py", "--server.headless", "true", "--server.port", str(port),
+        [sys.executable, "-m", "ui.controls.launch", "--server.headless", "true", "--server.port", str(port),
          "--server.address", "127.0.0.1", "--browser.gatherUsageStats", "false", "--server.fileWatcherType", "none"],
         cwd=ROOT, env=full_env, stdout=log, stderr=subprocess.STDOUT)
     try:

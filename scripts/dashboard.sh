@@ -50,7 +50,7 @@ if [ "$ROOM" = "1" ]; then
   echo "[dashboard] WARNING --room: listening on every network interface (0.0.0.0). The dashboard has no login yet:" \
        "anyone who can reach this machine's port can open it and use its engine." >&2
 fi
-CMD=(.venv/bin/python -m streamlit run app.py --browser.gatherUsageStats false)
+CMD=(.venv/bin/python -m ui.controls.launch --browser.gatherUsageStats false)
 [ -n "$ADDRESS" ] && CMD+=(--server.address "$ADDRESS")
 CMD+=("$@")
 if [ "$DRY_RUN" = "1" ]; then

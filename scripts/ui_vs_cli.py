@@ -51,7 +51,7 @@ def cli_once(text: str, model: str) -> tuple[float, float]:
     return s.ttft_s * 1000, s.tpot_s * 1000
 
 
-CPU_OF = {"browser": "chromium", "streamlit": "streamlit run", "worker": "engine.serving.scheduling.worker"}
+CPU_OF = {"browser": "chromium", "streamlit": "ui.controls.launch", "worker": "engine.serving.scheduling.worker"}
 
 
 def page_once(page) -> tuple[float, float, dict]:

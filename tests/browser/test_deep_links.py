@@ -1,8 +1,9 @@
 """A shared link opened on a fresh server: Streamlit must run app.py (the router and its frame), never a page file alone.
 
 Pages sit in pages/<role>/ subfolders: Streamlit's old multipage discovery reads only files directly inside pages/, so
-a first deep link (/timing, /decode) on a server nobody has visited yet still goes through app.py's st.navigation.
-Each link gets its own fresh server (the bug showed only on a server's very first request).
+it never runs a page file alone; the launcher (ui/controls/launch.py, what scripts/dashboard.sh runs) switches that old
+mode off before the first request, so the first visitor arriving by a path-style link gets no "Page not found" notice.
+Each link gets its own fresh server (the notice showed only on a server's very first request).
 """
 import os
 import subprocess
@@ -16,14 +17,14 @@ pytestmark = pytest.mark.slow
 TRACE = "long-prompt-short-answer"
 
 
-@pytest.mark.parametrize("path, heading", [("timing", "Timing"), ("prefill", "Prefill")])
+@pytest.mark.parametrize("path, heading", [("timing", "ledger"), ("prefill", "Prefill")])
 def test_first_deep_link_on_a_fresh_server_runs_inside_the_app(path, heading):
     if not os.path.exists(CHROMIUM):
         pytest.skip(f"{CHROMIUM} is missing (the test command installs Debian's chromium); browser test skipped")
     sync_api = pytest.importorskip("playwright.sync_api", reason="playwright (python) is not installed")
     port = _free_port()
     proc = subprocess.Popen(
-        [sys.executable, "-m", "streamlit", "run", "app.py", "--server.headless", "true", "--server.port", str(port),
+        [sys.executable, "-m", "ui.controls.launch", "--server.headless", "true", "--server.port", str(port),
          "--server.address", "127.0.0.1", "--browser.gatherUsageStats", "false", "--server.fileWatcherType", "none"],
         cwd=ROOT, env=dict(os.environ, TWO_BENDS_REPLAY="1"), stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT)
     try:

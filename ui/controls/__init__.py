@@ -1,1 +1,1 @@
-"""Streamlit-bound pieces every page shares: session keys, sidebar and run panel, stepper, presenter mode, demo panel."""
+"""Streamlit-bound pieces every page shares: the launcher, sidebar and run panel, stepper, presenter mode, demo panel."""
