@@ -26,7 +26,7 @@ def roofline_figure(peak_flops: float, peak_bytes_per_s: float, points: list[rl.
     fig.add_scatter(x=x, y=np.minimum(peak_flops, x * peak_bytes_per_s) / GIGA, mode="lines", name="roof (measured peaks)",
                     line=dict(color=NEUTRAL_COLOR, width=4))
     fig.add_scatter(x=[ridge], y=[peak_flops / GIGA], mode="markers+text", name=f"ridge point {ridge:.1f} FLOP/B",
-                    text=[f"ridge {ridge:.1f} FLOP/byte"], textposition="top left",
+                    text=[f"ridge {ridge:.1f} FLOP/byte"], textposition="top left", cliponaxis=False,
                     marker=dict(size=14, color=NEUTRAL_COLOR, symbol="diamond"))
     for p in points:
         fig.add_scatter(x=[p.intensity], y=[p.flops_per_s / GIGA], mode="markers+text",
@@ -34,7 +34,9 @@ def roofline_figure(peak_flops: float, peak_bytes_per_s: float, points: list[rl.
                         marker=dict(size=20, color=PHASE_COLORS.get(p.phase, NEUTRAL_COLOR), line=dict(width=2, color="white")))
     fig.update_layout(**base_layout(title, "arithmetic intensity (FLOP per byte moved)", "achieved GFLOP/s", height=500))
     fig.update_xaxes(type="log", dtick=1)
-    fig.update_yaxes(type="log", dtick=1)
+    # headroom above the roof (a decade): the ridge label sits up there, inside the plot
+    y_lo = min([lo * peak_bytes_per_s] + [p.flops_per_s for p in points]) / GIGA
+    fig.update_yaxes(type="log", dtick=1, range=[np.log10(y_lo) - 0.3, np.log10(peak_flops / GIGA) + 1.0])
     return fig
 
 

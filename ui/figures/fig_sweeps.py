@@ -139,13 +139,20 @@ def batch_latency_figure(points: list[SweepPoint], measured_cross: int | None, p
         fig.add_hline(y=factor * pts[0].itl_p50_s * MS, line=dict(color=NEUTRAL_COLOR, dash="dot"),
                       annotation_text=f"{factor}× the B={b[0]} step")
     top = max([p.itl_p50_s * MS for p in pts] + [factor * pts[0].itl_p50_s * MS if pts else 1.0]) * 1.1
-    for x, name, dash, color in ((measured_cross, "measured crossover", "solid", DECODE_COLOR),
-                                 (predicted_cross, "predicted crossover (estimate)", ESTIMATE_DASH, NEUTRAL_COLOR)):
+    xs = [x for x in b + [measured_cross, predicted_cross] if x]
+    lo, hi = np.log10(min(xs, default=1)), np.log10(max(xs, default=1))
+    # each crossover's label low in the plot (the curve never goes below the B=1 step there), at its own height,
+    # on the side of its line that faces the middle: labels of equal or close crossovers never collide or clip
+    for x, name, dash, color, height in ((measured_cross, "measured crossover", "solid", DECODE_COLOR, 0.2),
+                                         (predicted_cross, "predicted crossover (estimate)", ESTIMATE_DASH,
+                                          NEUTRAL_COLOR, 0.07)):
         if x is not None:  # a vertical segment as a trace: robust on a log axis
-            fig.add_scatter(x=[x, x], y=[0, top], mode="lines+text", name=f"{name}: B={x}", text=["", f"B={x}"],
-                            textposition="top center", line=dict(color=color, dash=dash, width=3))
+            right_half = hi > lo and (np.log10(x) - lo) / (hi - lo) > 0.5
+            fig.add_scatter(x=[x, x, x], y=[top, 0, height * top], mode="lines+text", name=f"{name}: B={x}",
+                            text=["", "", f"B={x}"], textposition="middle left" if right_half else "middle right",
+                            cliponaxis=False, line=dict(color=color, dash=dash, width=3))
     fig.update_layout(**base_layout("Decode step latency against batch size", "batch size B", "step latency (ms)",
                                     height=460))
     fig.update_xaxes(type="log", tickvals=b)
-    fig.update_yaxes(rangemode="tozero")
+    fig.update_yaxes(range=[0, top])
     return fig

@@ -13,7 +13,10 @@ PHASE_COLORS = {"prefill": PREFILL_COLOR, "decode": DECODE_COLOR}
 def base_layout(title: str = "", x_title: str = "", y_title: str = "", height: int = 420) -> dict:
     """Keyword arguments for `fig.update_layout(...)` shared by every figure."""
     return dict(
-        title=dict(text=title, font=dict(size=TITLE_SIZE)),
+        # the title starts where the plot starts (not at the figure's edge), so a long y-axis title beside the
+        # plot never runs through it; it hangs from the top of the figure
+        title=dict(text=title, font=dict(size=TITLE_SIZE), x=0, xref="paper", xanchor="left",
+                   y=1, yref="container", yanchor="top", pad=dict(t=12)),
         font=dict(size=FONT_SIZE),
         xaxis=dict(title=dict(text=x_title), automargin=True),
         yaxis=dict(title=dict(text=y_title), automargin=True),
