@@ -22,6 +22,8 @@ DECODE_SCALE = [[0.0, "#FFFFFF"], [1.0, DECODE_COLOR]]
 
 
 LOG_FLOOR = -4  # log colour scale: weights below 1e-4 share the lightest colour
+MIN_DECODE_CELLS = 8  # decode rows keep at least this many pooled rows (or one each), however long the prompt
+FEW_GENERATED = 0.05  # generated keys under this share of a row's bars are highlighted (too thin to see)
 
 
 def colour_values(z: np.ndarray, scale: str) -> tuple[np.ndarray, float, float, dict]:
@@ -72,15 +74,17 @@ def block_size(n: int, max_side: int) -> int:
     return max(1, math.ceil(n / max_side))
 
 
-def pool(matrix: np.ndarray, block: int) -> np.ndarray:
-    """Average blocks of `block`×`block` cells, ignoring NaN (masked) cells; all-NaN blocks stay NaN."""
-    if block == 1:
+def pool(matrix: np.ndarray, block: int, row_block: int | None = None) -> np.ndarray:
+    """Average blocks of `row_block`×`block` cells (square by default), ignoring NaN (masked) cells; all-NaN blocks
+    stay NaN."""
+    rb = block if row_block is None else row_block
+    if block == 1 and rb == 1:
         return matrix
     rows, cols = matrix.shape
-    R, C = math.ceil(rows / block), math.ceil(cols / block)
-    padded = np.full((R * block, C * block), np.nan, dtype=np.float32)
+    R, C = math.ceil(rows / rb), math.ceil(cols / block)
+    padded = np.full((R * rb, C * block), np.nan, dtype=np.float32)
     padded[:rows, :cols] = matrix
-    blocks = padded.reshape(R, block, C, block)  # (R, b, C, b)
+    blocks = padded.reshape(R, rb, C, block)  # (R, rb, C, b)
     counts = np.sum(~np.isnan(blocks), axis=(1, 3))
     sums = np.nansum(blocks, axis=(1, 3))
     with np.errstate(invalid="ignore", divide="ignore"):
@@ -93,13 +97,15 @@ def _axis_ticks(pieces: list[str], block: int, max_labels: int = 32) -> tuple[li
     return [p / block for p in positions], texts
 
 
-def _matrix_layout(fig: go.Figure, title: str, pieces: list[str], block: int, height: int) -> None:
+def _matrix_layout(fig: go.Figure, title: str, pieces: list[str], block: int, height: int,
+                   y_ticks: tuple[list[float], list[str]] | None = None) -> None:
     fig.update_layout(**base_layout(title, "key position: the token being looked at",
                                     "query position: the token looking", height))
     xt, xs = _axis_ticks(pieces, block)
+    yt, ys = y_ticks or (xt, xs)
     fig.update_xaxes(tickmode="array", tickvals=xt, ticktext=xs, tickangle=-60, tickfont=dict(size=FONT_SIZE - 4),
                      showgrid=False, zeroline=False, constrain="domain")
-    fig.update_yaxes(tickmode="array", tickvals=xt, ticktext=xs, tickfont=dict(size=FONT_SIZE - 4),
+    fig.update_yaxes(tickmode="array", tickvals=yt, ticktext=ys, tickfont=dict(size=FONT_SIZE - 4),
                      autorange="reversed", showgrid=False, zeroline=False, scaleanchor="x", constrain="domain")
     fig.update_layout(plot_bgcolor="#F4F4F4")  # masked cells show this grey: visibly empty, not "zero"
 
@@ -138,30 +144,60 @@ def _grid(labels: list[str], weights: np.ndarray) -> np.ndarray:
     return np.stack([rows, rows.T, values], axis=-1)
 
 
+def decode_row_block(n: int, block: int) -> int:
+    """Rows per pooled decode row: like the prompt's `block`, but never so coarse that the n decode rows shrink to
+    a sliver under a long prompt (1,024 prompt tokens, 8 new ones: 8 rows of their own, not one ninth-tall row)."""
+    return max(1, min(block, n // MIN_DECODE_CELLS))
+
+
 def _phase_parts(trace, layer: int, head: int | None, scale: str, max_side: int):
-    """The matrix split for the two-phase pictures: prompt rows, a function for the first k decode rows."""
+    """The matrix split for the two-phase pictures: prompt rows, a function for the first k decode rows.
+
+    Columns and prompt rows are pooled in `block`s; decode rows in their own, possibly finer, blocks (drawn
+    taller than the prompt's rows per token: `stretch`), so a handful of decode rows stays visible."""
     full = full_matrix(trace, layer, head)  # (T+n, T+n)
     T, n = trace.n_prompt, full.shape[0] - trace.n_prompt
     block = block_size(T + n, max_side)
+    d_block = decode_row_block(n, block)
     _, zmin, zmax, ticks = colour_values(full, scale)
-    prompt_part = full.copy()
-    prompt_part[T:] = np.nan
     pieces = list(trace.prompt_tokens) + list(trace.output_tokens[:n])
+    prompt_rows = pool(full[:T], block)  # (ceil(T/b), C)
+    blank_decode = np.full((math.ceil(n / d_block), prompt_rows.shape[1]), np.nan, dtype=np.float32)
 
     def decode_part(k: int) -> np.ndarray:
-        part = np.full_like(full, np.nan)
-        part[T: T + k] = full[T: T + k]
-        return colour_values(pool(part, block), scale)[0]
+        part = np.full((n, T + n), np.nan, dtype=np.float32)
+        part[:k] = full[T: T + k]
+        rows = pool(part, block, d_block) if n else blank_decode  # (ceil(n/d), C)
+        return colour_values(np.vstack([np.full_like(prompt_rows, np.nan), rows]), scale)[0]
 
-    cells = list(range(math.ceil((T + n) / block)))
-    common = dict(x=cells, y=cells, zmin=zmin, zmax=zmax, hoverongaps=False, hoverinfo="skip")
+    x_cells = list(range(prompt_rows.shape[1]))
+    y_cells = list(range(prompt_rows.shape[0] + blank_decode.shape[0]))
+    common = dict(x=x_cells, y=y_cells, zmin=zmin, zmax=zmax, hoverongaps=False, hoverinfo="skip")
+    bar = dict(thickness=14, title=dict(side="right"), **ticks)
     traces = [
-        go.Heatmap(z=colour_values(pool(prompt_part, block), scale)[0], colorscale=PREFILL_SCALE, name="prefill rows",
-                   colorbar=dict(title=dict(text="prefill"), x=1.0, thickness=14, **ticks), **common),
+        go.Heatmap(z=colour_values(np.vstack([prompt_rows, blank_decode]), scale)[0], colorscale=PREFILL_SCALE,
+                   name="prefill rows", colorbar=dict(bar, x=1.0, title=dict(text="prefill", side="right")), **common),
         go.Heatmap(z=decode_part(0), colorscale=DECODE_SCALE, name="decode rows",
-                   colorbar=dict(title=dict(text="decode"), x=1.13, thickness=14, **ticks), **common),
+                   colorbar=dict(bar, x=1.13, title=dict(text="decode", side="right")), **common),
     ]
-    return traces, decode_part, cells, pieces, block, T, n
+    positions, texts = tick_labels(pieces, max_labels=32)
+    y_ticks = ([p / block if p < T else prompt_rows.shape[0] + (p - T) / d_block for p in positions], texts)
+    parts = dict(pieces=pieces, block=block, stretch=block / d_block, y_ticks=y_ticks,
+                 decode_top=prompt_rows.shape[0], decode_rows=blank_decode.shape[0])
+    return traces, decode_part, x_cells, y_cells, parts, T, n
+
+
+def _decode_outline(fig: go.Figure, parts: dict, n: int) -> None:
+    """A blue frame around the decode rows' band, so even a few rows stand out below a long prompt."""
+    if n:
+        fig.add_shape(type="rect", xref="x domain", yref="y", x0=0, x1=1, y0=parts["decode_top"] - 0.5,
+                      y1=parts["decode_top"] + parts["decode_rows"] - 0.5,
+                      line=dict(color=DECODE_COLOR, width=2), fillcolor="rgba(0,0,0,0)")
+
+
+def _stretch_note(parts: dict) -> str:
+    """Said under the matrix when decode rows are drawn taller than the prompt's (see decode_row_block)."""
+    return f" · decode rows drawn ×{parts['stretch']:.2g} taller" if parts["stretch"] > 1 else ""
 
 
 def phase_animation(trace, layer: int, head: int | None, scale: str = "linear", height: int = 700) -> go.Figure:
@@ -170,16 +206,19 @@ def phase_animation(trace, layer: int, head: int | None, scale: str = "linear", 
     Two heatmap traces share the axes: prompt rows in prefill orange, generated rows in decode blue.
     Frames only carry the decode trace, so frame count = 1 + decode steps.
     """
-    traces, decode_part, cells, pieces, block, T, n = _phase_parts(trace, layer, head, scale, MAX_SIDE_ANIMATION)
+    traces, decode_part, x_cells, y_cells, parts, T, n = _phase_parts(trace, layer, head, scale, MAX_SIDE_ANIMATION)
     fig = go.Figure(traces)
-    fig.frames = [go.Frame(data=[go.Heatmap(z=decode_part(k), x=cells, y=cells)], traces=[1], name=str(k)) for k in range(n + 1)]
+    fig.frames = [go.Frame(data=[go.Heatmap(z=decode_part(k), x=x_cells, y=y_cells)], traces=[1], name=str(k))
+                  for k in range(n + 1)]
     labels = ["prefill: all rows"] + [f"decode {k}" for k in range(1, n + 1)]
     steps = [dict(method="animate", label=label, args=[[str(k)], dict(mode="immediate", frame=dict(duration=0, redraw=True))])
              for k, label in enumerate(labels)]
     who = "mean over heads" if head is None else f"head {head}"
     _matrix_layout(fig, f"Layer {layer}, {who}: {T} prefill rows at once, then 1 decode row per step",
-                   pieces, block, height)
-    fig.update_xaxes(title=dict(text=""))
+                   parts["pieces"], parts["block"], height, parts["y_ticks"])
+    fig.update_xaxes(title=dict(text=_stretch_note(parts).lstrip(" ·")))
+    fig.update_yaxes(title=dict(text="↓ queries"))
+    _decode_outline(fig, parts, n)
     fig.update_layout(
         sliders=[dict(active=0, steps=steps, currentvalue=dict(prefix="frame: "), x=0.3, len=0.7, y=0, yanchor="top",
                      pad=dict(t=110), font=dict(size=14))],
@@ -198,19 +237,20 @@ def phase_step_figure(trace, layer: int, head: int | None, step: int, scale: str
                       height: int = 620) -> go.Figure:
     """One frame of `phase_animation` as a still (presenter mode steps through it): step 0 = the T prompt rows
     prefill fills at once, step k = k decode rows added one at a time."""
-    traces, decode_part, _, pieces, block, T, n = _phase_parts(trace, layer, head, scale, MAX_SIDE_ANIMATION)
+    traces, decode_part, _, _, parts, T, n = _phase_parts(trace, layer, head, scale, MAX_SIDE_ANIMATION)
     k = max(0, min(int(step), n))
     traces[1].z = decode_part(k)
     fig = go.Figure(traces)
     title = (f"Prefill: all {T} prompt rows in one pass (layer {layer})" if k == 0 else
              f"Decode step {k} of {n}: one new row, {T + k} keys (layer {layer})")
-    _matrix_layout(fig, title, pieces, block, height)
+    _matrix_layout(fig, title, parts["pieces"], parts["block"], height, parts["y_ticks"])
     # for the back of the room: no token labels (the matrix is the point), colour bars apart
-    fig.update_xaxes(showticklabels=False, title=dict(text="keys: the tokens looked at →"))
-    fig.update_yaxes(showticklabels=False, title=dict(text="↓ queries (orange: prompt, blue: generated)"))
+    fig.update_xaxes(showticklabels=False, title=dict(text="keys →" + _stretch_note(parts)))
+    fig.update_yaxes(showticklabels=False, title=dict(text="↓ queries"))
+    _decode_outline(fig, parts, n)
     fig.update_traces(colorbar_x=1.04, selector=dict(name="prefill rows"))
     fig.update_traces(colorbar_x=1.3, selector=dict(name="decode rows"))
-    fig.update_layout(margin=dict(l=40, r=190, t=70, b=50))
+    fig.update_layout(margin=dict(l=40, r=190, t=70, b=50), height=height)  # no legend: exactly `height` high
     return fig
 
 
@@ -225,8 +265,11 @@ def history_row(trace, position: int, layer: int, head: int | None) -> np.ndarra
     return head_select(rows[position - 1], head)  # (T+p,)
 
 
-def attention_row_figure(trace, position: int, layer: int, head: int | None, height: int = 380) -> go.Figure:
-    """Bars over the history: how much the new query attends to each cached token (prompt orange, generated blue)."""
+def attention_row_figure(trace, position: int, layer: int, head: int | None, height: int = 380,
+                         compact: bool = False) -> go.Figure:
+    """Bars over the history: how much the new query attends to each cached token (prompt orange, generated blue).
+
+    compact (presenter mode): exactly `height` high, a short title, no token labels under the bars."""
     row = history_row(trace, position, layer, head)
     T = trace.n_prompt
     pieces = (list(trace.prompt_tokens) + list(trace.output_tokens))[: row.shape[0]]
@@ -240,4 +283,24 @@ def attention_row_figure(trace, position: int, layer: int, head: int | None, hei
     tv, tt = tick_labels(pieces, max_labels=36)
     fig.update_xaxes(tickmode="array", tickvals=tv, ticktext=tt, tickangle=-60, tickfont=dict(size=FONT_SIZE - 4))
     fig.update_layout(bargap=0.05, showlegend=False)
+    if compact:
+        fig.update_layout(title_text=f"Its attention over {row.shape[0]} cached tokens (layer {layer})", height=height,
+                          margin=dict(l=70, r=30, t=60, b=50))
+        fig.update_xaxes(showticklabels=False, title=dict(text="cached tokens →"))
+        fig.update_yaxes(title=dict(text="weight"))
+    _highlight_generated(fig, row, T)
     return fig
+
+
+def _highlight_generated(fig: go.Figure, row: np.ndarray, T: int) -> None:
+    """Behind a long prompt the few generated keys are bars a pixel wide: shade their band (at least 3 % of the
+    width), mark each one's weight with a dot and say how many there are."""
+    n, g = row.shape[0], row.shape[0] - T
+    if g <= 0 or g / n >= FEW_GENERATED:
+        return
+    x0 = min(T - 0.5, n - 0.5 - 0.03 * n)  # the band ends at the last key and is never thinner than 3 %
+    fig.add_vrect(x0=x0, x1=n - 0.5, fillcolor=DECODE_COLOR, opacity=0.15, line_width=0, layer="below")
+    fig.add_trace(go.Scatter(x=list(range(T, n)), y=row[T:], mode="markers", marker=dict(color=DECODE_COLOR, size=9),
+                             hovertemplate="generated token %{x}<br>weight %{y:.3f}<extra></extra>"))
+    fig.add_annotation(x=x0, xanchor="right", y=1, yref="y domain", yanchor="top", showarrow=False,
+                       text=f"{g} generated →", font=dict(color=DECODE_COLOR))

@@ -43,7 +43,8 @@ def kv_cache_figure(trace, position: int, kv_head: int | None = None, height: in
         fig.add_trace(go.Heatmap(
             z=shown, x=list(range(n_tokens)), y=list(range(n_layers)), colorscale=KV_SCALE,
             zmin=float(np.nanmin(matrix)), zmax=float(np.nanmax(matrix)), hoverongaps=False,
-            colorbar=dict(title=dict(text=f"‖{name[0]}‖"), len=0.44, y=0.79 if row == 1 else 0.21, thickness=16),
+            colorbar=dict(title=dict(text=f"‖{name[0]}‖", side="right"), len=0.44, y=0.79 if row == 1 else 0.21,
+                          thickness=16),
             hovertemplate=f"{name}: layer %{{y}}, token %{{x}}<br>norm %{{z:.2f}}<extra></extra>",
         ), row=row, col=1)
         fig.update_yaxes(title=dict(text=f"{name}: layer"), autorange="reversed", row=row, col=1, showgrid=False)
@@ -62,13 +63,18 @@ def kv_cache_figure(trace, position: int, kv_head: int | None = None, height: in
     fig.update_xaxes(tickmode="array", tickvals=tv, ticktext=tt, tickangle=-60, tickfont=dict(size=FONT_SIZE - 4),
                      title=dict(text="cached token (orange band = prompt, blue band = generated)"), row=2, col=1)
     who = "mean over KV heads" if kv_head is None else f"KV head {kv_head}"
-    title = f"KV cache: {cached} of {n_tokens} tokens" if compact else f"KV cache: {cached} of {n_tokens} tokens cached ({who})"
+    title = (f"KV cache: {cached} of {n_tokens} tokens × {n_layers} layers" if compact
+             else f"KV cache: {cached} of {n_tokens} tokens cached ({who})")
     layout = base_layout(title, "", "", height)
     layout.pop("xaxis"), layout.pop("yaxis")
     fig.update_layout(**layout)
     fig.update_layout(margin=dict(l=70, r=30, t=90, b=40 if compact else 110))
-    if compact:
+    if compact:  # no legend: exactly `height` high; short axis titles, no colour bars (too short to read)
         fig.update_xaxes(showticklabels=False, title=dict(text="cached tokens →"), row=2, col=1)
+        fig.update_yaxes(title=dict(text="K"), row=1, col=1)
+        fig.update_yaxes(title=dict(text="V"), row=2, col=1)
+        fig.update_traces(showscale=False)
+        fig.update_layout(height=height, margin=dict(l=70, r=30, t=70, b=40))
     return fig
 
 

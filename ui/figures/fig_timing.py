@@ -22,13 +22,21 @@ def phase_split_figure(summary, height: int = 190) -> go.Figure:
     prefill_ms, decode_ms = summary.prefill_s * MS, summary.decode_s * MS
     share = summary.prefill_share if math.isfinite(summary.prefill_share) else 0.0
     fig = go.Figure()
-    for name, value, color, frac in (("Prefill (TTFT)", prefill_ms, PREFILL_COLOR, share),
-                                     ("Decode", decode_ms, DECODE_COLOR, 1.0 - share)):
+    parts = (("Prefill (TTFT)", prefill_ms, PREFILL_COLOR, share), ("Decode", decode_ms, DECODE_COLOR, 1.0 - share))
+    narrow = [frac < MIN_LABEL_SHARE for *_, frac in parts]
+    for i, (name, value, color, frac) in enumerate(parts):
+        label = f"{name}: {value:,.0f} ms ({frac:.0%})"
+        # a narrow segment is labelled from inside its wide neighbour, next to it (an arrow points at it);
+        # the wide one then writes its own label at its far end, out of the way
+        anchor = ("start" if i == 0 else "end") if narrow[1 - i] else "middle"
         fig.add_trace(go.Bar(y=["this request"], x=[value], name=name, orientation="h", marker_color=color,
-                             text=[f"{name}: {value:,.0f} ms ({frac:.0%})" if frac >= MIN_LABEL_SHARE else ""],
-                             textposition="inside",
-                             insidetextanchor="middle", textfont=dict(color="white"),
+                             text=[label if not narrow[i] else ""], textposition="inside",
+                             insidetextanchor=anchor, textfont=dict(color="white"),
                              hovertemplate=f"{name}: %{{x:,.1f}} ms<extra></extra>"))
+        if narrow[i] and value > 0:
+            fig.add_annotation(x=value / 2 if i == 0 else prefill_ms + value / 2, y="this request", text=label,
+                               showarrow=True, arrowhead=0, arrowcolor="white", arrowwidth=2, ax=40 if i == 0 else -40,
+                               ay=0, xanchor="left" if i == 0 else "right", font=dict(color="white"))
     title = f"Where the time went: prefill {prefill_ms:,.0f} ms ({share:.0%}) · decode {decode_ms:,.0f} ms ({1 - share:.0%})"
     layout = base_layout(title, "time (ms)", "", height)
     layout.update(margin=dict(l=20, r=30, t=60, b=55), height=height)  # no legend: the bar labels itself
