@@ -8,9 +8,12 @@ from ui.engine_link import server_measurement, worker_link
 from ui.figures import fig_attention, fig_kvcache
 from ui.text import phase_numbers
 
-st.title("Decode — the bridge")
 presenting = presenter.active()
-if not presenting:
+if presenting:  # the title shares its row with the step controls: the projector's height goes to the figures
+    title_col, controls_col = st.columns([1, 2.3], vertical_alignment="center")
+    title_col.title("Decode — the bridge")
+else:
+    st.title("Decode — the bridge")
     st.markdown(
         "At the second bend riders cross a **single-plank bridge one at a time**: each decode step feeds exactly "
         "**one** token, because the next token depends on this one. Yet that one token must stream **every weight** "
@@ -30,6 +33,7 @@ if trace.model_config is None or trace.kv_key_norms is None:
     st.stop()
 
 cfg = trace.model_config
+PRESENTER_FIGURE_HEIGHT = 245  # two figures stacked under the title row fill a 720-pixel-high screen
 n_positions = len(trace.steps) + 1
 layer_options = recorded.layer_choices(trace, cfg.n_layers)
 if state.DECODE_LAYER not in st.session_state and trace.attention is not None and trace.attention.layers:
@@ -41,7 +45,8 @@ for key, options in ((state.DECODE_LAYER, layer_options), (state.DECODE_HEAD, he
     if key in st.session_state and st.session_state[key] not in options:
         del st.session_state[key]  # a new run (other length or model): start again from the defaults
 
-playing, speed = stepper.controls(stepper.DECODE, n_positions)
+with controls_col if presenting else st.container():
+    playing, speed = stepper.controls(stepper.DECODE, n_positions)
 presenter.keyboard(state.DECODE_NEXT, state.DECODE_PREV, state.DECODE_AUTOPLAY)
 
 
@@ -98,7 +103,8 @@ def step_view() -> None:
 
 
 def presenter_view(view) -> None:
-    """The step for the back of the room: the text with its new token, four numbers, the cache picture large."""
+    """The step for the back of the room: the text with its new token and four numbers beside the two pictures,
+    the cache over the new token's attention, all within a 1280×720 projector's screen."""
     text_col, kv_col = st.columns([2, 3], gap="medium")
     with text_col:
         with st.container(border=True):
@@ -111,13 +117,14 @@ def presenter_view(view) -> None:
         bottom[1].metric("Riders" if view.riders > 1 else "Per token", f"{view.riders}" if view.riders > 1
                          else phase_numbers.binary_bytes(trace.kv_bytes_per_token))
     with kv_col:
-        kv_figure = fig_kvcache.kv_cache_figure(trace, view.position, st.session_state.get(state.DECODE_KV_HEAD), height=440,
-                                                compact=True)
+        kv_figure = fig_kvcache.kv_cache_figure(trace, view.position, st.session_state.get(state.DECODE_KV_HEAD),
+                                                height=PRESENTER_FIGURE_HEIGHT, compact=True)
         presenter.chart(kv_figure, key="decode_kv", name="kv_cache")
-    layer = st.session_state.get(state.DECODE_LAYER, layer_options[0])
-    if worker_link.ensure_layer(trace, layer):
-        presenter.chart(fig_attention.attention_row_figure(trace, view.position, layer, st.session_state.get(state.DECODE_HEAD)),
-                        key="decode_row", name="attention_row")
+        layer = st.session_state.get(state.DECODE_LAYER, layer_options[0])
+        if worker_link.ensure_layer(trace, layer):
+            presenter.chart(fig_attention.attention_row_figure(trace, view.position, layer, st.session_state.get(state.DECODE_HEAD),
+                                                               height=PRESENTER_FIGURE_HEIGHT, compact=True),
+                            key="decode_row", name="attention_row")
 
 
 step_view()

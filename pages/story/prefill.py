@@ -72,7 +72,7 @@ if presenting:  # the still of the current step, large, driven by the keyboard (
         def step_view() -> None:
             """The matrix at the current step: autoplay reruns only this part, one row per period."""
             step = stepper.tick(stepper.PREFILL, n_positions, playing, speed)
-            presenter.chart(fig_attention.phase_step_figure(trace, layer, head, step, scale, height=460),
+            presenter.chart(fig_attention.phase_step_figure(trace, layer, head, step, scale, height=450),
                             key="prefill_step", name="prefill_vs_decode")
 
         step_view()
