@@ -69,10 +69,9 @@ if sharing := run_numbers.sharing_note(trace):
 table_col, steps_col = st.columns([3, 2], gap="large")
 with table_col:
     st.markdown("**Metrics of the last run**")
-    st.dataframe(runs.metrics_table(summary, server=trace.source == "server"), hide_index=True, width="stretch",
-                 column_config={"value": st.column_config.NumberColumn(format="%.2f", width="small"),
-                                "unit": st.column_config.TextColumn(width="small"),
-                                "definition": st.column_config.TextColumn(width="large")})
+    # a static table: the definitions wrap instead of being cut off at the column's edge
+    st.table(runs.metrics_table(summary, server=trace.source == "server").style.format({"value": "{:,.2f}"})
+             .hide(axis="index"))
 with steps_col:
     st.markdown("**Token by token**")
     steps = runs.steps_table(trace)

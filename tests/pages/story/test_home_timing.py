@@ -67,15 +67,15 @@ def test_run_shows_metrics_text_and_ledger(app):
     app.switch_page("pages/story/timing.py").run()  # switching pages does not re-run the model
     assert not app.exception
     assert last(app) is trace and len(app.session_state[state.STORE].history) == 1
-    assert len(app.dataframe) == 3
-    metric_rows = app.dataframe[0].value.set_index("metric")
+    assert len(app.table) == 1 and len(app.dataframe) == 2  # the metrics as a static table: definitions wrap
+    metric_rows = app.table[0].value.set_index("metric")
     assert metric_rows.loc["TTFT", "value"] == pytest.approx(trace.prefill_seconds * 1000)
 
     run(app)  # a second run lands in the history; the older one drops its bulky attention capture
     history = app.session_state[state.STORE].history
     assert len(history) == 2 and history[0].attention is None and history[1].attention is None  # light copies
     assert last(app).attention is not None  # the newest run keeps what the pages draw
-    assert list(app.dataframe[2].value["run"]) == [1, 2]
+    assert list(app.dataframe[1].value["run"]) == [1, 2]
 
 
 def test_output_length_slider_changes_output_tokens(app):
