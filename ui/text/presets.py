@@ -99,10 +99,11 @@ def choose(rates: Rates, max_prompt: int, max_output: int) -> dict[str, Preset]:
 def how_chosen(rates: Rates) -> str:
     """Where the presets' lengths come from, in measured numbers."""
     ttfts = ", ".join(f"{rates.ttft(t) * 1e3:,.0f} ms at {t:,}" for t, _ in rates.points)
-    return (f"Lengths chosen from this machine's measured rates ({rates.model}, a quick probe of "
-            f"{len(rates.points) + 1} short runs, the fastest of each length): TTFT {ttfts} prompt tokens; a decode step {rates.tpot_s * 1e3:,.1f} ms. "
-            f"Each preset aims well outside the close-to-even band ({0.5 - BALANCE_BAND:.0%}–{0.5 + BALANCE_BAND:.0%} "
-            "prefill) or in its middle; the run itself says what happened.")
+    runs = f"{len(rates.points) + 1} short runs, the fastest of each length"
+    band = f"{0.5 - BALANCE_BAND:.0%}–{0.5 + BALANCE_BAND:.0%}"
+    return (f"Lengths chosen from this machine's measured rates ({rates.model}, a quick probe of {runs}): "
+            f"TTFT {ttfts} prompt tokens; a decode step {rates.tpot_s * 1e3:,.1f} ms. Each preset aims well outside "
+            f"the close-to-even band ({band} prefill) or in its middle; the run itself says what happened.")
 
 
 def predicted_words(p: Preset) -> str:
