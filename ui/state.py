@@ -134,3 +134,11 @@ MEASURE_SHARED_PREFIX = "ms_shared_prefix"
 MEASURE_RUN = "ms_run"
 MEASURE_PICK = "ms_pick"  # which measured request the ledger draws
 MEASURE_RESULT = "measure_result"  # RunStore.labs key: the latest measurement's records (list of dicts)
+
+# one-click presets that show each verdict on this machine (ui/controls/presets.py, on Home)
+PRESET_BUTTON = "preset_"  # + verdict: its button
+PRESET_PENDING = "preset_pending"  # the verdict clicked, until its lengths are applied to the sidebar
+PRESET_RATES = "preset_rates"  # RunStore.labs key: {model spec: ui.text.presets.Rates} measured by the quick probe
+PRESET_JOB = "preset_probe_job"  # the probe's job in the worker (RunStore.jobs key)
+PRESET_APPLIED = "preset_applied"  # the ui.text.presets.Preset last applied (its caption on Home)
+RUN_REQUESTED = "run_requested"  # set by a preset: the run panel runs once as if Run had been pressed

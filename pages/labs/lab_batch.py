@@ -1,4 +1,4 @@
-"""Batch lab: prefill saturates, decode throughput grows with B until the crossover (layout only)."""
+"""Batch lab: how each phase's throughput grows with B, and where decode stops being memory-bound (layout only)."""
 import streamlit as st
 
 from ui import state
@@ -64,6 +64,7 @@ if result is not None and result.points:
     points = result.points
     cross = sweep_numbers.batch_crossover(lm, points, peaks, n_prompt, n_out)
     st.plotly_chart(fig_sweeps.batch_throughput_figure(points), width="stretch", theme=None)
+    st.markdown(lab_text.batch_findings(points))
     st.plotly_chart(fig_sweeps.batch_latency_figure(points, cross.measured, cross.predicted), width="stretch", theme=None)
     st.markdown(lab_text.batch_explanation(cross.measured, cross.predicted, cross.ridge, cross.tried_max, cross.dtype_bytes))
     st.dataframe(fig_sweeps.sweep_table(points), hide_index=True, width="stretch")

@@ -28,10 +28,10 @@ def measure(key: str, job: lab_jobs.LabJob, *args, **kwargs) -> None:
 
 
 def header(key: str) -> None:
-    st.markdown(f"{rt.badge(key)} &nbsp; {rt.HELPS[key][1]}")
+    st.markdown(f"**{rt.TITLES[key]}** &nbsp; {rt.badge(key)} &nbsp; {rt.HELPS[key][1]}")
 
 
-tabs = st.tabs([rt.TITLES[k] for k in ("kv_cache", "speculative", "prefix", "dtype", "int8", "kernels", "overhead", "matrix")])
+tabs = st.tabs([rt.TAB_LABELS[k] for k in ("kv_cache", "speculative", "prefix", "dtype", "int8", "kernels", "overhead", "matrix")])
 
 with tabs[0]:
     header("kv_cache")
@@ -109,11 +109,11 @@ with tabs[6]:
 
 with tabs[7]:
     st.markdown("Rows: the remedies measured so far in this session; columns: their measured effect on each phase. "
-                "A remedy meant for one segment shows grey on the other: budget spent there buys nothing.")
+                "Green: measured faster; red: measured slower; grey: within the noise band. A remedy meant for one "
+                "segment should show grey on the other: budget spent there buys nothing.")
     st.plotly_chart(fr.indicator_matrix_figure(results), width="stretch", theme=None)
     table = fr.effects_table(results)
     if not table.empty:
         st.dataframe(table.style.format({"TTFT speed-up": "×{:.2f}", "TPOT speed-up": "×{:.2f}"}), hide_index=True)
-    st.caption("Each cell comes from the last measurement of that remedy on this machine. On a small or busy machine "
-               "timings move by 10-25 % between runs, so treat smaller differences as noise and measure again.")
+    st.caption(f"Each cell comes from the last measurement of that remedy on this machine. {rt.NOISE_NOTE}")
     st.markdown(f"**{rt.LESSON}**")

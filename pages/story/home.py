@@ -3,10 +3,12 @@ from pathlib import Path
 
 import streamlit as st
 
-from ui.controls import demo_panel, presenter
+from ui import state
+from ui.controls import demo_panel, presenter, presets
 from ui.engine_link import server_measurement, worker_link
 from ui.figures import fig_timing
 from ui.text import diagnosis, run_numbers
+from ui.text import presets as preset_text
 
 ASSETS = Path(__file__).resolve().parents[2] / "assets"
 
@@ -24,6 +26,8 @@ def show_request(trace) -> None:
     cols[3].metric("Tokens in", f"{summary.prompt_tokens:,}")
     cols[4].metric("Tokens out", f"{summary.output_tokens:,}", help=f"stopped by: {trace.stop_reason}")
     presenter.chart(fig_timing.phase_split_figure(summary), key="home_split", name="phase_split")
+    if note := preset_text.outcome(st.session_state.get(state.PRESET_APPLIED), summary):
+        st.markdown(note)
 
     if trace.source == "server":
         st.caption(server_measurement.outside_caption(trace))
@@ -54,6 +58,7 @@ if not presenting:
         "after another."
     )
 
+presets.buttons()
 trace = worker_link.store().last_trace
 if trace is None:
     st.info("**Press Run in the sidebar** to send the prompt through the model. The measured time of each "

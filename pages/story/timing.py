@@ -96,6 +96,12 @@ presenter.chart(fig_timing.runs_figure(table), key="timing_runs", name="runs_com
 st.dataframe(table, hide_index=True, width="stretch",
              column_config={c: st.column_config.NumberColumn(format="%.1f") for c in table.columns if "(ms)" in c or "/s" in c}
              | {"prefill share": st.column_config.NumberColumn(format="percent")})
+st.markdown("**Run-to-run spread** (repeated runs of the same request: median and range)")
+spread = runs.spread_table(table)
+if not spread.empty:
+    st.dataframe(spread, hide_index=True, width="stretch",
+                 column_config={c: st.column_config.NumberColumn(format="%.1f") for c in spread.columns if "(ms)" in c})
+st.markdown(runs.spread_note(spread))
 left, right = st.columns(2)
 left.download_button("Download all runs (CSV)", runs.to_csv(table), file_name="two_bends_runs.csv", mime="text/csv",
                      key=state.TIMING_RUNS_CSV)

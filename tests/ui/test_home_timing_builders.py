@@ -177,3 +177,24 @@ def test_metrics_table_with_a_single_token_shows_nan_tpot():
     table = runs.metrics_table(s)
     assert math.isnan(table.set_index("metric").loc["TPOT", "value"])
     assert table.set_index("metric").loc["TTFT", "value"] == pytest.approx(100.0)
+
+
+# ---------------------------------------------------------------- run-to-run spread
+def test_spread_of_repeated_requests_median_and_range():
+    """The issue's three runs of one 64 -> 32 request: TTFT 183-240 ms; a different request is not grouped."""
+    history = [hand_trace(t, [p] * 31, n_prompt=64) for t, p in ((0.183, 0.063), (0.240, 0.079), (0.205, 0.066))]
+    history.append(hand_trace(0.5, [0.06] * 3, n_prompt=128))
+    spread = runs.spread_table(runs.runs_table(history))
+    assert len(spread) == 1
+    row = spread.iloc[0]
+    assert row["runs"] == 3 and row["prompt tokens"] == 64 and row["output tokens"] == 32
+    assert row["TTFT median (ms)"] == pytest.approx(205) and row["TTFT min (ms)"] == pytest.approx(183)
+    assert row["TTFT max (ms)"] == pytest.approx(240) and row["TPOT median (ms)"] == pytest.approx(66)
+    note = runs.spread_note(spread)
+    assert "The same 64 → 32 request, 3 runs: TTFT median 205.0 ms (range 183.0–240.0, 31% apart)" in note
+    assert "noise" in note
+
+
+def test_spread_without_repeats_invites_a_rerun():
+    spread = runs.spread_table(runs.runs_table([hand_trace(0.1, [0.02] * 3)]))
+    assert spread.empty and "Run the same request again" in runs.spread_note(spread)

@@ -17,7 +17,7 @@ from engine.errors import EngineError
 from engine.loading.model_store import DEFAULT_MODEL as BUNDLED_DEFAULT
 from engine.serving.scheduling.work import Request
 from ui import state
-from ui.controls import demo_panel
+from ui.controls import demo_panel, presets
 from ui.demo import recorded
 from ui.engine_link import worker_link
 from ui.engine_link.run_store import LiveRun
@@ -90,6 +90,7 @@ def _init_defaults() -> None:
 def sidebar() -> RunRequest:
     """Model, prompt, lengths, sampling and the Run button, shared by all pages; returns the request."""
     _init_defaults()
+    presets.apply_pending()  # a one-click preset's lengths, before the widgets that show them
     request = RunRequest()
     if recorded.replay_only():
         demo_panel.replay_sidebar()
@@ -211,7 +212,7 @@ def run_panel(request: RunRequest) -> None:
     ss = st.session_state
     if ss.get(state.RUN_CANCEL) and store.live is not None:
         worker_link.service().cancel(store.live.work)
-    if ss.get(state.RUN):
+    if ss.get(state.RUN) or ss.pop(state.RUN_REQUESTED, False):
         if request.error or request.lm is None:
             st.error(f"Cannot run: {request.error}")
             return

@@ -8,7 +8,7 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from ui.figures.theme import DECODE_COLOR, FONT_SIZE, NEUTRAL_COLOR, PREFILL_COLOR, base_layout
-from ui.text.remedy_text import HELPS, TITLES, ratio
+from ui.text.remedy_text import HELPS, NOISE, TITLES, effect, effect_words, ratio
 
 REMEDY_COLOR = "#2E9E5B"  # the remedy's bars/lines; the baseline is grey
 
@@ -89,14 +89,21 @@ def _effects(results: dict) -> list[dict]:
 
 
 def effects_table(results: dict) -> pd.DataFrame:
-    return pd.DataFrame(_effects(results), columns=["remedy", "meant for", "TTFT speed-up", "TPOT speed-up"])
+    """The indicator lights as a table, with each speed-up's verdict (faster, slower, noise) beside it."""
+    table = pd.DataFrame(_effects(results), columns=["remedy", "meant for", "TTFT speed-up", "TPOT speed-up"])
+    table["TTFT effect"] = [effect(x) for x in table["TTFT speed-up"]]
+    table["TPOT effect"] = [effect(x) for x in table["TPOT speed-up"]]
+    return table
 
 
 def _cell_color(x: float) -> float:
-    """Map a speed-up onto [-1, 1] on a log scale: -1 = 2x slower (red), 0 = no effect (grey), 1 = 2x faster (green)."""
-    if x is None or math.isnan(x) or x <= 0:
+    """A measured speed-up on [-1, 1]: 0 (grey) within the NOISE band or not measured; outside it, log2 of the
+    speed-up, at least ±0.25 so a measured effect is never painted as grey, -1 = 2x slower (red), 1 = 2x faster (green)."""
+    kind = effect(x)
+    if kind in ("n/a", "noise"):
         return 0.0
-    return max(-1.0, min(1.0, math.log2(x)))
+    z = math.log2(x)
+    return max(0.25, min(1.0, z)) if kind == "faster" else min(-0.25, max(-1.0, z))
 
 
 def indicator_matrix_figure(results: dict) -> go.Figure:
@@ -107,12 +114,12 @@ def indicator_matrix_figure(results: dict) -> go.Figure:
         fig.update_layout(**base_layout("Measure some remedies first", "", "", height=260))
         return fig
     z = [[_cell_color(r["TTFT speed-up"]), _cell_color(r["TPOT speed-up"])] for r in rows]
-    text = [[("n/a" if math.isnan(v) else f"×{v:.2f}") for v in (r["TTFT speed-up"], r["TPOT speed-up"])] for r in rows]
+    text = [[effect_words(v) for v in (r["TTFT speed-up"], r["TPOT speed-up"])] for r in rows]
     ylabels = [f"{r['remedy']}  [{r['meant for']}]" for r in rows]
     scale = [[0.0, "#C0392B"], [0.4, "#E8B4AE"], [0.5, "#D9D9D9"], [0.6, "#A9DFBF"], [1.0, "#1E8449"]]
     fig.add_heatmap(z=z, x=["TTFT (prefill)", "TPOT (decode)"], y=ylabels, text=text, texttemplate="%{text}",
                     textfont=dict(size=FONT_SIZE + 2), colorscale=scale, zmin=-1, zmax=1, showscale=False, xgap=4, ygap=4)
-    fig.update_layout(**base_layout("Measured speed-up per phase: green helps, grey nothing, red hurts", "", "",
+    fig.update_layout(**base_layout(f"Measured speed-up: green faster, red slower, grey within ±{NOISE:.0%} (noise)", "", "",
                                     height=140 + 80 * len(rows)))
     fig.update_yaxes(autorange="reversed", tickfont=dict(size=FONT_SIZE - 2))
     fig.update_xaxes(side="top")

@@ -37,12 +37,12 @@ WASTED_ON_PREFILL = [
     ("More memory bandwidth alone", "prefill reuses each weight across all prompt tokens, so it is limited by compute, "
                                     "not by bytes"),
 ]
-BALANCE_BAND = 0.1  # within 50% +/- 10% both segments matter: say so
+BALANCE_BAND = 0.1  # a prefill share within 50% +/- 10 points is "close to even": headline and body both say so
 
 
 @dataclass(frozen=True)
 class Diagnosis:
-    dominant: str  # "prefill" or "decode"
+    dominant: str  # "prefill" or "decode": the larger segment (even when the split is close to even)
     share: float  # the dominant phase's share of end-to-end time
     balanced: bool  # both phases within BALANCE_BAND of half
     headline: str
@@ -50,6 +50,11 @@ class Diagnosis:
     helps: list[tuple[str, str]]
     wasted: list[tuple[str, str]]
     max_gain_other: float  # fraction of time saved if the OTHER phase became instant (Amdahl bound)
+
+    @property
+    def verdict(self) -> str:
+        """The one verdict the headline, the body and the presets use: "prefill", "decode" or "even"."""
+        return "even" if self.balanced else self.dominant
 
     def to_markdown(self) -> str:
         lines = [f"### {self.headline}", "", self.details, "", "**Remedies that help this request:**"]
@@ -65,35 +70,53 @@ def _ms(seconds: float) -> str:
     return f"{seconds * 1000:,.0f} ms" if seconds >= 0.1 else f"{seconds * 1000:,.1f} ms"
 
 
+def verdict_of(prefill_share: float) -> str:
+    """"prefill", "decode" or "even" (within BALANCE_BAND of half) for a measured prefill share."""
+    share = prefill_share if math.isfinite(prefill_share) else 0.0
+    if abs(share - 0.5) <= BALANCE_BAND:
+        return "even"
+    return "prefill" if share > 0.5 else "decode"
+
+
+def _ledger(summary) -> str:
+    """Both segments in measured numbers, counted as the Decode page counts: prefill makes the first token, each
+    decode step one more."""
+    steps = max(summary.output_tokens - 1, 0)
+    valley = (f"Prefill read the {summary.prompt_tokens}-token prompt in one pass and made the first token: TTFT "
+              f"{_ms(summary.ttft_s)} ({summary.prefill_tokens_per_s:,.0f} prompt tokens/s).")
+    if steps == 0:
+        return valley + " There was no decode step: the request stopped after its first token."
+    plural = "s" if steps > 1 else ""
+    return (f"{valley} Decode made the other {steps} token{plural} one at a time, {steps} step{plural} in "
+            f"{_ms(summary.decode_s)}: TPOT {_ms(summary.tpot_s)} per token.")
+
+
 def diagnose(summary) -> Diagnosis:
-    """Which phase dominated this request (by measured share of end-to-end time) and what to do about it."""
+    """Which phase held this request back (by measured share of end-to-end time), or close to even, and what to do."""
     share_prefill = summary.prefill_share if math.isfinite(summary.prefill_share) else 0.0
     dominant = "prefill" if share_prefill >= 0.5 else "decode"
     share = share_prefill if dominant == "prefill" else 1.0 - share_prefill
-    balanced = abs(share_prefill - 0.5) <= BALANCE_BAND
+    balanced = verdict_of(share_prefill) == "even"
     other_share = 1.0 - share
-    if dominant == "prefill":
-        name, place = "Prefill", "the wide valley of Longmen Bay"
-        helps, wasted = PREFILL_REMEDIES, WASTED_ON_PREFILL
-        cost = (f"Prefill read {summary.prompt_tokens} prompt tokens in one pass: TTFT {_ms(summary.ttft_s)} "
-                f"({summary.prefill_tokens_per_s:,.0f} tokens/s). Decode then produced {summary.output_tokens} tokens "
-                f"in {_ms(summary.decode_s)}.")
-    else:
-        name, place = "Decode", "the single-plank bridge"
-        helps, wasted = DECODE_REMEDIES, WASTED_ON_DECODE
-        cost = (f"Decode produced {summary.output_tokens} tokens one at a time: TPOT {_ms(summary.tpot_s)} per token, "
-                f"{_ms(summary.decode_s)} in all. Prefill of the {summary.prompt_tokens}-token prompt took only "
-                f"{_ms(summary.ttft_s)} (TTFT).")
-    headline = f"{name} dominates: {share:.0%} of this request's {_ms(summary.total_s)} was spent in {place}."
-    amdahl = (f"Even if the other segment became instant, this request would finish at most {other_share:.0%} sooner "
-              f"(Amdahl): spend on {name.lower()} first.")
+    name = "Prefill" if dominant == "prefill" else "Decode"
+    place = "the wide valley of Longmen Bay" if dominant == "prefill" else "the single-plank bridge"
     if balanced:
-        amdahl = ("The two segments are close to even, so both sets of remedies pay off; improving only one "
-                  f"can save at most {other_share:.0%} or {share:.0%} of the time.")
+        headline = (f"Close to even: prefill {share_prefill:.0%}, decode {1 - share_prefill:.0%} of this request's "
+                    f"{_ms(summary.total_s)} (within {BALANCE_BAND:.0%} of half each).")
+        amdahl = (f"Neither segment holds this request back alone: making only {name.lower()} instant would save "
+                  f"at most {share:.0%}, only the other at most {other_share:.0%}. Both sets of remedies pay off.")
         helps = PREFILL_REMEDIES + DECODE_REMEDIES
-        wasted = [("Pouring the whole budget into one segment", "with an even split, each side alone caps the gain near half")]
-    return Diagnosis(dominant=dominant, share=share, balanced=balanced, headline=headline, details=f"{cost} {amdahl}",
-                     helps=list(helps), wasted=list(wasted), max_gain_other=other_share)
+        wasted = [("Pouring the whole budget into one segment", "with a close-to-even split, each side alone caps "
+                                                                "the gain near half")]
+    else:
+        headline = f"{name} dominates: {share:.0%} of this request's {_ms(summary.total_s)} was spent in {place}."
+        amdahl = (f"Even if the other segment became instant, this request would finish at most {other_share:.0%} "
+                  f"sooner (Amdahl): spend on {name.lower()} first.")
+        helps, wasted = ((PREFILL_REMEDIES, WASTED_ON_PREFILL) if dominant == "prefill"
+                         else (DECODE_REMEDIES, WASTED_ON_DECODE))
+    return Diagnosis(dominant=dominant, share=share, balanced=balanced, headline=headline,
+                     details=f"{_ledger(summary)} {amdahl}", helps=list(helps), wasted=list(wasted),
+                     max_gain_other=other_share)
 
 
 def sharing_markdown(sharing) -> str:

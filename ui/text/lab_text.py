@@ -4,6 +4,8 @@ Plain strings and small text builders (no Streamlit), so pages stay layout-only 
 """
 from __future__ import annotations
 
+import math
+
 from engine.perfmodel.budget import BudgetResult
 
 SWEEP_INTRO = (
@@ -22,9 +24,61 @@ CANCEL_HELP = "Stops after the point being measured; every point measured so far
 BATCH_INTRO = (
     "B prompts of equal length run **together**: one batched prefill, then batched decode steps (greedy, measured "
     "now). A decode step reads the weights once for the whole batch, so while decode is memory-bound, B sequences "
-    "cost about as much as one: throughput grows ~B×. Prefill already works on many tokens at once, so more "
-    "sequences give it nothing new: its tokens/s saturates early."
+    "cost about as much as one and its throughput can grow ~B×. Prefill already works on many tokens at once, so "
+    "extra sequences help it only until its matrix products keep the machine busy. What this machine did is "
+    "written below the charts, from the measured points."
 )
+LEVEL_OFF = 1.15  # a doubling of B that adds less than 15 % tokens/s counts as levelled off
+
+
+def _per_doubling(pair_a: tuple[int, float], pair_b: tuple[int, float]) -> float:
+    """Growth of tokens/s per doubling of B between two measured points."""
+    (ba, ra), (bb, rb) = pair_a, pair_b
+    return (rb / ra) ** (1 / math.log2(bb / ba)) if bb > ba and ra > 0 else float("nan")
+
+
+def _growth(pairs: list[tuple[int, float]], name: str) -> str:
+    """How one phase's tokens/s moved with B, in words generated from the measured (B, tokens/s) pairs."""
+    (b0, r0), (b1, r1) = pairs[0], pairs[-1]
+    text = f"**{name}**: {r0:,.0f} → {r1:,.0f} tokens/s from B = {b0} to B = {b1} (×{r1 / r0:.1f}; ideal ×{b1 / b0:g})"
+    if r1 / r0 < LEVEL_OFF:
+        return text + ": flat — more sequences gave it nothing."
+    flat_from = len(pairs) - 1  # the first point after which every doubling adds less than LEVEL_OFF
+    while flat_from > 0 and _per_doubling(pairs[flat_from - 1], pairs[flat_from]) < LEVEL_OFF:
+        flat_from -= 1
+    if flat_from < len(pairs) - 1:
+        return (text + f": it levels off from B = {pairs[flat_from][0]} (less than +{LEVEL_OFF - 1:.0%} per doubling "
+                "after it).")
+    (bl, rl) = pairs[-2]
+    return text + (f": still growing at the largest batch measured (×{r1 / rl:.2f} from B = {bl} to {b1}) — "
+                   "it has not levelled off here.")
+
+
+def batch_findings(points) -> str:
+    """What the measured batch sweep shows, generated from its points (engine.labs.sweeps.SweepPoint)."""
+    pts = sorted((p for p in points if p.batch_size >= 1), key=lambda p: p.batch_size)
+    if len(pts) < 2:
+        return "Measure at least two batch sizes to compare how each phase's throughput grows."
+    lines = []
+    pre = [(p.batch_size, p.prefill_tokens_per_s) for p in pts if math.isfinite(p.prefill_tokens_per_s)]
+    dec = [(p.batch_size, p.decode_tokens_per_s) for p in pts if math.isfinite(p.decode_tokens_per_s)]
+    if len(pre) >= 2:
+        lines.append(_growth(pre, "Prefill (the valley)"))
+    if len(dec) >= 2:
+        lines.append(_growth(dec, "Decode (the bridge)"))
+    if len(pre) >= 2 and len(dec) >= 2:
+        gp, gd = pre[-1][1] / pre[0][1], dec[-1][1] / dec[0][1]
+        if gd > gp * 1.1:
+            lines.append(f"Batching paid the bridge more than the valley here (×{gd:.1f} vs ×{gp:.1f}): one read of "
+                         f"the weights served every sequence in a decode step, while each prefill already shared one read "
+                         f"of the weights among its {pts[0].prompt_tokens} prompt tokens.")
+        elif gp > gd * 1.1:
+            lines.append(f"Here batching paid the valley more than the bridge (×{gp:.1f} vs ×{gd:.1f}): at this prompt "
+                         "length a single prompt did not keep the machine's matrix units busy, and the decode steps "
+                         "slowed as B grew (see the step latency below).")
+        else:
+            lines.append(f"Both phases gained about the same from batching here (×{gp:.1f} and ×{gd:.1f}).")
+    return "\n\n".join(lines)
 
 
 def batch_explanation(measured: int | None, predicted: int | None, ridge: float | None, tried_max: int,

@@ -15,7 +15,17 @@ MODEL_PRESETS = rl.MODEL_PRESETS
 WORKLOAD_PRESETS = rl.WORKLOAD_PRESETS
 DEFAULT_MFU, DEFAULT_BW_EFF = rl.DEFAULT_MFU, rl.DEFAULT_BW_EFF
 FABLE_SHARE, FABLE_SCENARIOS = budget.FABLE_SHARE, budget.FABLE_SCENARIOS
-FABLE_NOTE = "the fable: the valley is under a fifth of the journey"
+
+
+def share_in_words(share: float) -> str:
+    """0.2 -> 'a fifth', 0.25 -> 'a quarter', 0.5 -> 'half'; any other share as a percentage."""
+    for n, word in ((2, "half"), (3, "a third"), (4, "a quarter"), (5, "a fifth"), (10, "a tenth")):
+        if abs(share - 1 / n) < 1e-9:
+            return word
+    return f"{share:.0%}"
+
+
+FABLE_NOTE = f"the fable: the valley is {share_in_words(FABLE_SHARE)} of the journey"
 
 
 # --- roofline lab -----------------------------------------------------------------------------------------------

@@ -75,5 +75,39 @@ def metrics_table(summary, server: bool = False) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=["metric", "value", "unit", "definition"])
 
 
+SAME_REQUEST = ["model", "device", "dtype", "prompt tokens", "output tokens"]  # runs of one request, repeated
+
+
+def spread_table(table: pd.DataFrame) -> pd.DataFrame:
+    """Repeated runs of the same request (same model, device, dtype and lengths): how many, and the median and
+    range of TTFT and TPOT across them. Only requests run at least twice; `table` is runs_table's."""
+    columns = SAME_REQUEST + ["runs", "TTFT median (ms)", "TTFT min (ms)", "TTFT max (ms)",
+                              "TPOT median (ms)", "TPOT min (ms)", "TPOT max (ms)"]
+    if table.empty:
+        return pd.DataFrame(columns=columns)
+    grouped = table.groupby(SAME_REQUEST, sort=False)
+    out = grouped.agg(**{"runs": ("run", "count"),
+                         "TTFT median (ms)": ("TTFT (ms)", "median"), "TTFT min (ms)": ("TTFT (ms)", "min"),
+                         "TTFT max (ms)": ("TTFT (ms)", "max"), "TPOT median (ms)": ("TPOT (ms)", "median"),
+                         "TPOT min (ms)": ("TPOT (ms)", "min"), "TPOT max (ms)": ("TPOT (ms)", "max")}).reset_index()
+    return out[out["runs"] >= 2][columns].reset_index(drop=True)
+
+
+def spread_note(spread: pd.DataFrame) -> str:
+    """In words, from the measured spread: how much the same request moved between runs."""
+    if spread.empty:
+        return ("Run the same request again (press Run without changing anything) to see how much this machine's "
+                "timings move from run to run: compare runs against that spread, not against one number.")
+    lines = []
+    for _, r in spread.iterrows():
+        spread_ttft = r["TTFT max (ms)"] / r["TTFT min (ms)"] - 1 if r["TTFT min (ms)"] > 0 else float("nan")
+        lines.append(f"The same {r['prompt tokens']} → {r['output tokens']} request, {r['runs']} runs: TTFT median "
+                     f"{r['TTFT median (ms)']:,.1f} ms (range {r['TTFT min (ms)']:,.1f}–{r['TTFT max (ms)']:,.1f}, "
+                     f"{spread_ttft:.0%} apart), TPOT median {r['TPOT median (ms)']:,.1f} ms (range "
+                     f"{r['TPOT min (ms)']:,.1f}–{r['TPOT max (ms)']:,.1f}).")
+    lines.append("A difference between two requests smaller than these ranges is run-to-run noise, not an effect.")
+    return " ".join(lines)
+
+
 def to_csv(table: pd.DataFrame) -> str:
     return table.to_csv(index=False, float_format="%.4f")

@@ -16,3 +16,19 @@ def test_batch_page_runs_and_marks_the_crossover():
     assert len(at.get("plotly_chart")) == 2
     assert any("ridge point" in m.value for m in at.markdown)  # explained with arithmetic intensity
     assert at.session_state[state.STORE].labs[state.PEAKS]  # measured once, kept for the session
+
+
+def test_batch_page_words_follow_its_measured_points():
+    """The text under the charts is generated from the sweep's own numbers (tiny model, measured now)."""
+    at = open_lab("lab_batch")
+    at.multiselect(key=state.BATCH_SIZES).set_value([1, 4])
+    at.number_input(key=state.BATCH_PROMPT).set_value(8)
+    at.number_input(key=state.BATCH_OUTPUT).set_value(3)
+    at.button(key=state.BATCH_RUN).click().run()
+    no_exception(at)
+    points = at.session_state[state.STORE].labs[state.BATCH_RESULT].points
+    first, last = points[0], points[-1]
+    expected = (f"{first.prefill_tokens_per_s:,.0f} → {last.prefill_tokens_per_s:,.0f} tokens/s from B = 1 to B = 4 "
+                f"(×{last.prefill_tokens_per_s / first.prefill_tokens_per_s:.1f}")
+    assert any(expected in m.value for m in at.markdown)
+    assert not any("saturates early" in m.value for m in at.markdown)

@@ -29,3 +29,11 @@ def test_budget_page_sources_change_the_share():
     at.radio(key=state.BUDGET_SOURCE).set_value("measured").run()
     no_exception(at)
     assert any("No run yet" in i.value for i in at.info)
+
+
+def test_fable_share_is_said_as_a_fifth():
+    """p = 20.0 % is 'a fifth' of the journey, not 'under a fifth'."""
+    at = open_lab("lab_budget")
+    no_exception(at)
+    line = next(m.value for m in at.markdown if "Prefill share p" in m.value)
+    assert "p = 20.0%" in line and "a fifth of the journey" in line and "under" not in line

@@ -15,3 +15,11 @@ def test_remedies_page_measures_each_remedy():
         assert key in at.session_state[state.STORE].labs[state.REMEDY_RESULTS]
     assert len(at.get("plotly_chart")) >= 8  # one per remedy + the indicator matrix
     assert any("×" in str(md.value) for md in at.markdown)
+
+
+def test_remedies_tabs_are_short_and_the_noise_band_is_stated():
+    at = open_lab_alone("lab_remedies")
+    assert not at.exception
+    labels = [t.label for t in at.tabs]
+    assert labels[-1] == "Indicator lights" and sum(len(label) for label in labels) <= 80
+    assert any("±15%" in c.value for c in at.caption)

@@ -149,3 +149,16 @@ def test_sidebar_says_how_many_threads_the_operator_gave_the_model(app, monkeypa
     monkeypatch.setenv("TWO_BENDS_THREADS", "1")  # dashboard.sh --model-threads 1
     app.run()
     assert any("the model on 1 thread." in c.value for c in app.sidebar.caption)
+
+
+def test_timing_shows_the_spread_of_repeated_runs(app):
+    """Two runs of the same request: Timing's comparison gives their median and range, from the measured runs."""
+    run(app)
+    run(app)
+    app.switch_page("pages/story/timing.py").run()
+    assert not app.exception
+    history = app.session_state[state.STORE].history
+    ttfts = sorted(t.prefill_seconds * 1000 for t in history)
+    expected = (f"The same 64 → {history[0].n_output} request, 2 runs: TTFT median {sum(ttfts) / 2:,.1f} ms "
+                f"(range {ttfts[0]:,.1f}–{ttfts[1]:,.1f}")
+    assert any(expected in m.value for m in app.markdown)

@@ -32,3 +32,9 @@ def test_prefill_share_from_a_measured_run_or_a_preset():
 def test_amdahl_and_the_fable_come_from_the_budget_model():
     assert math.isclose(rn.amdahl(rn.FABLE_SHARE, 2.0, 1.0).speedup, 1 / (0.2 / 2 + 0.8))
     assert set(rn.fable()) == set(rn.FABLE_SCENARIOS)
+
+
+def test_share_in_words():
+    from ui.text import roofline_numbers as rn
+    assert [rn.share_in_words(s) for s in (0.2, 0.25, 0.5, 0.37)] == ["a fifth", "a quarter", "half", "37%"]
+    assert "a fifth" in rn.FABLE_NOTE and "under" not in rn.FABLE_NOTE

@@ -1,0 +1,33 @@
+"""The one-click presets on Home: each produces the verdict it names on this machine (loose: the verdict), with
+lengths chosen from a quick probe of this machine's rates. Tiny model for the clear-cut verdicts; the real SmolLM2
+for all three (the tiny model's millisecond steps jitter too much for 'close to even')."""
+import pytest
+import streamlit.testing.v1.app_test as app_test_module
+from streamlit.testing.v1 import AppTest
+
+import engine
+from engine.loading.model_store import DEFAULT_MODEL
+from tests.pages.story.test_home_timing import APP, _NavigationOnly
+from ui import state
+from ui.text import diagnosis, presets
+
+REAL = [pytest.param(DEFAULT_MODEL, v, marks=pytest.mark.slow) for v in ("prefill", "even", "decode")]
+
+
+@pytest.mark.parametrize("model, verdict", [("tiny-llama", "prefill"), ("tiny-llama", "decode")] + REAL)
+def test_preset_produces_the_verdict_it_names(monkeypatch, model, verdict):
+    monkeypatch.setattr(app_test_module, "PagesManager", _NavigationOnly)
+    app = AppTest.from_file(APP, default_timeout=300)
+    app.session_state[state.MODEL] = model
+    app.run()
+    app.button(key=state.PRESET_BUTTON + verdict).click().run()
+    assert not app.exception and not app.error, [e.value for e in app.error]
+    trace = app.session_state[state.STORE].last_trace
+    assert trace is not None, "the preset ran"
+    preset = app.session_state[state.PRESET_APPLIED]
+    assert (trace.n_prompt, trace.settings["max_new_tokens"]) == (preset.prompt_tokens, preset.output_tokens)
+    d = diagnosis.diagnose(engine.summarize(trace))
+    assert d.verdict == verdict, (preset, d.headline)
+    assert any(f"Preset **{presets.PRESET_NAMES[verdict]}**" in m.value and "as named" in m.value for m in app.markdown)
+    assert any("chosen from this machine's measured rates" in c.value for c in app.caption)
+    assert app.session_state[state.PROMPT_TOKENS] == preset.prompt_tokens  # the sidebar shows what was sent

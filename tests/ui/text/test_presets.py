@@ -1,0 +1,35 @@
+"""Choosing the presets from measured rates: each aims at its verdict, inside the sliders and the context."""
+import pytest
+
+from ui.text import diagnosis, presets
+
+CPU = presets.Rates(((16, 0.096), (256, 0.5), (1024, 2.184)), 0.065, "SmolLM2 on 2 cores")  # the issue's numbers
+GPU = presets.Rates(((16, 0.008), (256, 0.010), (1024, 0.016)), 0.009, "a fast GPU")
+
+
+@pytest.mark.parametrize("rates", [CPU, GPU])
+def test_each_preset_is_predicted_to_show_its_verdict(rates):
+    chosen = presets.choose(rates, 1024, 512)
+    for verdict, p in chosen.items():
+        assert diagnosis.verdict_of(p.predicted_share) == verdict, p
+        assert 1 <= p.prompt_tokens <= 1024 and 1 <= p.output_tokens <= 512
+    assert chosen["prefill"].example == "summarisation" and chosen["decode"].example == "chat"
+
+
+def test_cpu_presets_are_short_runs():
+    chosen = presets.choose(CPU, 1024, 512)
+    assert chosen["prefill"].prompt_tokens == 1024 and chosen["prefill"].output_tokens >= 2
+    assert abs(chosen["even"].predicted_share - 0.5) < 0.05 and chosen["even"].output_tokens >= 8
+    assert chosen["decode"].prompt_tokens == 16 and chosen["decode"].output_tokens <= 64
+
+
+def test_how_chosen_states_the_measured_rates():
+    text = presets.how_chosen(CPU)
+    assert "TTFT 96 ms at 16, 500 ms at 256, 2,184 ms at 1,024 prompt tokens; a decode step 65.0 ms" in text
+
+
+def test_labels_do_not_promise_lengths_the_slider_decides():
+    from ui.text import prompts
+    labels = {e.key: e.label for e in prompts.examples()}
+    assert "long input, short output" not in labels["summarisation"]
+    assert all("input" not in label and "output" not in label for label in labels.values())
