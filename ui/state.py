@@ -134,3 +134,11 @@ MEASURE_SHARED_PREFIX = "ms_shared_prefix"
 MEASURE_RUN = "ms_run"
 MEASURE_PICK = "ms_pick"  # which measured request the ledger draws
 MEASURE_RESULT = "measure_result"  # RunStore.labs key: the latest measurement's records (list of dicts)
+
+# runs kept per browser across refreshes, whole sessions saved and opened (ui/engine_link/worker_link.py,
+# ui/controls/demo_panel.py, pages/story/timing.py)
+BROWSER_TOKEN_NEW = "browser_token_new"  # the token this session gave its browser (its cookie is set by a script)
+BROWSER_COOKIE = "browser_cookie"  # container of that script (its CSS class: st-key-browser_cookie)
+SESSION_DOWNLOAD = "sb_session_download"  # save every run of the session in one file
+SESSION_UPLOAD = "sb_session_upload"  # file uploader: open a session file
+TIMING_HANDOUT = "timing_handout_html"  # the handout: the HTML report of every run side by side
