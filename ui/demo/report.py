@@ -30,9 +30,10 @@ h1 {{ margin-bottom: 0.2rem; }} .sub {{ color: #666; margin-top: 0; }}
 .card {{ border: 1px solid #ddd; border-radius: 8px; padding: 0.6rem 0.8rem; }}
 table.side {{ border-collapse: collapse; margin: 1rem 0; font-size: 0.92rem; }}
 table.side th, table.side td {{ border: 1px solid #ddd; padding: 0.3rem 0.55rem; text-align: right; vertical-align: top; }}
-table.side th:first-child, table.side td:first-child {{ text-align: left; color: #555; }}
+table.side th:first-child, table.side td:first-child {{ text-align: left; color: #555; white-space: nowrap; }}
 table.side td.verdict {{ text-align: left; min-width: 11rem; }} .wide {{ overflow-x: auto; }}
-.grid {{ display: grid; grid-template-columns: repeat(auto-fit, minmax(480px, 1fr)); gap: 0.8rem; }}
+.grid {{ display: grid; grid-template-columns: repeat(auto-fill, minmax(460px, 1fr)); gap: 0.8rem; }}
+.grid > div {{ min-width: 0; }}
 .card .v {{ font-size: 1.5rem; font-weight: 600; }} .card .k {{ color: #555; font-size: 0.9rem; }}
 .prefill {{ border-top: 5px solid {PREFILL_COLOR}; }} .decode {{ border-top: 5px solid {DECODE_COLOR}; }}
 pre {{ white-space: pre-wrap; background: #f6f6f6; padding: 0.8rem; border-radius: 6px; max-height: 24rem;
@@ -168,6 +169,7 @@ def session_report(traces, title: str = "") -> str:
         raise ValueError("a handout needs at least one run")
     summaries = [summarize(t) for t in traces]
     heading = title or f"{len(traces)} runs side by side"
+    sub = [title] if title else []
     head = "".join(f"<th>Run {i}</th>" for i in range(1, len(traces) + 1))
     table = f'<div class="wide"><table class="side"><tr><th></th>{head}</tr>{_side_rows(traces, summaries)}</table></div>'
     compared = _chart(fig_timing.runs_figure(runs.runs_table(traces)))
@@ -179,7 +181,7 @@ def session_report(traces, title: str = "") -> str:
         for i, t in enumerate(traces, start=1))
     models = sorted({describe(t) for t in traces})
     return _document(f"Two Bends handout: {heading}", f"""<h1>Two Bends — {len(traces)} runs side by side</h1>
-<p class="sub">{html.escape(heading)}<br>{'<br>'.join(html.escape(m) for m in models)}</p>
+<p class="sub">{'<br>'.join(html.escape(line) for line in sub + models)}</p>
 <p>Each column is one measured run. Read TTFT against the prompt length (the valley: the whole prompt in one pass)
 and TPOT against the output length (the bridge: one token per crossing); the verdict row names the phase each
 request spent most of its time in.</p>
