@@ -36,7 +36,7 @@ def session_bytes(history: list[Trace], shown: Trace | None = None, title: str =
             runs[-1] = full
     head = json.dumps(dict(kind=KIND, version=VERSION, title=title, saved=dt.date.today().isoformat(),
                            runs=[]), separators=(",", ":"))
-    return head[:-2].encode("utf-8") + b"[" + b",".join(runs) + b"]}"
+    return head[:-3].encode("utf-8") + b"[" + b",".join(runs) + b"]}"  # head ends in "runs":[]}
 
 
 def _check_size(data: bytes, name: str) -> None:
