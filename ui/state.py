@@ -142,3 +142,11 @@ PRESET_RATES = "preset_rates"  # RunStore.labs key: {model spec: ui.text.presets
 PRESET_JOB = "preset_probe_job"  # the probe's job in the worker (RunStore.jobs key)
 PRESET_APPLIED = "preset_applied"  # the ui.text.presets.Preset last applied (its caption on Home)
 RUN_REQUESTED = "run_requested"  # set by a preset: the run panel runs once as if Run had been pressed
+
+# runs kept per browser across refreshes, whole sessions saved and opened (ui/engine_link/worker_link.py,
+# ui/controls/demo_panel.py, pages/story/timing.py)
+BROWSER_TOKEN_NEW = "browser_token_new"  # the token this session gave its browser (its cookie is set by a script)
+BROWSER_COOKIE = "browser_cookie"  # container of that script (its CSS class: st-key-browser_cookie)
+SESSION_DOWNLOAD = "sb_session_download"  # save every run of the session in one file
+SESSION_UPLOAD = "sb_session_upload"  # file uploader: open a session file
+TIMING_HANDOUT = "timing_handout_html"  # the handout: the HTML report of every run side by side

@@ -102,9 +102,16 @@ if not spread.empty:
     st.dataframe(spread, hide_index=True, width="stretch",
                  column_config={c: st.column_config.NumberColumn(format="%.1f") for c in spread.columns if "(ms)" in c})
 st.markdown(runs.spread_note(spread))
-left, right = st.columns(2)
+left, middle, right = st.columns(3)
 left.download_button("Download all runs (CSV)", runs.to_csv(table), file_name="two_bends_runs.csv", mime="text/csv",
                      key=state.TIMING_RUNS_CSV)
+if len(history) > 1:
+    middle.download_button(f"Download the handout: {len(history)} runs side by side (HTML)",
+                           data=lambda: report.session_report(history), key=state.TIMING_HANDOUT,
+                           file_name=f"two-bends-handout-{len(history)}-runs.html", mime="text/html", on_click="ignore",
+                           icon=":material/description:",
+                           help="One self-contained page for students: every run's numbers and verdict in columns, "
+                                "the phases compared, each run's token chart; opens offline.")
 if right.button("Clear the run history", key=state.TIMING_CLEAR):
     worker_link.store().history = history[-1:]
     st.rerun()

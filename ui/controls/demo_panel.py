@@ -14,7 +14,7 @@ import streamlit as st
 
 from engine.core.trace_file import MAX_FILE_BYTES, TraceFileError, read_trace, trace_bytes
 from ui import state
-from ui.demo import links, recorded
+from ui.demo import links, recorded, session_file
 from ui.engine_link import worker_link
 from ui.text import phase_numbers, prompts
 
@@ -89,8 +89,48 @@ def _open_controls() -> None:
         (st.error if kind == "error" else st.success)(phase_numbers.escape_markdown(text))
 
 
+def _open_session() -> None:
+    """The session uploader's callback: every run checked first; a bad file changes nothing but the message."""
+    upload = st.session_state.get(state.SESSION_UPLOAD)
+    if upload is None:
+        return
+    name = re.sub(r"[^\w. -]", "?", upload.name)[:80] or "the file"
+    try:
+        traces = session_file.read_session(upload.getvalue(), name)
+    except TraceFileError as exc:
+        _message("error", f"Cannot open this session: {exc}")
+        return
+    store = worker_link.store()
+    before = len(store.history)
+    for trace in traces:
+        trace.settings.pop("model_spec", None)  # a recording never asks a model for anything
+        store.keep(trace, recorded=recorded.label(trace, name))
+    st.session_state[state.TRACE_SHOWN] = None
+    after = f", after the {before} already there" if before else ""
+    _message("success", f"Opened {len(traces)} run{'s' * (len(traces) != 1)} from {name}: Timing compares them"
+                        f"{after}; the pages show the newest.")
+
+
+def session_controls() -> None:
+    """Save every run of this browser's session in one file, or open such a file (its runs join the history)."""
+    store = worker_link.store()
+    if store.history:
+        n = len(store.history)
+        st.download_button(f"Save the whole session ({n} run{'s' * (n != 1)})", key=state.SESSION_DOWNLOAD,
+                           data=lambda: session_file.session_bytes(store.history, store.last_trace),
+                           file_name=session_file.file_name(store.history), mime="application/json",
+                           on_click="ignore", icon=":material/save:",
+                           help="Every run of the Timing page's comparison in one file; open it later with "
+                                "'Open a session', here or on any machine, with no model loaded.")
+    st.file_uploader("Open a session (all its runs)", type=["json"], key=state.SESSION_UPLOAD,
+                     on_change=_open_session, max_upload_size=MAX_FILE_BYTES // 2**20,
+                     help="A file saved with 'Save the whole session' (a single-run file opens too). Every run is "
+                          "checked before any is used.")
+
+
 def sidebar_section() -> None:
-    """Below the Run button: presenter mode, then saving and opening recorded runs."""
+    """Below the Run button: presenter mode, then saving and opening recorded runs and whole sessions."""
+    worker_link.remember_browser()
     st.toggle("Presenter mode (big type · keys ← → space)", key=state.PRESENTER,
               help="For a projector: no sidebar, large numbers and charts. On Decode and Prefill, → is the next "
                    "token, ← the previous one, space starts or stops autoplay.")
@@ -98,6 +138,7 @@ def sidebar_section() -> None:
         trace = worker_link.store().last_trace
         if trace is not None:
             trace_download(trace, state.TRACE_DOWNLOAD)
+        session_controls()
         _open_controls()
 
 
@@ -107,9 +148,11 @@ def replay_sidebar() -> None:
     if store.last_trace is None and recorded.shipped():
         open_shipped(recorded.shipped()[0].name)  # something to show at once
     with st.sidebar:
+        worker_link.remember_browser()
         st.markdown("**Replay mode**: recorded runs only. No model is loaded on this machine; every page shows "
                     "the recorded run's own measurements.")
         _open_controls()
+        session_controls()
         st.toggle("Presenter mode (big type · keys ← → space)", key=state.PRESENTER)
         if store.last_trace is not None:
             trace_download(store.last_trace, state.TRACE_DOWNLOAD)

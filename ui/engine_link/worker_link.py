@@ -1,4 +1,4 @@
-"""The dashboard's link to the engine: one worker for the whole server, one RunStore per browser session.
+"""The dashboard's link to the engine: one worker for the whole server, one RunStore per session, runs kept per browser.
 
 Like widgets.py this module imports streamlit (for caching and session identity); pages call it,
 figures never do. Every session's model work goes to the same scheduler (engine/serving), which
@@ -7,9 +7,12 @@ Settings come from the environment (scripts/dashboard.sh sets them from its flag
   TWO_BENDS_MODE=queue|batch, TWO_BENDS_MAX_QUEUE, TWO_BENDS_MAX_NEW_TOKENS, TWO_BENDS_MAX_BATCH, TWO_BENDS_THREADS,
   TWO_BENDS_WORKER=process|thread, TWO_BENDS_MODEL (the model loaded at start);
   TWO_BENDS_REPLAY=1: recorded runs only, the worker is never started (ui/demo/recorded.py).
+A browser's runs are kept on this server under a random token in a cookie (never in the link, never shown), so
+F5 or a second tab finds them; ui/engine_link/run_store.py's Browsers bounds and expires them.
 """
 from __future__ import annotations
 
+import json
 import os
 import queue
 import threading
@@ -29,10 +32,14 @@ from engine.serving.scheduling.work import FINAL, Done, Failed, Job, ModelSpec, 
 from engine.serving.scheduling.worker import ServiceOptions, make_service
 from ui import state
 from ui.demo import recorded
-from ui.engine_link.run_store import RunStore
+from ui.engine_link.run_store import Browsers, Runs, RunStore
 
 JANITOR_EVERY_S = 2.0  # how often closed sessions are looked for
-GRACE_S = 4.0  # a session must stay gone this long before its data is dropped (a reconnect keeps it)
+GRACE_S = 4.0  # a session must stay gone this long before its work is cancelled (a reconnect keeps it)
+SWEEP_EVERY_S = 10.0  # how often browsers' kept runs are shrunk and expired
+COOKIE = "two_bends_browser"  # the cookie holding this browser's token
+COOKIE_MAX_AGE_S = 7 * 24 * 3600  # outlives the server's ABANDON_S: an expired token is simply replaced
+COOKIE_SCRIPT = """<script>document.cookie = {cookie};</script>"""
 
 
 def _int_env(name: str, default: int) -> int:
@@ -63,13 +70,12 @@ class _Link:
         threading.Thread(target=self._janitor, name="two-bends-janitor", daemon=True).start()
 
     def _janitor(self) -> None:
-        """Drop the data of sessions whose tab closed, and cancel what they were waiting for."""
+        """Cancel what closed tabs were waiting for (their browser's finished runs stay: see `browsers`)."""
         while True:
             time.sleep(JANITOR_EVERY_S)
             if not Runtime.exists():
                 continue
             runtime = Runtime.instance()
-            dropped = False
             with self.lock:
                 for sid, store in list(self.stores.items()):
                     if runtime.is_active_session(sid):
@@ -79,11 +85,8 @@ class _Link:
                     if time.monotonic() - since >= GRACE_S:
                         for work in store.in_flight():
                             self.service.cancel(work)
-                        store.clear()
+                        store.forget_work()
                         del self.stores[sid], self.gone_since[sid]
-                        dropped = True
-            if dropped:
-                release_free_memory(collect=True)  # what the closed tabs' runs held goes back to the OS, not only to the heap
 
 
 @st.cache_resource(show_spinner="Starting the engine worker (loads the model once for everyone)…")
@@ -95,11 +98,51 @@ def service():
     return link().service
 
 
+def _sweep_forever(kept: Browsers) -> None:
+    while True:
+        time.sleep(SWEEP_EVERY_S)
+        if Runtime.exists() and kept.sweep(Runtime.instance().is_active_session, time.monotonic()):
+            release_free_memory(collect=True)  # what closed tabs' runs held goes back to the OS, not only to the heap
+
+
+@st.cache_resource(show_spinner=False)
+def browsers() -> Browsers:
+    """Every browser's runs on this server (replay-only mode too: it needs no engine worker)."""
+    kept = Browsers()
+    threading.Thread(target=_sweep_forever, args=(kept,), name="two-bends-browsers", daemon=True).start()
+    return kept
+
+
+def _browser_runs() -> Runs:
+    """The runs of the browser this session runs in, found by its cookie; a new token when it has none yet
+    (set by `remember_browser`, in this session's sidebar)."""
+    ctx = get_script_run_ctx()
+    if ctx is None:
+        return Runs()
+    sent = st.context.cookies.get(COOKIE)
+    token, runs = browsers().visit(sent, ctx.session_id, time.monotonic())
+    if token != sent:
+        st.session_state[state.BROWSER_TOKEN_NEW] = token
+    return runs
+
+
+def remember_browser() -> None:
+    """When this session gave its browser a new token: the tiny script that stores it in a cookie (no element
+    shows; the token is never in the link). Called in every run of the sidebar, so no first-run redirect loses it."""
+    store()
+    token = st.session_state.get(state.BROWSER_TOKEN_NEW)
+    if not token:
+        return
+    cookie = json.dumps(f"{COOKIE}={token}; path=/; max-age={COOKIE_MAX_AGE_S}; SameSite=Strict")
+    with st.container(key=state.BROWSER_COOKIE, height=1, border=False):
+        st.html(COOKIE_SCRIPT.format(cookie=cookie), unsafe_allow_javascript=True)
+
+
 def store() -> RunStore:
-    """This session's RunStore (created on first use, registered for the janitor)."""
+    """This session's RunStore: its browser's runs (found by cookie) and its own work, registered for the janitor."""
     ss = st.session_state
     if state.STORE not in ss:
-        ss[state.STORE] = RunStore()
+        ss[state.STORE] = RunStore(runs=_browser_runs())
     ctx = get_script_run_ctx()
     if ctx is not None and not recorded.replay_only():  # replay-only mode never starts the engine worker
         lk = link()

@@ -115,3 +115,31 @@ def test_token_text_in_charts_is_escaped_for_plotly(trace):
         spec = spec.replace("\\u003c", "<").replace("\\u003e", ">")
         assert "&lt;b&gt;" in spec, "the hostile token is in the figure, escaped"
         assert "<b>" not in spec and "<a href" not in spec and "<i>" not in spec
+
+
+def test_the_handout_puts_several_runs_side_by_side(tiny_llama, trace):
+    from plotly.offline import get_plotlyjs
+
+    from engine.core.metrics import summarize
+    from ui.text import diagnosis
+
+    longer = engine.generate(tiny_llama, "The valley and the bridge " * 6, 12, ignore_eos=True)
+    hostile = dataclasses.replace(trace, model="<b>evil</b>")
+    runs = [hostile, longer, trace]
+    page = report.session_report(runs, title="Lesson <3>")
+    assert page.startswith("<!DOCTYPE html>") and page.count("<html") == 1
+    assert page.count(get_plotlyjs()[-2000:]) == 1  # Plotly inlined once for every chart
+    assert page.count("Plotly.newPlot") == 1 + len(runs)  # the runs compared, then each run's ITL chart
+    assert "<b>evil</b>" not in page and "&lt;b&gt;evil&lt;/b&gt;" in page and "Lesson &lt;3&gt;" in page
+    header = re.search(r'<table class="side"><tr>(.*?)</tr>', page).group(1)
+    assert header.count("<th>Run ") == len(runs)
+    for t in runs:  # every column's numbers and verdict come from that run's own measurement
+        s = summarize(t)
+        assert report._ms(s.ttft_s) in page and report._ms(s.tpot_s) in page
+        assert diagnosis.diagnose(s).headline.split(":")[0] in page
+    assert f"{longer.n_prompt:,} → {longer.n_output:,}" in page
+
+
+def test_the_handout_needs_a_run():
+    with pytest.raises(ValueError):
+        report.session_report([])
