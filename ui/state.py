@@ -18,6 +18,7 @@ LIVE_CHART = "sb_live_chart"
 RUN = "sb_run"
 
 RUN_CANCEL = "sb_run_cancel"  # the run panel's Cancel button
+RUN_PANEL = "run_panel"  # the run panel's container (its CSS class st-key-run_panel: shown in presenter mode too)
 
 # results kept across pages: a ui.engine_link.run_store.RunStore (last run, history, lab results, work in flight),
 # cleared by ui/engine_link/worker_link.py's janitor as soon as the session's tab is closed

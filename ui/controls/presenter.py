@@ -34,8 +34,10 @@ header[data-testid="stHeader"], [data-testid="stMain"] [data-testid="stCaptionCo
 [data-testid="stMain"] [data-testid="stMetricLabel"] p { font-size: 1.25rem !important; }
 [data-testid="stMain"] button p { font-size: 1.3rem !important; }
 [data-testid="stMain"] [data-testid="stText"] { font-size: 1.25rem !important; }
+.st-key-run_panel [data-testid="stExpander"] { display: block !important; }  /* a run in progress stays visible */
+.st-key-presenter_bar { gap: 0.45rem !important; }
 .st-key-presenter_bar [data-testid="stMarkdownContainer"] p { font-size: 1rem !important; white-space: nowrap; }
-.st-key-presenter_bar button p, .st-key-presenter_bar [data-testid="stPageLink"] p { font-size: 1.1rem !important; }
+.st-key-presenter_bar button p, .st-key-presenter_bar [data-testid="stPageLink"] p { font-size: 1.05rem !important; }
 </style>
 """
 
@@ -77,7 +79,7 @@ def _leave() -> None:
 # presenter mode's own copies of the sidebar's widgets (the sidebar stays drawn, hidden, so its keys keep their values)
 MIRRORS = {state.PRESENTER_EXAMPLE: state.EXAMPLE, state.PRESENTER_PROMPT_TOKENS: state.PROMPT_TOKENS,
            state.PRESENTER_OUTPUT_TOKENS: state.MAX_NEW_TOKENS}
-KEYS_HINT = ":material/keyboard: Keys on Prefill and Decode: **→** next · **←** back · **space** autoplay"
+KEYS_HINT = ":material/keyboard: **→ ← space**"  # on Prefill and Decode: next, previous, autoplay (keyboard() below)
 
 
 def _copy(mirror: str) -> None:
@@ -101,18 +103,19 @@ def apply(groups: dict, request=None) -> None:
             _request_controls(request)
         st.markdown(KEYS_HINT, width="content")
         glossary_panel.popover()
-        st.button("Leave presenter mode", key=state.PRESENTER_LEAVE, on_click=_leave, type="tertiary",
-                  icon=":material/close:")
+        st.button("Exit", key=state.PRESENTER_LEAVE, on_click=_leave, type="tertiary", icon=":material/close:",
+                  help="Leave presenter mode: the sidebar comes back")
 
 
 def _navigation(groups: dict) -> None:
-    """The first group's pages as links, each further group as a menu of its pages (grouped as in app.py)."""
+    """The first group's pages as links, each further group as a menu of its pages (grouped as in app.py; a group
+    of one page is a link)."""
     for i, (group, pages) in enumerate(groups.items()):
-        if i == 0:
+        if i == 0 or len(pages) == 1:
             for page in pages:
                 st.page_link(page, label=page.title.split(" — ")[0], width="content")
             continue
-        with st.popover(group, icon=":material/apps:"):
+        with st.popover(group):
             for page in pages:
                 st.page_link(page, label=page.title, icon=page.icon)
 

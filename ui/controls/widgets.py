@@ -255,7 +255,7 @@ def _run_pressed() -> bool:
 
 def _follow_live(live: LiveRun, live_chart: bool) -> None:
     head = f"{live.n_prompt} prompt tokens → up to {live.max_new_tokens} new tokens"
-    with st.status(f"Running: {head}…", expanded=True) as status:
+    with st.container(key=state.RUN_PANEL), st.status(f"Running: {head}…", expanded=True) as status:
         st.html(STILL_WHILE_RUNNING)
         st.button("■ Cancel this run", key=state.RUN_CANCEL)
         bar = st.progress(0.0, text="Waiting for the engine…")
