@@ -12,7 +12,9 @@ from ui.text import glossary
 LABEL = "Glossary"
 
 
-def popover(where=st) -> None:
-    """The Glossary button in `where` (a container, or st for the current one); the terms open in a popover."""
-    with where.popover(LABEL, icon=":material/menu_book:", help="TTFT, TPOT, ITL, KV cache, GEMM/GEMV, MFU, roofline…"):
+def popover(where=st, kind: str = "secondary") -> None:
+    """The Glossary button in `where` (a container, or st for the current one); the terms open in a popover.
+    `kind`: the button's type ("tertiary": no frame, where space is short)."""
+    with where.popover(LABEL, icon=":material/menu_book:", type=kind,
+                       help="TTFT, TPOT, ITL, KV cache, GEMM/GEMV, MFU, roofline…"):
         st.markdown(glossary.markdown())

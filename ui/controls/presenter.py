@@ -121,7 +121,7 @@ def _navigation(groups: dict) -> None:
 
 
 def _request_controls(request) -> None:
-    """The example and the two lengths (in a popover that names them), and Run."""
+    """The example and the two lengths (in a popover that names them; typed, so 512 is one entry), and Run."""
     ss = st.session_state
     for mirror, key in MIRRORS.items():
         ss[mirror] = ss[key]  # follow the sidebar (a link, Reset, or the sidebar itself may have changed it)
@@ -132,10 +132,10 @@ def _request_controls(request) -> None:
         st.selectbox("Example prompt", list(labels), format_func=labels.get, key=state.PRESENTER_EXAMPLE,
                      on_change=_copy, args=(state.PRESENTER_EXAMPLE,))
         fit = bool(ss.get(state.FIT_PROMPT, True))
-        st.slider("Prompt length N (tokens)", 1, widgets.PROMPT_TOKENS_MAX, key=state.PRESENTER_PROMPT_TOKENS,
+        st.number_input("Prompt length N (tokens)", 1, widgets.PROMPT_TOKENS_MAX, key=state.PRESENTER_PROMPT_TOKENS,
                   on_change=_copy, args=(state.PRESENTER_PROMPT_TOKENS,), disabled=not fit,
                   help=None if fit else "The sidebar sends the prompt as typed; switch 'exactly N tokens' on there.")
-        st.slider("Output length (max new tokens)", 1, widgets.OUTPUT_TOKENS_MAX,
+        st.number_input("Output length (max new tokens)", 1, widgets.OUTPUT_TOKENS_MAX,
                   key=state.PRESENTER_OUTPUT_TOKENS, on_change=_copy, args=(state.PRESENTER_OUTPUT_TOKENS,))
     st.button("Run", key=state.PRESENTER_RUN, type="primary", icon=":material/play_arrow:",
               disabled=request.lm is None, help=request.error)
