@@ -102,7 +102,8 @@ def sidebar() -> RunRequest:
     with st.sidebar:
         top = st.container(horizontal=True, vertical_alignment="center", gap="small")
         glossary_panel.popover(top, "tertiary")
-        top.button("Reset to defaults", key=state.SETTINGS_RESET, on_click=reset_to_defaults, icon=":material/restart_alt:", type="tertiary",
+        top.button("Reset to defaults", key=state.SETTINGS_RESET, on_click=reset_to_defaults, type="tertiary",
+                   icon=":material/restart_alt:",
                    help="Model, prompt, lengths and sampling back to what a fresh session has. Your runs are kept.")
         st.selectbox("Model", list(MODEL_CHOICES), format_func=MODEL_CHOICES.get, key=state.MODEL)
         cols = st.columns(2)

@@ -1,4 +1,4 @@
-"""The glossary's terms: the ones a lecture uses, defined as DESIGN.md's metrics define them."""
+"""The glossary's terms: the ones a lecture uses, defined as the dashboard's metrics are measured."""
 from ui.text import glossary
 
 
