@@ -31,7 +31,7 @@ if recorded.replay_only():
 page = st.navigation(PAGES)
 demo_panel.restore(page, [p for group in PAGES.values() for p in group])  # a shared link's settings, once
 request = widgets.sidebar()
-presenter.apply(PAGES["The story"])
+presenter.apply(PAGES, request)  # presenter mode: its own bar (every page, Run, lengths, glossary)
 widgets.run_panel(request)  # runs the model when Run was pressed, live, above any page
 demo_panel.publish(page)  # the current settings into the URL, for sharing
 page.run()

@@ -18,6 +18,7 @@ LIVE_CHART = "sb_live_chart"
 RUN = "sb_run"
 
 RUN_CANCEL = "sb_run_cancel"  # the run panel's Cancel button
+RUN_PANEL = "run_panel"  # the run panel's container (its CSS class st-key-run_panel: shown in presenter mode too)
 
 # results kept across pages: a ui.engine_link.run_store.RunStore (last run, history, lab results, work in flight),
 # cleared by ui/engine_link/worker_link.py's janitor as soon as the session's tab is closed
@@ -105,6 +106,13 @@ REMEDY_CANCEL = "rem_cancel"
 PRESENTER = "sb_presenter"  # presenter mode: big type, no sidebar, keys drive the Decode and Prefill pages
 PRESENTER_LEAVE = "presenter_leave"  # the main area's button that switches presenter mode off
 PRESENTER_KEYS = "presenter_keys"  # container of the keyboard script (its CSS class: st-key-presenter_keys)
+PRESENTER_BAR = "presenter_bar"  # presenter mode's own compact controls above every page (ui/controls/presenter.py)
+PRESENTER_RUN = "presenter_run"  # its Run button
+PRESENTER_EXAMPLE = "presenter_example"  # its copies of the sidebar's example and lengths (kept in step with them)
+PRESENTER_PROMPT_TOKENS = "presenter_prompt_tokens"
+PRESENTER_OUTPUT_TOKENS = "presenter_output_tokens"
+LINK_RUN = "link_run"  # a link's run=1: "pending" until the run starts, then "done" (once per opening)
+SETTINGS_RESET = "sb_reset"  # the sidebar's "Reset to defaults" button
 LINK_RESTORED = "link_restored"  # the URL's settings were applied once for this session
 TRACE_UPLOAD = "sb_trace_upload"  # file uploader: open a recorded run (Trace JSON)
 TRACE_SHIPPED = "sb_trace_shipped"  # which shipped recording (assets/traces/) to open

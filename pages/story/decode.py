@@ -25,8 +25,8 @@ else:
 trace = worker_link.store().last_trace
 demo_panel.recorded_banner()
 if trace is None:
-    st.info("👈 Press **Run** in the sidebar, then step through the generation here token by token: the text, "
-            "the KV cache growing one column per token, its byte count and each new token's attention.")
+    presenter.press_run(", then step through the generation here token by token: the text, "
+                        "the KV cache growing one column per token, its byte count and each new token's attention.")
     st.stop()
 if trace.model_config is None or trace.kv_key_norms is None:
     st.info(server_measurement.outside_only(trace, "its KV cache or each token's attention"))

@@ -61,8 +61,8 @@ if not presenting:
 presets.buttons()
 trace = worker_link.store().last_trace
 if trace is None:
-    st.info("**Press Run in the sidebar** to send the prompt through the model. The measured time of each "
-            "segment, and a diagnosis of this request, will appear here.", icon=":material/arrow_back:")
+    presenter.press_run(" to send the prompt through the model. The measured time of each "
+                        "segment, and a diagnosis of this request, will appear here.")
 else:
     show_request(trace)
 st.divider()

@@ -22,8 +22,8 @@ if not presenting:
 trace = worker_link.store().last_trace
 demo_panel.recorded_banner()
 if trace is None:
-    st.info("👈 Press **Run** in the sidebar: this page then shows the real attention matrix of your prompt, "
-            "the prefill time and the FLOP/s the valley achieved.")
+    presenter.press_run(": this page then shows the real attention matrix of your prompt, "
+                        "the prefill time and the FLOP/s the valley achieved.")
     st.stop()
 if trace.model_config is None:
     st.info(server_measurement.outside_only(trace, "the model's attention matrix or the FLOPs of its prefill"))

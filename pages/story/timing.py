@@ -41,7 +41,7 @@ with st.expander("Definitions (the same as vLLM's benchmarks)", expanded=False):
 
 trace = worker_link.store().last_trace
 if trace is None:
-    st.info("**Press Run in the sidebar**: the ledger fills in as the model generates.", icon=":material/arrow_back:")
+    presenter.press_run(": the ledger fills in as the model generates.")
     st.stop()
 
 summary = run_numbers.summary(trace)

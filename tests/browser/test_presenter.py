@@ -133,7 +133,53 @@ def test_presenter_keys_drive_decode_and_prefill(replay_server):
                 page.screenshot(path=str(SHOTS / "presenter-prefill.png"))
             assert page.locator("[data-testid='stException']").count() == 0
 
-            page.get_by_role("button", name=re.compile("Leave presenter mode")).click()
+            page.get_by_role("button", name=re.compile("Exit")).click()
             page.locator("[data-testid='stSidebar']").wait_for(state="visible", timeout=60_000)
+        finally:
+            browser.close()
+
+
+def test_a_presenter_link_with_run_runs_when_opened_without_a_sidebar():
+    """A prepared link is a prepared slide: a fresh browser opens it, the run starts by itself and finishes, the
+    sidebar stays hidden, and presenter mode's bar reaches the labs, the glossary and Run (tiny model, thread worker)."""
+    sys.path.insert(0, str(ROOT / "scripts"))
+    import appdriver
+
+    if not Path(CHROMIUM).exists():
+        pytest.skip(f"{CHROMIUM} is missing (the test command installs Debian's chromium); browser test skipped")
+    pytest.importorskip("playwright.sync_api", reason="playwright (python) is not installed")
+    from playwright.sync_api import sync_playwright
+
+    env = dict(TWO_BENDS_MODEL="tiny-llama", TWO_BENDS_WORKER="thread")
+    with appdriver.dashboard(env) as (url, _), sync_playwright() as pw:
+        browser = appdriver.launch(pw)
+        try:
+            page = browser.new_page(viewport={"width": 1280, "height": 720})
+            page.goto(f"{url}/?page=decode&prompt_tokens=16&output_tokens=8&present=1&run=1", timeout=120_000)
+            page.get_by_text(re.compile(r"^Token 1 of 8")).first.wait_for(timeout=180_000)  # the run finished
+            appdriver.settle(page)
+            assert page.locator("[data-testid='stSidebar']").is_hidden()
+            assert page.get_by_text("Press Run").count() == 0
+            assert page.locator("[data-testid='stAppDeployButton']").count() == 0  # config.toml: toolbarMode viewer
+            bar = page.locator(".st-key-presenter_bar")
+            assert bar.get_by_role("button", name=re.compile("16 → 8 tokens")).count() == 1  # the link's lengths
+            box = bar.bounding_box()
+            assert box["y"] + box["height"] < 120  # one compact row at 1280 px
+            if SHOTS.exists():
+                page.screenshot(path=str(SHOTS / "presenter-run-link.png"))
+
+            bar.get_by_role("button", name=re.compile("Glossary")).click()
+            page.get_by_text(re.compile("time to first token")).first.wait_for(timeout=30_000)
+            page.keyboard.press("Escape")
+            bar.get_by_role("button", name=re.compile("Labs")).click()
+            page.locator("[data-testid='stPageLink'] a").filter(has_text="Sweep lab").first.click()
+            page.get_by_role("heading", name=re.compile("Sweep")).first.wait_for(timeout=120_000)
+            appdriver.settle(page)
+            assert page.locator("[data-testid='stSidebar']").is_hidden()
+            page.locator(".st-key-presenter_bar").get_by_role("button", name="Run", exact=True).click()  # from a lab
+            page.locator(".st-key-run_panel").get_by_text(re.compile(r"^Run finished: 16 → 8 tokens")).first.wait_for(
+                timeout=180_000)  # the run panel stays visible in presenter mode
+            appdriver.settle(page)
+            assert appdriver.exception_text(page) is None
         finally:
             browser.close()

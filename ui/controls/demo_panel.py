@@ -14,6 +14,7 @@ import streamlit as st
 
 from engine.core.trace_file import MAX_FILE_BYTES, TraceFileError, read_trace, trace_bytes
 from ui import state
+from ui.controls import glossary_panel
 from ui.demo import links, recorded, session_file
 from ui.engine_link import worker_link
 from ui.text import phase_numbers, prompts
@@ -149,6 +150,7 @@ def replay_sidebar() -> None:
         open_shipped(recorded.shipped()[0].name)  # something to show at once
     with st.sidebar:
         worker_link.remember_browser()
+        glossary_panel.popover()
         st.markdown("**Replay mode**: recorded runs only. No model is loaded on this machine; every page shows "
                     "the recorded run's own measurements.")
         _open_controls()
@@ -172,6 +174,9 @@ def _path(page) -> str:
     return page.url_path or links.HOME
 
 
+LINK_PENDING, LINK_DONE = "pending", "done"  # state.LINK_RUN: the link's run=1 before and after it started
+
+
 def restore(current, pages: list) -> None:
     """On a session's first run: the URL's settings into session state, its recorded run opened, its page shown."""
     ss = st.session_state
@@ -180,12 +185,14 @@ def restore(current, pages: list) -> None:
     ss[state.LINK_RESTORED] = True
     by_path = {_path(p): p for p in pages}
     query = st.query_params.to_dict()
-    link = links.parse(query, set(by_path), recorded.shipped_names())
+    link = links.parse(query, set(by_path), recorded.shipped_names(), replay_only=recorded.replay_only())
     ss.update(link.values)
     if state.EXAMPLE in link.values:
         ss[state.PROMPT] = prompts.example(link.values[state.EXAMPLE]).text
     if link.trace:
         open_shipped(link.trace)
+    if link.run:
+        ss[state.LINK_RUN] = LINK_PENDING  # ui/controls/widgets.py starts it once
     if link.notices:
         ss[state.LINK_NOTICE] = link.notice()
     if link.page and link.page != _path(current):
@@ -202,6 +209,6 @@ def publish(page) -> None:
     shown = ss.get(state.TRACE_SHOWN)
     if shown and not (worker_link.store().recorded and shown in recorded.shipped_names()):
         shown = None
-    query = links.build(values, _path(page), shown)
+    query = links.build(values, _path(page), shown, run=state.LINK_RUN in ss)
     if query != st.query_params.to_dict():
         st.query_params.from_dict(query)

@@ -1,7 +1,8 @@
 """Presenter mode: big type for the back of the room, no sidebar, and the keyboard driving the show.
 
 With ui/controls/widgets.py and ui/engine_link/worker_link.py, one of the modules in ui/ that import streamlit. `apply()` (app.py)
-restyles every page while presenter mode is on; `keyboard(...)` (Decode and Prefill pages) lets → / ←
+restyles every page while presenter mode is on and draws its own bar above it (every page, the example and lengths,
+Run, the keys, the glossary: the sidebar is hidden); `keyboard(...)` (Decode and Prefill pages) lets → / ←
 press the page's own Next / Previous buttons and space flip its Autoplay toggle, from a small script in
 the page (same origin, it only clicks existing buttons: every state change still goes through Streamlit).
 `chart(...)` draws a Plotly figure with PNG export (modebar camera) and, in presenter mode, larger type.
@@ -11,7 +12,10 @@ from __future__ import annotations
 import streamlit as st
 
 from ui import state
+from ui.controls import glossary_panel, widgets
+from ui.demo import recorded
 from ui.figures import theme
+from ui.text import prompts
 
 FONT_SCALE = 1.3  # chart type in presenter mode, relative to the projector-sized default
 
@@ -31,6 +35,10 @@ header[data-testid="stHeader"], [data-testid="stMain"] [data-testid="stCaptionCo
 [data-testid="stMain"] [data-testid="stMetricLabel"] p { font-size: 1.25rem !important; }
 [data-testid="stMain"] button p { font-size: 1.3rem !important; }
 [data-testid="stMain"] [data-testid="stText"] { font-size: 1.25rem !important; }
+.st-key-run_panel [data-testid="stExpander"] { display: block !important; }  /* a run in progress stays visible */
+.st-key-presenter_bar { gap: 0.45rem !important; }
+.st-key-presenter_bar [data-testid="stMarkdownContainer"] p { font-size: 1rem !important; white-space: nowrap; }
+.st-key-presenter_bar button p, .st-key-presenter_bar [data-testid="stPageLink"] p { font-size: 1.05rem !important; }
 </style>
 """
 
@@ -69,16 +77,77 @@ def _leave() -> None:
     st.session_state[state.PRESENTER] = False
 
 
-def apply(pages) -> None:
-    """While presenter mode is on: the large style, links to the story `pages` (the sidebar with its navigation
-    is hidden) and a way back."""
+# presenter mode's own copies of the sidebar's widgets (the sidebar stays drawn, hidden, so its keys keep their values)
+MIRRORS = {state.PRESENTER_EXAMPLE: state.EXAMPLE, state.PRESENTER_PROMPT_TOKENS: state.PROMPT_TOKENS,
+           state.PRESENTER_OUTPUT_TOKENS: state.MAX_NEW_TOKENS}
+KEYS_HINT = ":material/keyboard: **→ ← space**"  # on Prefill and Decode: next, previous, autoplay (keyboard() below)
+
+
+def _copy(mirror: str) -> None:
+    """A presenter control changed: the sidebar's setting follows (the example also fills the prompt box)."""
+    ss = st.session_state
+    ss[MIRRORS[mirror]] = ss[mirror]
+    if mirror == state.PRESENTER_EXAMPLE:
+        ss[state.PROMPT] = prompts.example(ss[mirror]).text
+
+
+def apply(groups: dict, request=None) -> None:
+    """While presenter mode is on: the large style and, above every page, a compact bar (the sidebar is hidden):
+    every page of `groups` (app.py's navigation), the request's example and lengths, Run, the keys, the glossary
+    and a way back. `request`: the sidebar's RunRequest (widgets.sidebar()); no Run controls in replay-only mode."""
     if not active():
         return
     st.html(STYLE)
-    row = st.columns([1] * len(pages) + [1.4], vertical_alignment="center")
-    for col, page in zip(row, pages):
-        col.page_link(page, label=page.title.split(" — ")[0])
-    row[-1].button("✕ Leave presenter mode", key=state.PRESENTER_LEAVE, on_click=_leave, type="tertiary")
+    with st.container(key=state.PRESENTER_BAR, horizontal=True, vertical_alignment="center", gap="small"):
+        _navigation(groups)
+        if request is not None and not recorded.replay_only():
+            _request_controls(request)
+        st.markdown(KEYS_HINT, width="content")
+        glossary_panel.popover()
+        st.button("Exit", key=state.PRESENTER_LEAVE, on_click=_leave, type="tertiary", icon=":material/close:",
+                  help="Leave presenter mode: the sidebar comes back")
+
+
+def _navigation(groups: dict) -> None:
+    """The first group's pages as links, each further group as a menu of its pages (grouped as in app.py; a group
+    of one page is a link)."""
+    for i, (group, pages) in enumerate(groups.items()):
+        if i == 0 or len(pages) == 1:
+            for page in pages:
+                st.page_link(page, label=page.title.split(" — ")[0], width="content")
+            continue
+        with st.popover(group):
+            for page in pages:
+                st.page_link(page, label=page.title, icon=page.icon)
+
+
+def _request_controls(request) -> None:
+    """The example and the two lengths (in a popover that names them; typed, so 512 is one entry), and Run."""
+    ss = st.session_state
+    for mirror, key in MIRRORS.items():
+        ss[mirror] = ss[key]  # follow the sidebar (a link, Reset, or the sidebar itself may have changed it)
+    sent = request.n_prompt or ss[state.PROMPT_TOKENS]
+    with st.popover(f"{sent} → {request.max_new_tokens} tokens", icon=":material/tune:",
+                    help="The request Run sends: example prompt, prompt length and output length"):
+        labels = {ex.key: ex.label for ex in prompts.examples()}
+        st.selectbox("Example prompt", list(labels), format_func=labels.get, key=state.PRESENTER_EXAMPLE,
+                     on_change=_copy, args=(state.PRESENTER_EXAMPLE,))
+        fit = bool(ss.get(state.FIT_PROMPT, True))
+        st.number_input("Prompt length N (tokens)", 1, widgets.PROMPT_TOKENS_MAX, key=state.PRESENTER_PROMPT_TOKENS,
+                  on_change=_copy, args=(state.PRESENTER_PROMPT_TOKENS,), disabled=not fit,
+                  help=None if fit else "The sidebar sends the prompt as typed; switch 'exactly N tokens' on there.")
+        st.number_input("Output length (max new tokens)", 1, widgets.OUTPUT_TOKENS_MAX,
+                  key=state.PRESENTER_OUTPUT_TOKENS, on_change=_copy, args=(state.PRESENTER_OUTPUT_TOKENS,))
+    st.button("Run", key=state.PRESENTER_RUN, type="primary", icon=":material/play_arrow:",
+              disabled=request.lm is None, help=request.error)
+
+
+def press_run(rest: str) -> None:
+    """A page's empty state before any run: where Run is (the sidebar, or presenter mode's bar above), then `rest`."""
+    if active():
+        st.info(f"**Press Run above**{rest}", icon=":material/arrow_upward:")
+    else:
+        st.info(f"**Press Run in the sidebar**{rest}", icon=":material/arrow_back:")
 
 
 def keyboard(next_key: str, prev_key: str, autoplay_key: str) -> None:

@@ -17,7 +17,7 @@ from engine.errors import EngineError
 from engine.loading.model_store import DEFAULT_MODEL as BUNDLED_DEFAULT
 from engine.serving.scheduling.work import Request
 from ui import state
-from ui.controls import demo_panel, presets
+from ui.controls import demo_panel, glossary_panel, presets
 from ui.demo import recorded
 from ui.engine_link import worker_link
 from ui.engine_link.run_store import LiveRun
@@ -72,19 +72,23 @@ def _apply_example() -> None:
     st.session_state[state.PROMPT] = prompts.example(st.session_state[state.EXAMPLE]).text
 
 
+def defaults() -> dict:
+    """What a fresh session's sidebar holds (session-state key -> value); "Reset to defaults" puts them back."""
+    return {state.MODEL: DEFAULT_MODEL if DEFAULT_MODEL in MODEL_CHOICES else next(iter(MODEL_CHOICES)),
+            state.DEVICE: "auto", state.DTYPE: "float32", state.KERNELS: "fast",
+            state.EXAMPLE: DEFAULT_EXAMPLE, state.PROMPT: prompts.example(DEFAULT_EXAMPLE).text, state.FIT_PROMPT: True,
+            state.PROMPT_TOKENS: DEFAULT_PROMPT_TOKENS, state.MAX_NEW_TOKENS: DEFAULT_OUTPUT_TOKENS, state.CHAT: False,
+            state.LIVE_CHART: True, state.TEMPERATURE: 0.0, state.TOP_K: 0, state.TOP_P: 1.0, state.SEED: 0}
+
+
+def reset_to_defaults() -> None:
+    """The Reset button's callback: every sidebar setting as a fresh session has it; runs and presenter mode stay."""
+    st.session_state.update(defaults())
+
+
 def _init_defaults() -> None:
-    ss = st.session_state
-    ss.setdefault(state.EXAMPLE, DEFAULT_EXAMPLE)
-    ss.setdefault(state.PROMPT, prompts.example(DEFAULT_EXAMPLE).text)
-    ss.setdefault(state.FIT_PROMPT, True)
-    ss.setdefault(state.PROMPT_TOKENS, DEFAULT_PROMPT_TOKENS)
-    ss.setdefault(state.MAX_NEW_TOKENS, DEFAULT_OUTPUT_TOKENS)
-    ss.setdefault(state.CHAT, False)
-    ss.setdefault(state.LIVE_CHART, True)
-    ss.setdefault(state.TEMPERATURE, 0.0)
-    ss.setdefault(state.TOP_K, 0)
-    ss.setdefault(state.TOP_P, 1.0)
-    ss.setdefault(state.SEED, 0)
+    for key, value in defaults().items():
+        st.session_state.setdefault(key, value)
 
 
 def sidebar() -> RunRequest:
@@ -97,8 +101,12 @@ def sidebar() -> RunRequest:
         request.error = "this dashboard shows recorded runs only (replay mode): no model is loaded"
         return request
     with st.sidebar:
-        st.selectbox("Model", list(MODEL_CHOICES), format_func=MODEL_CHOICES.get, key=state.MODEL,
-                     index=list(MODEL_CHOICES).index(DEFAULT_MODEL) if DEFAULT_MODEL in MODEL_CHOICES else 0)
+        top = st.container(horizontal=True, vertical_alignment="center", gap="small")
+        glossary_panel.popover(top, "tertiary")
+        top.button("Reset to defaults", key=state.SETTINGS_RESET, on_click=reset_to_defaults, type="tertiary",
+                   icon=":material/restart_alt:",
+                   help="Model, prompt, lengths and sampling back to what a fresh session has. Your runs are kept.")
+        st.selectbox("Model", list(MODEL_CHOICES), format_func=MODEL_CHOICES.get, key=state.MODEL)
         cols = st.columns(2)
         cols[0].selectbox("Device", ["auto", "cpu", "cuda", "mps"], key=state.DEVICE)
         cols[1].selectbox("Dtype", ["float32", "bfloat16", "float16"], key=state.DTYPE)
@@ -212,7 +220,7 @@ def run_panel(request: RunRequest) -> None:
     ss = st.session_state
     if ss.get(state.RUN_CANCEL) and store.live is not None:
         worker_link.service().cancel(store.live.work)
-    if ss.get(state.RUN) or ss.pop(state.RUN_REQUESTED, False):
+    if _run_pressed():
         if request.error or request.lm is None:
             st.error(f"Cannot run: {request.error}")
             return
@@ -237,9 +245,20 @@ def run_panel(request: RunRequest) -> None:
     store.live = None
 
 
+def _run_pressed() -> bool:
+    """Run in the sidebar or in presenter mode's bar, a preset's click (once), or a link's run=1 not yet started
+    (once per opening)."""
+    ss = st.session_state
+    pressed = bool(ss.get(state.RUN) or ss.get(state.PRESENTER_RUN) or ss.pop(state.RUN_REQUESTED, False))
+    if ss.get(state.LINK_RUN) == demo_panel.LINK_PENDING:
+        ss[state.LINK_RUN] = demo_panel.LINK_DONE
+        pressed = True
+    return pressed
+
+
 def _follow_live(live: LiveRun, live_chart: bool) -> None:
     head = f"{live.n_prompt} prompt tokens → up to {live.max_new_tokens} new tokens"
-    with st.status(f"Running: {head}…", expanded=True) as status:
+    with st.container(key=state.RUN_PANEL), st.status(f"Running: {head}…", expanded=True) as status:
         st.html(STILL_WHILE_RUNNING)
         st.button("■ Cancel this run", key=state.RUN_CANCEL)
         bar = st.progress(0.0, text="Waiting for the engine…")

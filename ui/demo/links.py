@@ -1,7 +1,8 @@
 """Shareable links: the dashboard's settings as URL query parameters, and back, checked value by value.
 
 An instructor sends `...?page=decode&example=chat&prompt_tokens=128&output_tokens=64&present=1` and the
-class opens the same page, prompt and settings (or `?trace=long-prompt-short-answer` for a recorded run).
+class opens the same page, prompt and settings (or `?trace=long-prompt-short-answer` for a recorded run); `run=1`
+also runs the request once on opening (a prepared link is a prepared slide), never in replay-only mode.
 `parse` never raises: a value it cannot use falls back to the default and is named in a short notice.
 Streamlit-free; ui/controls/demo_panel.py applies the result to the session and keeps the URL up to date.
 """
@@ -39,6 +40,7 @@ PARAMS = {
     "seed": Param(state.SEED, "int", 0, 0, 2**31 - 1),
     "present": Param(state.PRESENTER, "flag", False),
 }
+RUN = "run"  # run the request once when the link is opened (ui/controls/widgets.py starts it)
 PAGE, TRACE = "page", "trace"  # the page (its URL path) and a shipped recorded run (its file name)
 HOME = "home"  # the default page has an empty URL path; the link names it
 FLAGS = {"1": True, "true": True, "on": True, "yes": True, "0": False, "false": False, "off": False, "no": False}
@@ -51,6 +53,7 @@ class LinkSettings:
     values: dict = field(default_factory=dict)  # session-state key -> value
     page: str | None = None  # a URL path among the app's pages (HOME for the default page)
     trace: str | None = None  # a shipped recording's name
+    run: bool = False  # run the request once, on opening
     notices: list[str] = field(default_factory=list)
 
     def notice(self) -> str:
@@ -92,8 +95,9 @@ def _value(name: str, param: Param, raw: str):
     return round(min(max(snapped, param.low), param.high), 4)
 
 
-def parse(query: dict, pages: set[str], traces: set[str]) -> LinkSettings:
-    """Read `query` (name -> text, as st.query_params.to_dict() gives it); unknown names are ignored."""
+def parse(query: dict, pages: set[str], traces: set[str], replay_only: bool = False) -> LinkSettings:
+    """Read `query` (name -> text, as st.query_params.to_dict() gives it); unknown names are ignored.
+    `replay_only`: the dashboard has no model (recorded runs only), so `run=1` is refused with the reason."""
     out = LinkSettings()
     for name, param in PARAMS.items():
         if name not in query:
@@ -114,11 +118,23 @@ def parse(query: dict, pages: set[str], traces: set[str]) -> LinkSettings:
             out.trace = name
         else:
             out.notices.append(f"trace {_shown(name)} is not one of the recorded runs shipped with the dashboard")
+    if RUN in query:
+        raw = str(query[RUN])
+        if raw.strip().lower() not in FLAGS:
+            out.notices.append(f"run {_shown(raw)} is not 1 or 0")
+        elif FLAGS[raw.strip().lower()] and replay_only:
+            out.notices.append("run=1 cannot start a run: this dashboard shows recorded runs only (replay mode), "
+                               "no model is loaded")
+        elif FLAGS[raw.strip().lower()] and out.trace:
+            out.notices.append("run=1 was not used: the link opens a recorded run, and a new run would replace it")
+        else:
+            out.run = FLAGS[raw.strip().lower()]
     return out
 
 
-def build(values: dict, page: str | None = None, trace: str | None = None) -> dict[str, str]:
-    """Query parameters for the current settings (`values`: session-state key -> value); defaults are left out."""
+def build(values: dict, page: str | None = None, trace: str | None = None, run: bool = False) -> dict[str, str]:
+    """Query parameters for the current settings (`values`: session-state key -> value); defaults are left out.
+    `run`: keep `run=1` (the session was opened by a link that runs on opening)."""
     query: dict[str, str] = {}
     if page:
         query[PAGE] = page
@@ -136,4 +152,6 @@ def build(values: dict, page: str | None = None, trace: str | None = None) -> di
             query[name] = str(value)
     if trace:
         query[TRACE] = trace
+    if run:
+        query[RUN] = "1"
     return query

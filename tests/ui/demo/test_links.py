@@ -120,3 +120,55 @@ def test_a_bad_link_opens_the_defaults_with_a_short_notice(app_test):
     assert "prompt_tokens" in notice and "temperature" in notice and "page" in notice
     at.run()
     assert not at.warning  # said once
+
+
+# ----------------------------------------------------------------------------------------------
+# run=1: a prepared link is a prepared slide (the run starts once per opening; never in replay-only mode)
+# ----------------------------------------------------------------------------------------------
+def test_run_is_read_like_the_other_flags():
+    link = links.parse({"run": "1", "present": "1", "prompt_tokens": "16"}, PAGES, TRACES)
+    assert link.run and not link.notices
+    assert links.parse({"run": "0"}, PAGES, TRACES).run is False
+    assert links.parse({}, PAGES, TRACES).run is False
+    bad = links.parse({"run": "soon"}, PAGES, TRACES)
+    assert not bad.run and "run 'soon' is not 1 or 0" in bad.notice()
+    assert state.RUN not in bad.values  # an action, not a sidebar setting
+
+
+def test_run_is_refused_in_replay_only_mode_with_the_reason():
+    link = links.parse({"run": "1", "page": "decode"}, PAGES, TRACES, replay_only=True)
+    assert not link.run and link.page == "decode"
+    assert "replay" in link.notice() and "no model" in link.notice()
+
+
+def test_run_with_a_recorded_trace_keeps_the_recording():
+    link = links.parse({"run": "1", "trace": "long-prompt-short-answer"}, PAGES, TRACES)
+    assert not link.run and link.trace == "long-prompt-short-answer"
+    assert "recorded run" in link.notice()
+
+
+def test_build_keeps_run_only_when_asked():
+    assert "run" not in links.build({state.PRESENTER: True}, "decode")
+    assert links.build({state.PRESENTER: True}, "decode", run=True) == {"page": "decode", "present": "1", "run": "1"}
+    assert links.parse(links.build({}, "decode", run=True), PAGES, TRACES).run
+
+
+def test_a_run_link_runs_once_on_opening(app_test):
+    at = app_test({"page": "decode", "prompt_tokens": "16", "output_tokens": "8", "present": "1", "run": "1"}).run()
+    assert not at.exception and not at.error
+    store = at.session_state[state.STORE]
+    first = store.last_trace
+    assert first is not None and (first.n_prompt, first.n_output) == (16, 8)
+    assert dict(at.query_params)["run"] == "1"  # the address bar still holds the prepared slide
+    at.run()
+    at.switch_page("pages/story/timing.py").run()
+    assert not at.exception
+    assert store.last_trace is first and len(store.history) == 1  # reruns and page switches do not run again
+
+
+def test_a_run_link_in_replay_only_mode_says_why(app_test, monkeypatch):
+    monkeypatch.setenv("TWO_BENDS_REPLAY", "1")
+    at = app_test({"page": "decode", "present": "1", "run": "1"}).run()
+    assert not at.exception
+    notice = " ".join(w.value for w in at.warning)
+    assert "run" in notice and "replay" in notice

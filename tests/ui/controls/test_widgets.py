@@ -1,0 +1,55 @@
+"""The shared sidebar (AppTest): "Reset to defaults" and the glossary, on every page."""
+import pytest
+
+from ui import state
+from ui.controls import widgets
+from ui.demo import links
+
+
+def test_reset_puts_every_sidebar_setting_back_and_keeps_the_runs(make_app):
+    at = make_app().run()
+    at.sidebar.button(key=state.RUN).click().run()
+    store = at.session_state[state.STORE]
+    first = store.last_trace
+    at.sidebar.selectbox(key=state.EXAMPLE).set_value("chat").run()
+    at.sidebar.slider(key=state.PROMPT_TOKENS).set_value(200).run()
+    at.sidebar.slider(key=state.MAX_NEW_TOKENS).set_value(100).run()
+    at.sidebar.slider(key=state.TEMPERATURE).set_value(0.8).run()
+    at.sidebar.number_input(key=state.SEED).set_value(9).run()
+    at.sidebar.toggle(key=state.CHAT).set_value(True).run()
+    at.sidebar.radio(key=state.KERNELS).set_value("plain").run()
+    assert dict(at.query_params).get("prompt_tokens") == "200"
+    at.sidebar.button(key=state.SETTINGS_RESET).click().run()
+    assert not at.exception
+    defaults = widgets.defaults()
+    for key in (state.EXAMPLE, state.PROMPT, state.PROMPT_TOKENS, state.MAX_NEW_TOKENS, state.TEMPERATURE, state.SEED,
+                state.CHAT, state.KERNELS, state.FIT_PROMPT, state.TOP_K, state.TOP_P):
+        assert at.session_state[key] == defaults[key], key
+    assert at.sidebar.slider(key=state.PROMPT_TOKENS).value == widgets.DEFAULT_PROMPT_TOKENS  # the widgets show it
+    assert store.last_trace is first  # the runs stay
+    assert dict(at.query_params) == {"page": "home"}  # the link is back to the defaults too
+
+
+def test_the_defaults_are_the_links_defaults():
+    defaults = widgets.defaults()
+    for param in links.PARAMS.values():
+        if param.key != state.PRESENTER:
+            assert defaults[param.key] == param.default, param.key
+
+
+@pytest.mark.parametrize("page", ["pages/story/home.py", "pages/story/timing.py", "pages/labs/lab_sweeps.py",
+                                  "pages/serving/measure_server.py"])
+def test_the_glossary_is_in_the_sidebar_of_every_page(make_app, page):
+    at = make_app().run()
+    at.switch_page(page).run()
+    assert not at.exception
+    glossary = "\n".join(m.value for m in at.sidebar.markdown)
+    for term in ("TTFT", "TPOT", "ITL", "KV cache", "GEMM / GEMV", "MFU", "Roofline", "Prefill", "Decode"):
+        assert f"**{term}**" in glossary
+
+
+def test_the_glossary_is_in_the_replay_only_sidebar(make_app, monkeypatch):
+    monkeypatch.setenv("TWO_BENDS_REPLAY", "1")
+    at = make_app().run()
+    assert not at.exception
+    assert any("**TTFT** (time to first token)" in m.value for m in at.sidebar.markdown)
