@@ -3,8 +3,10 @@ import streamlit as st
 
 from ui.controls import demo_panel, presenter, widgets
 from ui.demo import recorded
+from ui.room import gate
 
 st.set_page_config(page_title="Two Bends — prefill and decode", page_icon=":material/landscape:", layout="wide")
+role = gate.admit()  # room mode: nothing below runs until this session entered the join code
 
 PAGES = {
     "The story": [
@@ -24,8 +26,16 @@ PAGES = {
     "Beyond one machine": [
         st.Page("pages/serving/measure_server.py", title="Measure a server", icon=":material/dns:", url_path="measure"),
     ],
+    "The room": [
+        st.Page("pages/room/poll.py", title="Predict, then measure", icon=":material/how_to_vote:", url_path="poll"),
+        st.Page("pages/room/teacher_console.py", title="Teacher console", icon=":material/school:", url_path="console"),
+    ],
 }
 
+if role == "solo":
+    PAGES.pop("The room")  # one person on one machine: no room to run
+elif role == "student":
+    PAGES["The room"] = PAGES["The room"][:1]  # the console is the teacher's
 if recorded.replay_only():
     PAGES.pop("Labs")  # labs measure live on this machine: replay-only mode has no model to measure with
 page = st.navigation(PAGES)

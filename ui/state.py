@@ -158,3 +158,8 @@ BROWSER_COOKIE = "browser_cookie"  # container of that script (its CSS class: st
 SESSION_DOWNLOAD = "sb_session_download"  # save every run of the session in one file
 SESSION_UPLOAD = "sb_session_upload"  # file uploader: open a session file
 TIMING_HANDOUT = "timing_handout_html"  # the handout: the HTML report of every run side by side
+
+# room mode (ui/room/): the session's admitted role and the join form
+ROOM_ROLE = "room_role"  # "teacher" or "student" once the session entered a code
+ROOM_FORM = "room_form"
+ROOM_CODE = "room_code"

@@ -9,11 +9,14 @@ visitor arriving by a path-style link saw it; here it is off before any request.
 went through that path.
 Usage: python -m ui.controls.launch [streamlit options, e.g. --server.port 8501]
 """
+import os
 import sys
 from pathlib import Path
 
 from streamlit.runtime.pages_manager import PagesManager
 from streamlit.web import cli
+
+from ui.room import config
 
 APP = Path(__file__).resolve().parents[2] / "app.py"
 
@@ -22,6 +25,11 @@ def main() -> None:
     if not hasattr(PagesManager, "uses_pages_directory"):  # a Streamlit that renamed it: fail loudly, not silently
         raise SystemExit("this Streamlit has no PagesManager.uses_pages_directory; see ui/controls/launch.py")
     PagesManager.uses_pages_directory = False  # app.py routes every page itself (st.navigation)
+    if os.environ.get(config.ENV_ROOM) == "1":  # room mode: both codes fixed before any session reads them
+        for name in (config.ENV_JOIN, config.ENV_TEACHER):
+            os.environ[name] = config.normalise(os.environ.get(name, "")) or config.new_code()
+        print(f"[room] join code for students: {os.environ[config.ENV_JOIN]}   teacher code: "
+              f"{os.environ[config.ENV_TEACHER]}", flush=True)
     sys.argv = ["streamlit", "run", str(APP), *sys.argv[1:]]
     sys.exit(cli.main())
 
