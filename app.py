@@ -3,7 +3,7 @@ import streamlit as st
 
 from ui.controls import demo_panel, presenter, widgets
 from ui.demo import recorded
-from ui.room import gate
+from ui.room import code_display, gate
 
 st.set_page_config(page_title="Two Bends — prefill and decode", page_icon=":material/landscape:", layout="wide")
 role = gate.admit()  # room mode: nothing below runs until this session entered the join code
@@ -42,6 +42,7 @@ page = st.navigation(PAGES)
 demo_panel.restore(page, [p for group in PAGES.values() for p in group])  # a shared link's settings, once
 request = widgets.sidebar()
 presenter.apply(PAGES, request)  # presenter mode: its own bar (every page, Run, lengths, glossary)
+code_display.presenter_banner()  # room mode, presenter mode, the teacher: the join code and QR code, large
 widgets.run_panel(request)  # runs the model when Run was pressed, live, above any page
 demo_panel.publish(page)  # the current settings into the URL, for sharing
 page.run()

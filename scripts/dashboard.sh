@@ -1,11 +1,15 @@
 #!/usr/bin/env bash
 # Run the Two Bends dashboard: sets up .venv on first use, converts the bundled model once, serves the app.
 # Usage: scripts/dashboard.sh [--mode queue|batch] [--max-queue N] [--max-new-tokens N] [--max-batch N]
-#                             [--model-threads N] [--replay] [--room] [--dry-run]
+#                             [--model-threads N] [--replay] [--dry-run]
+#                             [--room [--code CODE] [--teacher-code CODE]]
 #                             [--measure-hosts HOST[:PORT],...]
 #                             [streamlit args, e.g. --server.port 8501]
-# Binds 127.0.0.1 (this machine only) unless told otherwise: --room binds every interface (0.0.0.0) so a class
-#   can connect, with a warning, since the dashboard has no login yet; an explicit --server.address ADDR is kept.
+# Binds 127.0.0.1 (this machine only) unless told otherwise; an explicit --server.address ADDR is kept.
+# --room: a workshop. Binds every interface (0.0.0.0) so a class can connect, and nothing opens without the join
+#   code: generated at start (or --code CODE), printed with the room's URL and its QR code (also on the teacher
+#   console and, large, in presenter mode). A second code (generated, or --teacher-code CODE) opens the teacher
+#   console. Wrong codes are slowed down per browser and address. Codes: 4 to 64 letters or digits, any case.
 # --mode queue (default): one request at a time, first come first served; batch: continuous batching.
 # --model-threads N: torch threads for the model (default: every core). With the browser on the same small
 #   machine (an instructor's laptop), cores - 1 leaves the page a core: its numbers then match
@@ -26,7 +30,9 @@ while [ $# -gt 0 ]; do
     --max-batch) export TWO_BENDS_MAX_BATCH="$2"; shift 2 ;;
     --model-threads) export TWO_BENDS_THREADS="$2"; shift 2 ;;
     --replay) export TWO_BENDS_REPLAY=1; shift ;;
-    --room) ROOM=1; shift ;;
+    --room) ROOM=1; export TWO_BENDS_ROOM=1; shift ;;
+    --code) export TWO_BENDS_JOIN_CODE="${2:-}"; shift 2 ;;
+    --teacher-code) export TWO_BENDS_TEACHER_CODE="${2:-}"; shift 2 ;;
     --dry-run) DRY_RUN=1; shift ;;
     --measure-hosts) export TWO_BENDS_MEASURE_HOSTS="$2"; shift 2 ;;
     *) break ;;
@@ -47,13 +53,22 @@ done
 if [ "$ROOM" = "1" ]; then
   [ -z "$ADDRESS" ] && { echo "error: give --room or --server.address, not both" >&2; exit 2; }
   ADDRESS=0.0.0.0
-  echo "[dashboard] WARNING --room: listening on every network interface (0.0.0.0). The dashboard has no login yet:" \
-       "anyone who can reach this machine's port can open it and use its engine." >&2
+  echo "[dashboard] --room: listening on every network interface (0.0.0.0); every page needs the room's join code" \
+       "(printed below with the URL and QR code when the server starts)." >&2
+  for pair in "--code:${TWO_BENDS_JOIN_CODE:-}" "--teacher-code:${TWO_BENDS_TEACHER_CODE:-}"; do
+    flag="${pair%%:*}"; code="${pair#*:}"; bare="${code//[ 	-]/}"  # as ui/room/config.py reads it
+    if [ -n "$code" ] && { [ ${#bare} -lt 4 ] || [ ${#bare} -gt 64 ]; }; then
+      echo "error: $flag needs 4 to 64 letters or digits (got ${#bare})" >&2; exit 2
+    fi
+  done
+elif [ -n "${TWO_BENDS_JOIN_CODE:-}${TWO_BENDS_TEACHER_CODE:-}" ]; then
+  echo "error: --code and --teacher-code are for a room: add --room" >&2; exit 2
 fi
 CMD=(.venv/bin/python -m ui.controls.launch --browser.gatherUsageStats false)
 [ -n "$ADDRESS" ] && CMD+=(--server.address "$ADDRESS")
 CMD+=("$@")
 if [ "$DRY_RUN" = "1" ]; then
+  [ "$ROOM" = "1" ] && echo "TWO_BENDS_ROOM=1"
   echo "${CMD[*]}"
   exit 0
 fi

@@ -67,7 +67,7 @@ def test_dashboard_room_binds_every_interface_and_warns():
     out = dashboard("--room", "--mode", "batch")
     assert out.returncode == 0, out.stderr
     assert "--server.address 0.0.0.0" in out.stdout and "127.0.0.1" not in out.stdout
-    assert "no login" in out.stderr.lower()
+    assert "join code" in out.stderr.lower() and "TWO_BENDS_ROOM=1" in out.stdout
 
 
 def test_dashboard_keeps_an_explicit_address():

@@ -163,3 +163,7 @@ TIMING_HANDOUT = "timing_handout_html"  # the handout: the HTML report of every 
 ROOM_ROLE = "room_role"  # "teacher" or "student" once the session entered a code
 ROOM_FORM = "room_form"
 ROOM_CODE = "room_code"
+ROOM_CODE_SHOWN = "room_code_shown"  # presenter mode shows the join code large until the teacher hides it
+ROOM_CODE_TOGGLE = "room_code_toggle"  # its Hide / Show button
+ROOM_CODE_BANNER = "room_code_banner"  # its container (CSS class st-key-room_code_banner: the large type)
+ROOM_CODE_HEADER = "room_code_header"  # the teacher console's header line (ui/room/code_display.py)

@@ -7,16 +7,19 @@ there, and the browser gets Streamlit's "Page not found" notice before app.py's 
 draws the right page. st.navigation switches the old mode off for the whole process, so only a server's first
 visitor arriving by a path-style link saw it; here it is off before any request. `?page=timing` links never
 went through that path.
+In room mode (TWO_BENDS_ROOM=1, from `scripts/dashboard.sh --room`) it also fixes the join and teacher codes
+(given, or generated) before any session reads them and prints them with the room's address and its QR code.
 Usage: python -m ui.controls.launch [streamlit options, e.g. --server.port 8501]
 """
 import os
+import socket
 import sys
 from pathlib import Path
 
 from streamlit.runtime.pages_manager import PagesManager
 from streamlit.web import cli
 
-from ui.room import config
+from ui.room import config, qr
 
 APP = Path(__file__).resolve().parents[2] / "app.py"
 
@@ -26,12 +29,54 @@ def main() -> None:
         raise SystemExit("this Streamlit has no PagesManager.uses_pages_directory; see ui/controls/launch.py")
     PagesManager.uses_pages_directory = False  # app.py routes every page itself (st.navigation)
     if os.environ.get(config.ENV_ROOM) == "1":  # room mode: both codes fixed before any session reads them
-        for name in (config.ENV_JOIN, config.ENV_TEACHER):
-            os.environ[name] = config.normalise(os.environ.get(name, "")) or config.new_code()
-        print(f"[room] join code for students: {os.environ[config.ENV_JOIN]}   teacher code: "
-              f"{os.environ[config.ENV_TEACHER]}", flush=True)
+        open_room(sys.argv[1:])
     sys.argv = ["streamlit", "run", str(APP), *sys.argv[1:]]
     sys.exit(cli.main())
+
+
+def _option(args: list[str], name: str) -> str | None:
+    """The value of a Streamlit option given as `--name value` or `--name=value` (the last one wins)."""
+    value = None
+    for i, arg in enumerate(args):
+        if arg == name and i + 1 < len(args):
+            value = args[i + 1]
+        elif arg.startswith(name + "="):
+            value = arg.split("=", 1)[1]
+    return value
+
+
+def lan_address() -> str:
+    """This machine's address on its network, as another device would type it (no packet is sent: a UDP socket
+    only picks the route); 127.0.0.1 when the machine has no network."""
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+        try:
+            s.connect(("10.255.255.255", 1))
+            return s.getsockname()[0]
+        except OSError:
+            return "127.0.0.1"
+
+
+def room_url(args: list[str]) -> str:
+    address = _option(args, "--server.address") or "0.0.0.0"
+    host = lan_address() if address in ("0.0.0.0", "::", "") else address
+    host = f"[{host}]" if ":" in host else host
+    return f"http://{host}:{_option(args, '--server.port') or 8501}"
+
+
+def open_room(args: list[str]) -> None:
+    """Fix both codes (a chosen one is checked, a missing one generated), then print them, the URL and its QR code."""
+    for name, what in ((config.ENV_JOIN, "join code"), (config.ENV_TEACHER, "teacher code")):
+        given = os.environ.get(name, "")
+        if given.strip() and (problem := config.problem(given, what)):
+            raise SystemExit(f"error: {problem}")
+        os.environ[name] = config.normalise(given) or config.new_code(6 if name == config.ENV_JOIN else 8)
+    if os.environ[config.ENV_JOIN] == os.environ[config.ENV_TEACHER]:
+        raise SystemExit("error: the join code and the teacher code must differ (students would get the console)")
+    os.environ[config.ENV_URL] = url = os.environ.get(config.ENV_URL) or room_url(args)
+    print(f"\n[room] teacher code (opens the teacher console; keep it off the projector): "
+          f"{config.display(os.environ[config.ENV_TEACHER])}", flush=True)
+    print(f"[room] students open {url} (or scan the code) and type the join code "
+          f"{config.display(os.environ[config.ENV_JOIN])}\n{qr.terminal(url)}", flush=True)
 
 
 if __name__ == "__main__":

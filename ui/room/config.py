@@ -12,7 +12,9 @@ import secrets
 from dataclasses import dataclass
 
 ENV_ROOM, ENV_JOIN, ENV_TEACHER = "TWO_BENDS_ROOM", "TWO_BENDS_JOIN_CODE", "TWO_BENDS_TEACHER_CODE"
+ENV_URL = "TWO_BENDS_ROOM_URL"  # the room's address as students type it (set by ui/controls/launch.py)
 CODE_ALPHABET = "ABCDEFGHJKLMNPQRSTUVWXYZ23456789"  # no 0/O, 1/I: read aloud and typed from a projector
+MIN_CODE_LEN = 4  # a shorter chosen code falls to guessing even at the throttle's pace (ui/room/throttle.py)
 MAX_CODE_LEN = 64
 
 
@@ -21,6 +23,7 @@ class RoomConfig:
     enabled: bool = False  # off: one person on one machine, every page and control open
     join_code: str = ""  # what a student types once per browser session
     teacher_code: str = ""  # opens the teacher console (and admits as teacher)
+    url: str = ""  # where students open the room (shown with its QR code); "" when the launcher did not say
 
 
 def new_code(length: int = 6) -> str:
@@ -31,12 +34,28 @@ def from_env(env=None) -> RoomConfig:
     env = os.environ if env is None else env
     if env.get(ENV_ROOM, "0") != "1":
         return RoomConfig()
-    return RoomConfig(True, normalise(env.get(ENV_JOIN, "")), normalise(env.get(ENV_TEACHER, "")))
+    return RoomConfig(True, normalise(env.get(ENV_JOIN, "")), normalise(env.get(ENV_TEACHER, "")),
+                      env.get(ENV_URL, ""))
 
 
 def normalise(code: str) -> str:
     """Codes are case-insensitive and ignore spaces and dashes (as read from a projector)."""
     return "".join(ch for ch in str(code).upper() if ch not in " -\t")
+
+
+def problem(code: str, what: str = "code") -> str | None:
+    """One line saying why a chosen code cannot be a room's code (None: it can)."""
+    code = normalise(code)
+    if len(code) < MIN_CODE_LEN:
+        return f"the {what} needs at least {MIN_CODE_LEN} letters or digits (got {len(code)})"
+    if len(code) > MAX_CODE_LEN:
+        return f"the {what} may have at most {MAX_CODE_LEN} characters (got {len(code)})"
+    return None
+
+
+def display(code: str) -> str:
+    """A code as the projector shows it: groups of three (ABC-DEF), which normalise() reads back as typed."""
+    return "-".join(code[i:i + 3] for i in range(0, len(code), 3)) if len(code) <= 12 else code
 
 
 def matches(given: str, expected: str) -> bool:
