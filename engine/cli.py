@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 
 from engine.errors import EngineError
@@ -107,7 +108,7 @@ def cmd_measure(args) -> int:
     from engine.serving.client.server_benchmark import Plan, run
 
     plan = Plan(args.url, args.prompt_tokens, args.max_new_tokens, args.model, args.requests, args.concurrency,
-                args.shared_prefix, args.warmup, args.timeout)
+                args.shared_prefix, args.warmup, args.timeout, args.api_key or os.environ.get("TWO_BENDS_API_KEY", ""))
 
     def show(rec: dict) -> None:
         if args.json:
@@ -124,6 +125,8 @@ def _add_serve_args(s: argparse.ArgumentParser) -> None:
 
     s.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1: this machine only)")
     s.add_argument("--port", type=int, default=8000)
+    s.add_argument("--api-key", default=None, help="clients must send 'Authorization: Bearer KEY' (vLLM's flag; "
+                   "default: the environment's TWO_BENDS_API_KEY, else no key); /health and /metrics stay open")
     s.add_argument("--served-model-name", default=None, help="the name clients use (default: --model)")
     s.add_argument("--mode", default="queue", choices=["queue", "batch"],
                    help="queue: one request at a time (default); batch: continuous batching")
@@ -190,6 +193,8 @@ def main(argv: list[str] | None = None) -> int:
     m.add_argument("--warmup", type=int, default=1, help="requests sent first and excluded (default 1)")
     m.add_argument("--timeout", type=float, default=120.0, help="seconds to wait for an answer (default 120)")
     m.add_argument("--json", action="store_true", help="one Trace-shaped JSON object per request, one per line")
+    m.add_argument("--api-key", default=None, help="sent as 'Authorization: Bearer KEY' (a server started with "
+                   "--api-key; default: the environment's TWO_BENDS_API_KEY)")
     m.set_defaults(func=cmd_measure)
 
     args = parser.parse_args(argv)

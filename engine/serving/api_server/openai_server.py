@@ -4,7 +4,9 @@ Endpoints: /v1/models, /v1/completions, /v1/chat/completions (streamed as server
 whole), /tokenize (vLLM's), /health and /metrics (vLLM's metric names, engine/serving/api_server/vllm_metrics.py).
 Every bad request gets an OpenAI-style JSON error with a 4xx status (engine/serving/api_server/openai_schema.py);
 a full queue answers 429 with Retry-After; a client that hangs up mid-stream has its request
-cancelled, so the scheduler frees its sequence at the next step.
+cancelled, so the scheduler frees its sequence at the next step. With `--api-key KEY` (vLLM's flag; else the
+environment's TWO_BENDS_API_KEY) every route but /health and /metrics needs `Authorization: Bearer KEY`
+(compared in constant time) and answers 401 without it, as vLLM does.
 
 The scheduler runs in a thread of this process by default: measured no worse than a child process, whose
 pickle, pipe and reader thread per event cost more than the event loop's few microseconds of Python per token
@@ -14,7 +16,9 @@ pickle, pipe and reader thread per event cost more than the event loop's few mic
 from __future__ import annotations
 
 import asyncio
+import hmac
 import json
+import os
 import socket
 import threading
 import time
@@ -37,6 +41,9 @@ from engine.serving.scheduling.worker import ServiceOptions, make_service
 
 WORKER_DEFAULT = "thread"  # measured: see the module docstring
 DISCONNECT_POLL_S = 0.5  # a non-streamed request checks this often whether its client is still there
+ENV_API_KEY = "TWO_BENDS_API_KEY"  # the key when --api-key is not given (vLLM reads VLLM_API_KEY the same way)
+OPEN_PATHS = ("/health", "/metrics")  # a load balancer's probe and Prometheus need no key (as in vLLM)
+LOCAL_HOSTS = ("127.0.0.1", "localhost", "::1")
 
 
 def _error(exc: ApiError) -> JSONResponse:
@@ -51,11 +58,27 @@ async def _json_body(request: Request):
         raise ApiError(400, f"the request body is not valid JSON ({exc})") from None
 
 
-def create_app(service, served: Served) -> FastAPI:
-    """The HTTP app for one served model; `service` is a LocalService or ProcessService (engine/serving/scheduling/worker.py)."""
+def authorised(header: str | None, api_key: str) -> bool:
+    """Is `Authorization: Bearer <key>` this server's key? Constant time: a wrong guess says nothing by its timing."""
+    scheme, _, given = (header or "").partition(" ")
+    return scheme.lower() == "bearer" and hmac.compare_digest(given.strip().encode(), api_key.encode())
+
+
+def create_app(service, served: Served, api_key: str | None = None) -> FastAPI:
+    """The HTTP app for one served model; `service` is a LocalService or ProcessService (engine/serving/scheduling/worker.py).
+    `api_key`: every route but OPEN_PATHS needs it as a Bearer token (None or "": no key, everything open)."""
     app = FastAPI(title="Two Bends engine", docs_url=None, redoc_url=None, openapi_url=None)
     metrics = ServerMetrics(served.name)
     app.state.metrics, app.state.served = metrics, served
+
+    if api_key:
+        @app.middleware("http")
+        async def require_key(request: Request, call_next):
+            if request.url.path in OPEN_PATHS or authorised(request.headers.get("authorization"), api_key):
+                return await call_next(request)
+            return _error(ApiError(401, "missing or wrong API key: send the header 'Authorization: Bearer <key>' "
+                                   "with the key this server was started with (--api-key)", code="invalid_api_key",
+                                   headers={"WWW-Authenticate": "Bearer"}))
 
     @app.exception_handler(ApiError)
     async def api_error(request: Request, exc: ApiError):
@@ -222,7 +245,11 @@ class BackgroundServer:
 
 def serve(args) -> None:
     """The CLI's `serve`: bind, start the scheduler (WORKER_DEFAULT unless --worker says), load, warm up, serve."""
+    api_key = getattr(args, "api_key", None) or os.environ.get(ENV_API_KEY, "")
     sock = listen(args.host, args.port)
+    if args.host not in LOCAL_HOSTS and not api_key:
+        print(f"warning: listening on {args.host} with no API key: anyone who can reach this machine can use the "
+              "model (add --api-key KEY, or bind 127.0.0.1)", flush=True)
     spec = ModelSpec(args.model, args.device, args.dtype, args.kernels)
     options = ServiceOptions(mode=args.mode, max_queue=args.max_queue, max_new_tokens_cap=args.max_new_tokens,
                              max_batch=args.max_batch, threads=args.threads, preload=spec)
@@ -231,12 +258,10 @@ def serve(args) -> None:
     service = make_service(options, args.worker)
     try:
         served = prepare(service, spec, args.served_model_name or args.model, args.max_new_tokens)
-        if args.host not in ("127.0.0.1", "localhost", "::1"):
-            print(f"warning: listening on {args.host}: anyone who can reach this machine can use the model", flush=True)
         print(f"serving '{served.name}' ({served.info.name}, {served.info.device}, {served.info.dtype}) at "
               f"http://{args.host}:{sock.getsockname()[1]}/v1 — scheduling: {args.mode}, queue limit {args.max_queue}; "
-              "Ctrl+C stops", flush=True)
-        uvicorn.Server(uvicorn.Config(create_app(service, served), log_level="warning", access_log=False)).run(sockets=[sock])
+              "Ctrl+C stops" + ("; clients must send the API key" if api_key else ""), flush=True)
+        uvicorn.Server(uvicorn.Config(create_app(service, served, api_key), log_level="warning", access_log=False)).run(sockets=[sock])
     finally:
         service.close()
         sock.close()

@@ -84,9 +84,10 @@ class Streamed:
 
 
 class Client:
-    def __init__(self, url: str, timeout: float = 120.0):
+    def __init__(self, url: str, timeout: float = 120.0, api_key: str = ""):
         self.target = parse_url(url)
         self.timeout = timeout
+        self.api_key = api_key  # sent as 'Authorization: Bearer …' when set (vLLM's --api-key, OpenAI's own)
 
     def _connect(self) -> http.client.HTTPConnection:
         t = self.target
@@ -108,6 +109,8 @@ class Client:
     def _send(self, method: str, path: str, body: dict | None):
         conn = self._connect()
         headers = {"User-Agent": USER_AGENT, "Accept": "application/json, text/event-stream"}
+        if self.api_key:
+            headers["Authorization"] = f"Bearer {self.api_key}"
         data = None
         if body is not None:
             data, headers["Content-Type"] = json.dumps(body).encode(), "application/json"

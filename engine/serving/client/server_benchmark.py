@@ -38,6 +38,7 @@ class Plan:
     shared_prefix: bool = False
     warmup: int = 1  # requests sent first and left out of every number
     timeout: float = 120.0  # seconds without an answer before giving up
+    api_key: str = ""  # sent as a Bearer token (a server started with --api-key); "" sends none
 
     def check(self) -> Plan:
         for name, value, low, high in (("--prompt-tokens", self.prompt_tokens, 1, 1_000_000),
@@ -173,7 +174,7 @@ def trace_from_record(rec: dict) -> Trace:
 def run(plan: Plan, on_record=None) -> tuple[list[dict], dict]:
     """Measure; returns (records in request order, facts about the run). `on_record(rec)` as each one is ready."""
     plan.check()
-    client = Client(plan.url, plan.timeout)
+    client = Client(plan.url, plan.timeout, plan.api_key)
     model = discover(client, plan.model)
     prompts = build_prompts(client, model, plan.prompt_tokens, plan.warmup + plan.requests, plan.shared_prefix)
 
