@@ -70,6 +70,13 @@ def test_dashboard_room_binds_every_interface_and_warns():
     assert "join code" in out.stderr.lower() and "TWO_BENDS_ROOM=1" in out.stdout
 
 
+def test_dashboard_room_codes_get_one_clear_line():
+    short = dashboard("--room", "--code", "ab-c")
+    assert short.returncode == 2 and "--code needs 4 to 64 letters or digits (got 3)" in short.stderr
+    alone = dashboard("--teacher-code", "VALLEY9")
+    assert alone.returncode == 2 and "add --room" in alone.stderr
+
+
 def test_dashboard_keeps_an_explicit_address():
     out = dashboard("--server.address", "10.1.2.3", "--server.port", "8600")
     assert out.returncode == 0, out.stderr
