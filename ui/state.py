@@ -163,3 +163,7 @@ TIMING_HANDOUT = "timing_handout_html"  # the handout: the HTML report of every 
 ROOM_ROLE = "room_role"  # "teacher" or "student" once the session entered a code
 ROOM_FORM = "room_form"
 ROOM_CODE = "room_code"
+
+# the look (ui/controls/theme_toggle.py): a dark theme for a dark room, in the sidebar, the presenter bar and links
+DARK_THEME = "theme_dark"  # True: dark pages and charts (the link's theme=dark)
+THEME_SWITCH = "theme_switch"  # the presenter bar's light/dark button
