@@ -167,3 +167,7 @@ ROOM_CODE_SHOWN = "room_code_shown"  # presenter mode shows the join code large 
 ROOM_CODE_TOGGLE = "room_code_toggle"  # its Hide / Show button
 ROOM_CODE_BANNER = "room_code_banner"  # its container (CSS class st-key-room_code_banner: the large type)
 ROOM_CODE_HEADER = "room_code_header"  # the teacher console's header line (ui/room/code_display.py)
+
+# the look (ui/controls/theme_toggle.py): a dark theme for a dark room, in the sidebar, the presenter bar and links
+DARK_THEME = "theme_dark"  # True: dark pages and charts (the link's theme=dark)
+THEME_SWITCH = "theme_switch"  # the presenter bar's light/dark button

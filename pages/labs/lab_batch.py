@@ -2,7 +2,7 @@
 import streamlit as st
 
 from ui import state
-from ui.controls import widgets
+from ui.controls import theme_toggle, widgets
 from ui.engine_link import lab_jobs, worker_link
 from ui.figures import fig_sweeps
 from ui.text import lab_text, sweep_numbers
@@ -63,9 +63,9 @@ st.caption(fig_sweeps.sweep_status(result))
 if result is not None and result.points:
     points = result.points
     cross = sweep_numbers.batch_crossover(lm, points, peaks, n_prompt, n_out)
-    st.plotly_chart(fig_sweeps.batch_throughput_figure(points), width="stretch", theme=None)
+    theme_toggle.plotly_chart(fig_sweeps.batch_throughput_figure(points), width="stretch", theme=None)
     st.markdown(lab_text.batch_findings(points))
-    st.plotly_chart(fig_sweeps.batch_latency_figure(points, cross.measured, cross.predicted), width="stretch", theme=None)
+    theme_toggle.plotly_chart(fig_sweeps.batch_latency_figure(points, cross.measured, cross.predicted), width="stretch", theme=None)
     st.markdown(lab_text.batch_explanation(cross.measured, cross.predicted, cross.ridge, cross.tried_max, cross.dtype_bytes))
     st.dataframe(fig_sweeps.sweep_table(points), hide_index=True, width="stretch")
     st.download_button("Download CSV", fig_sweeps.sweep_csv(points), file_name="two_bends_batch_sweep.csv",

@@ -2,6 +2,7 @@
 import streamlit as st
 
 from ui import state
+from ui.controls import theme_toggle
 from ui.engine_link import worker_link
 from ui.figures import fig_roofline
 from ui.text import lab_text
@@ -59,8 +60,8 @@ m = st.columns(3)
 m[0].metric("End-to-end time saved", f"{result.saving:.1%}")
 m[1].metric("End-to-end speed-up", f"{result.speedup:.2f}×")
 m[2].metric("Best possible from the valley alone", f"{result.limit_if_only_prefill:.2f}×")
-st.plotly_chart(fig_roofline.budget_figure(result), width="stretch", theme=None)
+theme_toggle.plotly_chart(fig_roofline.budget_figure(result), width="stretch", theme=None)
 st.markdown(lab_text.budget_text(result))
 if source == "fable":
     st.markdown(lab_text.fable_text(rn.fable()))
-st.plotly_chart(fig_roofline.budget_curve(share), width="stretch", theme=None)
+theme_toggle.plotly_chart(fig_roofline.budget_curve(share), width="stretch", theme=None)

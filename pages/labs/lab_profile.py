@@ -2,7 +2,7 @@
 import streamlit as st
 
 from ui import state
-from ui.controls import widgets
+from ui.controls import theme_toggle, widgets
 from ui.engine_link import lab_jobs, worker_link
 from ui.figures import fig_profile
 from ui.text import remedy_text as rt
@@ -26,8 +26,8 @@ if result is None:
 else:
     st.markdown(rt.profile_summary(result))
     left, right = st.columns(2)
-    left.plotly_chart(fig_profile.kinds_figure(result), width="stretch", theme=None)
-    right.plotly_chart(fig_profile.parts_figure(result), width="stretch", theme=None)
+    theme_toggle.plotly_chart(fig_profile.kinds_figure(result), left, width="stretch", theme=None)
+    theme_toggle.plotly_chart(fig_profile.parts_figure(result), right, width="stretch", theme=None)
     st.markdown("**Milliseconds per phase** (prefill: one pass over the prompt; decode: one step, averaged):")
     st.dataframe(fig_profile.times_table(result), hide_index=True)
     tab_p, tab_d = st.tabs(["Top operators — prefill", "Top operators — decode"])

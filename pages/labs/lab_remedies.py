@@ -2,7 +2,7 @@
 import streamlit as st
 
 from ui import state
-from ui.controls import widgets
+from ui.controls import theme_toggle, widgets
 from ui.engine_link import lab_jobs, worker_link
 from ui.figures import fig_remedies as fr
 from ui.text import remedy_text as rt
@@ -37,7 +37,7 @@ with tabs[0]:
     header("kv_cache")
     measure("kv_cache", lab_jobs.KV_CACHE, rt.OPEN_PROMPT, n_tokens)
     if r := results.get("kv_cache"):
-        st.plotly_chart(fr.kv_cache_figure(r), width="stretch", theme=None)
+        theme_toggle.plotly_chart(fr.kv_cache_figure(r), width="stretch", theme=None)
         st.markdown(rt.kv_cache_summary(r))
 
 with tabs[1]:
@@ -51,7 +51,7 @@ with tabs[1]:
     prompts = {"copy / summarise": copy_prompt, "open-ended": open_prompt}
     measure("speculative", lab_jobs.SPECULATIVE, prompts, n_tokens, k)
     if r := results.get("speculative"):
-        st.plotly_chart(fr.speculative_figure(r), width="stretch", theme=None)
+        theme_toggle.plotly_chart(fr.speculative_figure(r), width="stretch", theme=None)
         st.markdown(rt.speculative_summary(r))
 
 with tabs[2]:
@@ -61,7 +61,7 @@ with tabs[2]:
     turn2 = c[1].text_input("Turn 2 (user)", rt.TURN2, key=state.REMEDY_TURN2)
     measure("prefix", lab_jobs.PREFIX_CACHE, turn1, turn2, answer_tokens=n_tokens)
     if r := results.get("prefix"):
-        st.plotly_chart(fr.phase_pair_figure([r.full, r.reused], "Turn 2: from scratch vs reusing turn 1's cache (measured)"),
+        theme_toggle.plotly_chart(fr.phase_pair_figure([r.full, r.reused], "Turn 2: from scratch vs reusing turn 1's cache (measured)"),
                         width="stretch", theme=None)
         st.markdown(rt.prefix_summary(r))
 
@@ -70,14 +70,14 @@ with tabs[3]:
     st.markdown(rt.DTYPE_NOTE)
     measure("dtype", lab_jobs.DTYPES, ("float32", "bfloat16"), rt.OPEN_PROMPT, n_tokens)
     if r := results.get("dtype"):
-        st.plotly_chart(fr.phase_pair_figure(r, "float32 vs bfloat16 on this device (measured)"), width="stretch", theme=None)
+        theme_toggle.plotly_chart(fr.phase_pair_figure(r, "float32 vs bfloat16 on this device (measured)"), width="stretch", theme=None)
         st.markdown(rt.phase_rows_summary(r))
 
 with tabs[4]:
     header("int8")
     measure("int8", lab_jobs.INT8, rt.OPEN_PROMPT, n_tokens)
     if r := results.get("int8"):
-        st.plotly_chart(fr.phase_pair_figure(r.rows, "Weights in float vs int8 (measured)"), width="stretch", theme=None)
+        theme_toggle.plotly_chart(fr.phase_pair_figure(r.rows, "Weights in float vs int8 (measured)"), width="stretch", theme=None)
         st.markdown(rt.phase_rows_summary(r.rows))
         st.markdown(rt.int8_summary(r))
     st.caption(rt.LLAMA_CPP_CITATION)
@@ -86,7 +86,7 @@ with tabs[5]:
     header("kernels")
     measure("kernels", lab_jobs.KERNELS, rt.OPEN_PROMPT, n_tokens)
     if r := results.get("kernels"):
-        st.plotly_chart(fr.phase_pair_figure(r.rows, "The same weights: nn.Linear vs the fast kernels (measured)"),
+        theme_toggle.plotly_chart(fr.phase_pair_figure(r.rows, "The same weights: nn.Linear vs the fast kernels (measured)"),
                         width="stretch", theme=None)
         st.markdown(rt.kernels_summary(r))
 
@@ -94,7 +94,7 @@ with tabs[6]:
     header("overhead")
     measure("overhead", lab_jobs.OVERHEAD)
     if r := results.get("overhead"):
-        st.plotly_chart(fr.overhead_figure(r), width="stretch", theme=None)
+        theme_toggle.plotly_chart(fr.overhead_figure(r), width="stretch", theme=None)
         st.markdown(rt.overhead_summary(r))
     if lm is None or not lm.device.startswith("cuda"):
         st.info(rt.CUDA_NOTE)
@@ -103,7 +103,7 @@ with tabs[6]:
                     "replayed from one captured graph.")
         measure("cuda_graphs", lab_jobs.CUDA_GRAPHS, rt.OPEN_PROMPT, n_tokens)
         if r := results.get("cuda_graphs"):
-            st.plotly_chart(fr.phase_pair_figure([r.eager, r.graphed], "Eager vs CUDA-graph decode (measured)"),
+            theme_toggle.plotly_chart(fr.phase_pair_figure([r.eager, r.graphed], "Eager vs CUDA-graph decode (measured)"),
                             width="stretch", theme=None)
             st.caption(f"Same tokens: {r.same_tokens}")
 
@@ -111,7 +111,7 @@ with tabs[7]:
     st.markdown("Rows: the remedies measured so far in this session; columns: their measured effect on each phase. "
                 "Green: measured faster; red: measured slower; grey: within the noise band. A remedy meant for one "
                 "segment should show grey on the other: budget spent there buys nothing.")
-    st.plotly_chart(fr.indicator_matrix_figure(results), width="stretch", theme=None)
+    theme_toggle.plotly_chart(fr.indicator_matrix_figure(results), width="stretch", theme=None)
     table = fr.effects_table(results)
     if not table.empty:
         st.dataframe(table.style.format({"TTFT speed-up": "×{:.2f}", "TPOT speed-up": "×{:.2f}"}), hide_index=True)

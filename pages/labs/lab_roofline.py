@@ -2,7 +2,7 @@
 import streamlit as st
 
 from ui import state
-from ui.controls import widgets
+from ui.controls import theme_toggle, widgets
 from ui.engine_link import lab_jobs, worker_link
 from ui.figures import fig_roofline
 from ui.text import lab_text
@@ -44,7 +44,7 @@ def measured_section(lm) -> None:
         col.metric(label, value)
     if trace is not None:
         points = rn.trace_points(trace)
-        st.plotly_chart(fig_roofline.roofline_figure(peaks.matmul_flops_per_s, peaks.copy_bytes_per_s, points),
+        theme_toggle.plotly_chart(fig_roofline.roofline_figure(peaks.matmul_flops_per_s, peaks.copy_bytes_per_s, points),
                         width="stretch", theme=None)
         st.caption(f"Points from {source}: {trace.n_prompt} prompt tokens, {trace.n_output} output tokens, "
                    f"batch {trace.batch_size}. " + lab_text.MEASURED_NOTE)
@@ -71,7 +71,7 @@ bw_eff = cols[1].slider("Decode bandwidth efficiency", 0.1, 1.0, rn.DEFAULT_BW_E
 
 cfg, workload = rn.MODEL_PRESETS[model_name], rn.WORKLOAD_PRESETS[workload_name]
 table = fig_roofline.predictions(cfg, workload, bpw, mfu, bw_eff, batch)
-st.plotly_chart(fig_roofline.prediction_bars(
+theme_toggle.plotly_chart(fig_roofline.prediction_bars(
     table, f"{model_name}, {workload.name} ({workload.prompt_tokens} in / {workload.output_tokens} out), B = {batch}"),
     width="stretch", theme=None)
 st.dataframe(table, hide_index=True, width="stretch")

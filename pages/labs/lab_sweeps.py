@@ -2,7 +2,7 @@
 import streamlit as st
 
 from ui import state
-from ui.controls import widgets
+from ui.controls import theme_toggle, widgets
 from ui.engine_link import lab_jobs, worker_link
 from ui.figures import fig_sweeps
 from ui.text import lab_text, sweep_numbers
@@ -66,15 +66,15 @@ if result is not None and result.points:
     points = result.points
     if kind == "prompt":
         fit = sweep_numbers.ttft_fit(points)
-        st.plotly_chart(fig_sweeps.ttft_figure(points, fit), width="stretch", theme=None)
+        theme_toggle.plotly_chart(fig_sweeps.ttft_figure(points, fit), width="stretch", theme=None)
         st.markdown(fig_sweeps.fit_text(fit))
-        st.plotly_chart(fig_sweeps.decode_latency_figure(points), width="stretch", theme=None)
+        theme_toggle.plotly_chart(fig_sweeps.decode_latency_figure(points), width="stretch", theme=None)
     else:
-        st.plotly_chart(fig_sweeps.phase_split_figure(points, "output_tokens"), width="stretch", theme=None)
-        st.plotly_chart(fig_sweeps.decode_latency_figure(points), width="stretch", theme=None)
+        theme_toggle.plotly_chart(fig_sweeps.phase_split_figure(points, "output_tokens"), width="stretch", theme=None)
+        theme_toggle.plotly_chart(fig_sweeps.decode_latency_figure(points), width="stretch", theme=None)
     st.markdown(lab_text.DECODE_FLAT)
     if kind == "prompt":
-        st.plotly_chart(fig_sweeps.phase_split_figure(points, "prompt_tokens"), width="stretch", theme=None)
+        theme_toggle.plotly_chart(fig_sweeps.phase_split_figure(points, "prompt_tokens"), width="stretch", theme=None)
     st.dataframe(fig_sweeps.sweep_table(points), hide_index=True, width="stretch")
     st.download_button("Download CSV", fig_sweeps.sweep_csv(points), file_name=f"two_bends_{kind}_sweep.csv",
                        mime="text/csv", key=state.SWEEP_CSV)

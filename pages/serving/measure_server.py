@@ -2,6 +2,7 @@
 import streamlit as st
 
 from ui import state
+from ui.controls import theme_toggle
 from ui.engine_link import server_measurement, worker_link
 from ui.errors import EngineError
 from ui.figures import fig_timing
@@ -89,12 +90,12 @@ pick = st.selectbox("Request shown in the ledger", list(range(1, len(traces) + 1
                     key=state.MEASURE_PICK, format_func=lambda i: f"request {i}")
 trace = traces[pick - 1]
 summary = run_numbers.summary(trace)
-st.plotly_chart(fig_timing.phase_split_figure(summary), width="stretch", key="ms_split", theme=None)
+theme_toggle.plotly_chart(fig_timing.phase_split_figure(summary), width="stretch", key="ms_split", theme=None)
 left, right = st.columns(2, gap="large")
-left.plotly_chart(fig_timing.itl_figure(trace.prefill_seconds, [s.seconds for s in trace.steps]),
-                  width="stretch", key="ms_itl", theme=None)
-right.plotly_chart(fig_timing.cumulative_figure(trace), width="stretch", key="ms_cumulative", theme=None)
+theme_toggle.plotly_chart(fig_timing.itl_figure(trace.prefill_seconds, [s.seconds for s in trace.steps]), left,
+                          width="stretch", key="ms_itl", theme=None)
+theme_toggle.plotly_chart(fig_timing.cumulative_figure(trace), right, width="stretch", key="ms_cumulative", theme=None)
 st.dataframe(runs.metrics_table(summary, server=True), hide_index=True, width="stretch",
              column_config={"value": st.column_config.NumberColumn(format="%.2f")})
 requests_table = runs.runs_table(traces)
-st.plotly_chart(fig_timing.runs_figure(requests_table), width="stretch", key="ms_runs", theme=None)
+theme_toggle.plotly_chart(fig_timing.runs_figure(requests_table), width="stretch", key="ms_runs", theme=None)

@@ -5,14 +5,15 @@ restyles every page while presenter mode is on and draws its own bar above it (e
 Run, the keys, the glossary: the sidebar is hidden); `keyboard(...)` (Decode and Prefill pages) lets → / ←
 press the page's own Next / Previous buttons and space flip its Autoplay toggle, from a small script in
 the page (same origin, it only clicks existing buttons: every state change still goes through Streamlit).
-`chart(...)` draws a Plotly figure with PNG export (modebar camera) and, in presenter mode, larger type.
+`chart(...)` draws a Plotly figure with PNG export (modebar camera), in the session's theme (light or dark,
+ui/controls/theme_toggle.py) and, in presenter mode, larger type.
 """
 from __future__ import annotations
 
 import streamlit as st
 
 from ui import state
-from ui.controls import glossary_panel, widgets
+from ui.controls import glossary_panel, theme_toggle, widgets
 from ui.demo import recorded
 from ui.figures import theme
 from ui.text import prompts
@@ -94,7 +95,9 @@ def _copy(mirror: str) -> None:
 def apply(groups: dict, request=None) -> None:
     """While presenter mode is on: the large style and, above every page, a compact bar (the sidebar is hidden):
     every page of `groups` (app.py's navigation), the request's example and lengths, Run, the keys, the glossary
-    and a way back. `request`: the sidebar's RunRequest (widgets.sidebar()); no Run controls in replay-only mode."""
+    and a way back. `request`: the sidebar's RunRequest (widgets.sidebar()); no Run controls in replay-only mode.
+    Every page, presenting or not: the dark style while the dark theme is on."""
+    theme_toggle.apply()
     if not active():
         return
     st.html(STYLE)
@@ -104,6 +107,7 @@ def apply(groups: dict, request=None) -> None:
             _request_controls(request)
         st.markdown(KEYS_HINT, width="content")
         glossary_panel.popover()
+        theme_toggle.button()
         st.button("Exit", key=state.PRESENTER_LEAVE, on_click=_leave, type="tertiary", icon=":material/close:",
                   help="Leave presenter mode: the sidebar comes back")
 
@@ -158,8 +162,10 @@ def keyboard(next_key: str, prev_key: str, autoplay_key: str) -> None:
         st.html(KEYS_SCRIPT.format(next=next_key, prev=prev_key, play=autoplay_key), unsafe_allow_javascript=True)
 
 
-def chart(fig, key: str, name: str, width: str = "stretch") -> None:
-    """A Plotly figure with a PNG download in its modebar (named `two_bends_<name>.png`), larger when presenting."""
+def chart(fig, key: str, name: str, width: str = "stretch", box=None) -> None:
+    """A Plotly figure with a PNG download in its modebar (named `two_bends_<name>.png`), in the session's theme,
+    larger when presenting. `box`: the container to draw in (a column), else where the page is."""
+    fig = theme_toggle.styled(fig)
     if active():
         fig = theme.enlarged(fig, FONT_SCALE)
-    st.plotly_chart(fig, width=width, key=key, theme=None, config=theme.export_config(name))
+    (box or st).plotly_chart(fig, width=width, key=key, theme=None, config=theme.export_config(name))

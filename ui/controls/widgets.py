@@ -17,7 +17,7 @@ from engine.errors import EngineError
 from engine.loading.model_store import DEFAULT_MODEL as BUNDLED_DEFAULT
 from engine.serving.scheduling.work import Request
 from ui import state
-from ui.controls import demo_panel, glossary_panel, presets
+from ui.controls import demo_panel, glossary_panel, presets, theme_toggle
 from ui.demo import recorded
 from ui.engine_link import worker_link
 from ui.engine_link.run_store import LiveRun
@@ -103,6 +103,7 @@ def sidebar() -> RunRequest:
     with st.sidebar:
         top = st.container(horizontal=True, vertical_alignment="center", gap="small")
         glossary_panel.popover(top, "tertiary")
+        theme_toggle.toggle()
         top.button("Reset to defaults", key=state.SETTINGS_RESET, on_click=reset_to_defaults, type="tertiary",
                    icon=":material/restart_alt:",
                    help="Model, prompt, lengths and sampling back to what a fresh session has. Your runs are kept.")
@@ -276,7 +277,7 @@ def _follow_live(live: LiveRun, live_chart: bool) -> None:
                 clock["draws"] += 1
                 fig = fig_timing.itl_figure(live.prefill_seconds or 0.0, [s.seconds for s in live.steps],
                                             title="Live: each token's latency", height=300)
-                chart_box.plotly_chart(fig, width="stretch", key=f"live_itl_{clock['draws']}", theme=None)
+                chart_box.plotly_chart(theme_toggle.styled(fig), width="stretch", key=f"live_itl_{clock['draws']}", theme=None)
                 clock["chart"] = time.perf_counter()
 
         while not live.finished:  # events already received on an earlier script run are in `live`

@@ -1,7 +1,7 @@
 """Shareable links: the dashboard's settings as URL query parameters, and back, checked value by value.
 
-An instructor sends `...?page=decode&example=chat&prompt_tokens=128&output_tokens=64&present=1` and the
-class opens the same page, prompt and settings (or `?trace=long-prompt-short-answer` for a recorded run); `run=1`
+An instructor sends `...?page=decode&example=chat&prompt_tokens=128&output_tokens=64&present=1&theme=dark` and the
+class opens the same page, prompt, settings and look (or `?trace=long-prompt-short-answer` for a recorded run); `run=1`
 also runs the request once on opening (a prepared link is a prepared slide), never in replay-only mode.
 `parse` never raises: a value it cannot use falls back to the default and is named in a short notice.
 Streamlit-free; ui/controls/demo_panel.py applies the result to the session and keeps the URL up to date.
@@ -20,7 +20,7 @@ from ui.text import prompts
 class Param:
     """One query parameter: the session-state key it fills, its kind and allowed range, its default."""
     key: str
-    kind: str  # "int", "float", "flag" or "example"
+    kind: str  # "int", "float", "flag", "example" or "theme" (light/dark, held as a flag: dark on)
     default: object
     low: float = 0
     high: float = 0
@@ -39,7 +39,9 @@ PARAMS = {
     "top_p": Param(state.TOP_P, "float", 1.0, 0.05, 1.0, 0.05),
     "seed": Param(state.SEED, "int", 0, 0, 2**31 - 1),
     "present": Param(state.PRESENTER, "flag", False),
+    "theme": Param(state.DARK_THEME, "theme", False),  # theme=dark: the dark theme (ui/controls/theme_toggle.py)
 }
+THEMES = {"light": False, "dark": True}
 RUN = "run"  # run the request once when the link is opened (ui/controls/widgets.py starts it)
 PAGE, TRACE = "page", "trace"  # the page (its URL path) and a shipped recorded run (its file name)
 HOME = "home"  # the default page has an empty URL path; the link names it
@@ -76,6 +78,10 @@ def _value(name: str, param: Param, raw: str):
         if text.lower() not in FLAGS:
             raise ValueError(f"{name} {_shown(raw)} is not 1 or 0")
         return FLAGS[text.lower()]
+    if param.kind == "theme":
+        if text.lower() not in THEMES:
+            raise ValueError(f"theme {_shown(raw)} is not light or dark")
+        return THEMES[text.lower()]
     if param.kind == "example":
         keys = [ex.key for ex in prompts.examples()]
         if text not in keys:
@@ -146,6 +152,8 @@ def build(values: dict, page: str | None = None, trace: str | None = None, run: 
             continue
         if param.kind == "flag":
             query[name] = "1" if value else "0"
+        elif param.kind == "theme":
+            query[name] = "dark" if value else "light"
         elif param.kind == "float":
             query[name] = f"{float(value):g}"
         else:

@@ -8,7 +8,7 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from ui.figures.theme import DECODE_COLOR, FONT_SIZE, NEUTRAL_COLOR, PREFILL_COLOR, base_layout
-from ui.text.remedy_text import HELPS, NOISE, TITLES, effect, effect_words, ratio
+from ui.text.remedy_text import HELPS, MARKER_KEY, NOISE, TITLES, effect, effect_marker, ratio
 
 REMEDY_COLOR = "#2E9E5B"  # the remedy's bars/lines; the baseline is grey
 
@@ -107,19 +107,20 @@ def _cell_color(x: float) -> float:
 
 
 def indicator_matrix_figure(results: dict) -> go.Figure:
-    """Rows = remedies measured so far, columns = TTFT and TPOT, cells coloured by measured speed-up."""
+    """Rows = remedies measured so far, columns = TTFT and TPOT, cells coloured by measured speed-up and marked with
+    its verdict in shape and word (▲ helps, ▼ hurts, ● noise): the colour is never the only carrier."""
     rows = _effects(results)
     fig = go.Figure()
     if not rows:
         fig.update_layout(**base_layout("Measure some remedies first", "", "", height=260))
         return fig
     z = [[_cell_color(r["TTFT speed-up"]), _cell_color(r["TPOT speed-up"])] for r in rows]
-    text = [[effect_words(v) for v in (r["TTFT speed-up"], r["TPOT speed-up"])] for r in rows]
+    text = [[effect_marker(v) for v in (r["TTFT speed-up"], r["TPOT speed-up"])] for r in rows]
     ylabels = [f"{r['remedy']}  [{r['meant for']}]" for r in rows]
     scale = [[0.0, "#C0392B"], [0.4, "#E8B4AE"], [0.5, "#D9D9D9"], [0.6, "#A9DFBF"], [1.0, "#1E8449"]]
     fig.add_heatmap(z=z, x=["TTFT (prefill)", "TPOT (decode)"], y=ylabels, text=text, texttemplate="%{text}",
                     textfont=dict(size=FONT_SIZE + 2), colorscale=scale, zmin=-1, zmax=1, showscale=False, xgap=4, ygap=4)
-    fig.update_layout(**base_layout(f"Measured speed-up: green faster, red slower, grey within ±{NOISE:.0%} (noise)", "", "",
+    fig.update_layout(**base_layout(f"Measured speed-up: {MARKER_KEY} (within ±{NOISE:.0%})", "", "",
                                     height=140 + 80 * len(rows)))
     fig.update_yaxes(autorange="reversed", tickfont=dict(size=FONT_SIZE - 2))
     fig.update_xaxes(side="top")

@@ -1,4 +1,9 @@
-"""One look for every chart: the two phases' colours, projector-sized fonts, shared Plotly layout."""
+"""One look for every chart: the two phases' colours, projector-sized fonts, shared Plotly layout, light or dark.
+
+A dark room wants a dark screen: `styled(fig, "dark")` gives any finished figure the dark look (Plotly's dark
+template on Streamlit's own dark background) and swaps each colour that would sink into it for a lighter one of the
+same hue, so orange is still the valley and blue the bridge (WCAG contrast, tests/ui/figures/test_theme.py).
+"""
 from __future__ import annotations
 
 PREFILL_COLOR = "#E07A1F"  # the valley: warm orange, everywhere prefill appears
@@ -8,6 +13,27 @@ ESTIMATE_DASH = "dash"  # estimated (formula) lines are dashed; measured ones ar
 FONT_SIZE = 18  # readable on a projector at 1280x800
 TITLE_SIZE = 22
 PHASE_COLORS = {"prefill": PREFILL_COLOR, "decode": DECODE_COLOR}
+
+LIGHT, DARK = "light", "dark"
+MODES = (LIGHT, DARK)
+DARK_BACKGROUND = "#0E1117"  # Streamlit's dark background: a chart sits on the page without a lighter frame
+DARK_INK = "#E8EAED"  # text and axis labels
+DARK_GRID = "#3A3F4B"  # grid lines: visible, quieter than the data
+# colours the builders use that a dark background would swallow -> the same hue, lighter (or, for the white end
+# of a colour scale, the background itself: "no attention" stays "nothing there")
+DARK_COLORS = {
+    PREFILL_COLOR: "#F5943F",
+    DECODE_COLOR: "#5AA9F0",
+    NEUTRAL_COLOR: "#A8A8A8",
+    "#FFFFFF": DARK_BACKGROUND,  # low end of the attention colour scales
+    "#F4F4F4": "#2A2F3A",  # masked (future) cells of the attention matrix
+    "#222222": DARK_INK,  # the batch-size step line on the ITL chart
+    "#555555": "#B8B8B8",  # query heads of the GQA picture
+    "#6A4C93": "#B39DDB",  # KV heads of the GQA picture
+    "#8E44AD": "#C39BD3",  # attention, in the profile charts
+    "#C0392B": "#E8685A",  # LM head (profile); "slower" end of the indicator lights
+    "#2E9E5B": "#4CC27A",  # MLP (profile), the remedy's bars
+}
 
 
 def base_layout(title: str = "", x_title: str = "", y_title: str = "", height: int = 420) -> dict:
@@ -49,3 +75,33 @@ def enlarged(fig, factor: float):
     layout = scale(layout)
     layout.setdefault("font", {}).setdefault("size", FONT_SIZE * factor)
     return go.Figure(data=fig.data, layout=layout, frames=fig.frames)
+
+
+def _recolour(node):
+    if isinstance(node, dict):
+        return {k: _recolour(v) for k, v in node.items()}
+    if isinstance(node, list):
+        return [_recolour(v) for v in node]
+    if isinstance(node, str):
+        return DARK_COLORS.get(node.upper(), node)
+    return node
+
+
+def styled(fig, mode: str = LIGHT):
+    """`fig` for a light or dark page: light returns it as built; dark returns a copy with Plotly's dark template,
+    Streamlit's dark background and every colour of DARK_COLORS swapped (traces, colour scales, shapes, annotations)."""
+    if mode != DARK:
+        return fig
+    import plotly.graph_objects as go
+    import plotly.io as pio
+
+    spec = _recolour(fig.to_plotly_json())
+    layout = spec.get("layout", {})
+    layout["template"] = pio.templates["plotly_dark"]
+    layout["paper_bgcolor"] = DARK_BACKGROUND
+    layout.setdefault("plot_bgcolor", DARK_BACKGROUND)
+    layout.setdefault("font", {})["color"] = DARK_INK
+    for name in [k for k in layout if k.startswith(("xaxis", "yaxis"))]:
+        layout[name].setdefault("gridcolor", DARK_GRID)
+        layout[name].setdefault("zerolinecolor", DARK_GRID)
+    return go.Figure(data=spec.get("data", []), layout=layout, frames=spec.get("frames", []))

@@ -172,3 +172,13 @@ def test_a_run_link_in_replay_only_mode_says_why(app_test, monkeypatch):
     assert not at.exception
     notice = " ".join(w.value for w in at.warning)
     assert "run" in notice and "replay" in notice
+
+
+def test_theme_dark_travels_in_the_link():
+    link = links.parse({"theme": "dark"}, set(), set())
+    assert link.values[state.DARK_THEME] is True and not link.notices
+    assert links.parse({"theme": " Light "}, set(), set()).values[state.DARK_THEME] is False
+    assert links.build({state.DARK_THEME: True})["theme"] == "dark"
+    assert "theme" not in links.build({state.DARK_THEME: False})  # light is the default: left out
+    refused = links.parse({"theme": "blue"}, set(), set())
+    assert state.DARK_THEME not in refused.values and "theme 'blue' is not light or dark" in refused.notice()
