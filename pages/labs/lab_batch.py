@@ -11,6 +11,7 @@ BATCH_CHOICES = [1, 2, 4, 8, 16, 32, 64]
 
 st.title("Batch lab — many riders, one bridge")
 st.markdown(lab_text.BATCH_INTRO)
+worker_link.lab_notice()  # in a room: why this session may not start lab measurements
 
 store = worker_link.store()
 result = store.labs.get(state.BATCH_RESULT)

@@ -9,6 +9,7 @@ from ui.text import remedy_text as rt
 
 st.title("Where the time goes — GEMM in the valley, GEMV on the bridge")
 st.markdown(rt.PROFILE_INTRO)
+worker_link.lab_notice()  # in a room: why this session may not start lab measurements
 
 lm = widgets.current_model()
 cols = st.columns([2, 1, 3])

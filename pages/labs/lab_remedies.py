@@ -9,6 +9,7 @@ from ui.text import remedy_text as rt
 
 st.title("Remedies lab — a strategy for each segment")
 st.markdown(f"Each remedy is measured here, now, on this machine: the baseline and the remedy run the same request. {rt.LESSON}")
+worker_link.lab_notice()  # in a room: why this session may not start lab measurements
 
 results: dict = worker_link.store().labs.setdefault(state.REMEDY_RESULTS, {})
 lm = widgets.current_model()

@@ -12,6 +12,7 @@ BYTES_PER_WEIGHT = {2.0: "bf16 / fp16 (2 bytes)", 4.0: "fp32 (4 bytes)", 1.0: "i
 
 st.title("Roofline — which stage eats the money")
 st.markdown(lab_text.ROOFLINE_INTRO)
+worker_link.lab_notice()  # in a room: why this session may not start lab measurements
 
 store = worker_link.store()
 

@@ -13,6 +13,7 @@ KINDS = {"prompt": "Prompt-length sweep (TTFT)", "output": "Output-length sweep 
 
 st.title("Sweep lab — widen the valley, lengthen the bridge")
 st.markdown(lab_text.SWEEP_INTRO)
+worker_link.lab_notice()  # in a room: why this session may not start lab measurements
 
 store = worker_link.store()
 results: dict = store.labs.setdefault(state.SWEEP_RESULTS, {})  # {"prompt": SweepResult, "output": SweepResult}

@@ -221,7 +221,11 @@ def run_panel(request: RunRequest) -> None:
     ss = st.session_state
     if ss.get(state.RUN_CANCEL) and store.live is not None:
         worker_link.service().cancel(store.live.work)
-    if _run_pressed():
+    pressed = _run_pressed()
+    busy = worker_link.busy() if pressed else None  # a room: the run in flight keeps its place, no second one
+    if busy:
+        st.warning(busy)
+    elif pressed:
         if request.error or request.lm is None:
             st.error(f"Cannot run: {request.error}")
             return

@@ -28,11 +28,13 @@ from engine.loading.model_store import DEFAULT_MODEL
 from engine.serving.scheduling import lab_jobs as jobs
 from engine.serving.scheduling.lab_jobs import LabJob
 from engine.serving.scheduling.os_memory import release_free_memory
-from engine.serving.scheduling.work import FINAL, Done, Failed, Job, ModelSpec, Progress, Queued, Work
+from engine.serving.scheduling.work import FINAL, Done, Failed, Job, ModelSpec, Progress, Queued, Started, Work
 from engine.serving.scheduling.worker import ServiceOptions, make_service
 from ui import state
 from ui.demo import recorded
+from ui.engine_link import room_slots
 from ui.engine_link.run_store import Browsers, Runs, RunStore
+from ui.room import gate
 
 JANITOR_EVERY_S = 2.0  # how often closed sessions are looked for
 GRACE_S = 4.0  # a session must stay gone this long before its work is cancelled (a reconnect keeps it)
@@ -66,6 +68,7 @@ class _Link:
         self.stores: dict[str, RunStore] = {}
         self.models: dict[ModelSpec, object] = {}  # ModelInfo by spec, as the worker described them
         self.gone_since: dict[str, float] = {}
+        self.slots = room_slots.Slots()  # room mode: one run in flight per session (ui/engine_link/room_slots.py)
         self.lock = threading.Lock()
         threading.Thread(target=self._janitor, name="two-bends-janitor", daemon=True).start()
 
@@ -83,7 +86,8 @@ class _Link:
                         continue
                     since = self.gone_since.setdefault(sid, time.monotonic())
                     if time.monotonic() - since >= GRACE_S:
-                        for work in store.in_flight():
+                        held = self.slots.release(sid)  # a closed tab frees its slot and the engine's time
+                        for work in store.in_flight() + ([held] if room_slots.in_flight(held) else []):
                             self.service.cancel(work)
                         store.forget_work()
                         del self.stores[sid], self.gone_since[sid]
@@ -167,6 +171,8 @@ def follow(work: Work, on_event=None, poll_s: float = 0.1):
                 event = None
             if on_event is not None:
                 on_event(event)
+            if isinstance(event, (Started, *FINAL)):
+                _room_activity(work, event)
             if isinstance(event, FINAL):
                 return event
     except StopException:
@@ -175,12 +181,56 @@ def follow(work: Work, on_event=None, poll_s: float = 0.1):
 
 
 def submit(work: Work) -> str | None:
-    """Submit; None when accepted, else the refusal in words (full queue, caps, bad settings)."""
+    """Submit; None when accepted, else the refusal in words (full queue, caps, bad settings; in a room: a second
+    run while this session's first is in the engine, or a lab the teacher keeps)."""
+    ctx = get_script_run_ctx()
+    room = ctx is not None and gate.settings().enabled
+    if room:
+        refused = lab_refusal() if room_slots.is_lab(work) else None
+        refused = refused or link().slots.refusal(ctx.session_id)
+        if refused:
+            return refused
+        room_slots.Slots.watch(work)
     try:
         service().submit(work)
-        return None
     except EngineError as exc:
         return str(exc)
+    if room:
+        link().slots.hold(ctx.session_id, work)
+        gate.room().touch(ctx.session_id, activity="waiting", request=room_slots.describe(work), waiting_since=time.time())
+    return None
+
+
+def busy() -> str | None:
+    """In a room: the line to show when this session already has a run or job in the engine; else None."""
+    ctx = get_script_run_ctx()
+    return link().slots.refusal(ctx.session_id) if ctx is not None and gate.settings().enabled else None
+
+
+def _room_activity(work: Work, event) -> None:
+    """The teacher console's picture of this session: running (or in a lab) once started, idle once done."""
+    ctx = get_script_run_ctx()
+    if ctx is None or not gate.settings().enabled:
+        return
+    if isinstance(event, Started):
+        gate.room().touch(ctx.session_id, activity="lab" if room_slots.is_lab(work) else "running", waiting_since=None)
+    else:
+        gate.room().touch(ctx.session_id, activity="idle", request="", waiting_since=None)
+
+
+def lab_refusal() -> str | None:
+    """None when this session may start lab measurements; in a room the teacher's Locks.labs decide."""
+    if not gate.settings().enabled:
+        return None
+    return room_slots.lab_refusal(gate.room().locks.labs, gate.role())
+
+
+def lab_notice() -> bool:
+    """A lab page's first line: shows why its measurements are closed to this session; True when they are open."""
+    refused = lab_refusal()
+    if refused:
+        st.info(refused)
+    return refused is None
 
 
 def model_info(spec: ModelSpec):
@@ -292,6 +342,8 @@ def lab_run(key: str, start: bool, lab: LabJob, args: tuple = (), kwargs: dict |
         cancel_job(key)
         return None
     if not start and key not in store().jobs:
+        return None
+    if key not in store().jobs and lab_refusal():  # the page's lab_notice said why; the engine never sees it
         return None
     bar = st.progress(0.0, text=label or "Waiting for the engine…")
 

@@ -6,6 +6,9 @@ target. A Job never carries a dotted path, so nothing outside this table can run
 misspelt target fails the suite (tests/engine/serving/scheduling/test_lab_jobs.py imports every target and checks its
 signature), not a page at run time.
 
+A job declared `sliced` yields between its points (engine/serving/scheduling/slices.py): only where the callback
+is called between two separately timed points (the sweeps), never inside a timed run (remedies report per token).
+
 Progress protocols, declared per job, never guessed from the arguments:
   "progress"  target(..., progress=report): report(message: str, fraction: float) -> False cancels
   "on_point"  target(..., on_point=report): report(partial_result) -> False cancels
@@ -38,6 +41,7 @@ class LabJob:
     args: tuple[Arg, ...] = ()
     progress: str | None = None  # one of PROTOCOLS, or None: the target does not report
     label: str = "lab measurement"
+    sliced: bool = False  # its callback comes between two points, untimed: the scheduler serves waiting runs there
 
     def bind(self, args: tuple = (), kwargs: dict | None = None) -> dict[str, object]:
         """The arguments by name, checked against the declaration; EngineError says what is wrong."""
@@ -121,12 +125,12 @@ HARDWARE_PEAKS = LabJob("hardware.peaks", "engine.labs.hardware:peaks_of", label
 REFERENCE_RUN = LabJob("sweeps.reference_run", "engine.labs.sweeps:reference_run",
                        (Arg("prompt_tokens", int, True), Arg("output_tokens", int, True)), label="a small reference run")
 PROMPT_SWEEP = LabJob("sweeps.prompt_lengths", "engine.labs.sweeps:sweep_prompt_lengths",
-                      (Arg("prompt_lengths", list[int]), Arg("output_tokens", int, True)), "on_point", "prompt-length sweep")
+                      (Arg("prompt_lengths", list[int]), Arg("output_tokens", int, True)), "on_point", "prompt-length sweep", sliced=True)
 OUTPUT_SWEEP = LabJob("sweeps.output_lengths", "engine.labs.sweeps:sweep_output_lengths",
-                      (Arg("output_lengths", list[int]), Arg("prompt_tokens", int, True)), "on_point", "output-length sweep")
+                      (Arg("output_lengths", list[int]), Arg("prompt_tokens", int, True)), "on_point", "output-length sweep", sliced=True)
 BATCH_SWEEP = LabJob("sweeps.batch_sizes", "engine.labs.sweeps:sweep_batch_sizes",
                      (Arg("batch_sizes", list[int]), Arg("prompt_tokens", int, True), Arg("output_tokens", int, True)),
-                     "on_point", "batch-size sweep")
+                     "on_point", "batch-size sweep", sliced=True)
 PROFILE = LabJob("profiling.phases", "engine.labs.profiling:profile_phases",
                  (Arg("n_prompt", int, True), Arg("decode_steps", int, True)), "progress", "profiling")
 KV_CACHE = LabJob("remedies.kv_cache", "engine.labs.remedies:measure_kv_cache", (_PROMPT, _N_TOKENS, _CHAT), "progress")

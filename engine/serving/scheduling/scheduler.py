@@ -4,8 +4,10 @@ A single thread owns the models and runs all the work, so no two runs ever compe
 and every number stays the one the engine measured. Two modes, chosen by whoever starts the server:
   queue  one request at a time, first come first served (the CLI's numbers, whoever is waiting);
   batch  continuous batching: requests join the running batch between decode steps (engine/serving/scheduling/continuous_batch.py).
-Jobs (lab measurements, attention captures, model loads) always run alone. Waiting work gets its
-position and an expected wait; its queue time is measured and kept out of TTFT.
+Jobs (lab measurements, attention captures, model loads) run alone; a job declared sliced (a sweep) yields
+between its points: the requests waiting then run before its next point, so a waiting run starts after at most
+one slice, and each point stays timed on its own. Waiting work gets its position and an expected wait; its queue
+time is measured and kept out of TTFT.
 """
 from __future__ import annotations
 
@@ -23,12 +25,13 @@ from engine.serving.scheduling import lab_jobs as jobs
 from engine.serving.scheduling.continuous_batch import Batch
 from engine.serving.scheduling.model_pool import ModelPool
 from engine.serving.scheduling.os_memory import release_free_memory
+from engine.serving.scheduling.slices import Slicing
 from engine.serving.scheduling.work import Done, Failed, FirstToken, Job, Progress, Queued, QueueFull, Request, Started, Token, Work
 
 MODES = ("queue", "batch")
 
 
-class Scheduler:
+class Scheduler(Slicing):
     def __init__(self, mode: str = "queue", *, max_queue: int = 64, max_new_tokens_cap: int = 4096,
                  max_batch: int = 8, pool: ModelPool | None = None):
         if mode not in MODES:
@@ -44,6 +47,8 @@ class Scheduler:
         self._thread = threading.Thread(target=self._loop, name="two-bends-scheduler", daemon=True)
         self._est = {"prefill_s_per_token": 0.002, "tpot_s": 0.05, "job_s": 10.0}  # refined by every finished run
         self.finished = 0
+        self.slices: deque[float] = deque(maxlen=256)  # seconds a sliced job held the engine between yield points
+        self._slice_start = 0.0
 
     # --- consumers' side (any thread) -----------------------------------------------------------------------
     def start(self) -> Scheduler:
@@ -188,6 +193,10 @@ class Scheduler:
             batch.fail_all("the server is shutting down")
             self._reap(batch)
 
+    @staticmethod
+    def _message_of(exc: Exception) -> str:
+        return _message(exc)
+
     def _done(self, work: Work) -> None:
         with self._cond:
             if work in self._running:
@@ -270,18 +279,19 @@ class Scheduler:
             if job.cancelled.is_set():
                 return False
             job.emit(Progress(message, float(fraction)))
-            return True
+            return self._yield_point(job) if lab.sliced else True
 
         def report_point(partial) -> bool:  # "on_point": a partial result after each point
             if job.cancelled.is_set():
                 return False
             job.emit(Progress("", -1.0, partial))
-            return True
+            return self._yield_point(job) if lab.sliced else True
 
         def loading(message: str, fraction: float) -> None:
             job.emit(Progress(message, fraction))
 
         lm = self.pool.get(job.model, progress=loading)
+        self._slice_start = time.perf_counter()
         if lab.progress is not None:
             kwargs[lab.progress] = {"progress": report_progress, "on_point": report_point}[lab.progress]
         try:
@@ -289,6 +299,8 @@ class Scheduler:
         except Exception:
             if not job.cancelled.is_set():
                 raise
+        if lab.sliced:
+            self.slices.append(time.perf_counter() - self._slice_start)  # the stretch after its last yield point
         if job.cancelled.is_set():  # the function noticed (its callback returned False) or finished anyway
             job.emit(Failed("cancelled", cancelled=True))
             return
@@ -297,6 +309,7 @@ class Scheduler:
 
 
 def _message(exc: Exception) -> str:
+    """One clear line for a failure: an EngineError's own words, else the exception's first line and where."""
     if isinstance(exc, EngineError):
         return str(exc)
     if isinstance(exc, MemoryError):
