@@ -56,14 +56,17 @@ def command(url: str, model: str | None, prompt_tokens: int, max_new_tokens: int
     return cmd + (["--model", model] if model else []) + (["--shared-prefix"] if shared_prefix else [])
 
 
-def run_measurement(cmd: list[str], on_record=None, limit_s: float = RUN_LIMIT_S) -> list[dict]:
-    """Run `python -m engine measure --json`, returning its records; `on_record(rec)` as each line arrives.
+def run_measurement(cmd: list[str], on_record=None, limit_s: float = RUN_LIMIT_S, on_start=None) -> list[dict]:
+    """Run `python -m engine measure --json`, returning its records; `on_record(rec)` as each line arrives;
+    `on_start(proc)` once the child runs (a caller that may cancel keeps it to kill it).
 
     Raises EngineError with the client's one-line error (or the time limit). Its stderr is read by a thread
     while stdout is read here: a pipe holds only 64 KB, and a child blocked writing to a full one never ends."""
     proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     killer = threading.Timer(limit_s, proc.kill)
     killer.start()
+    if on_start is not None:
+        on_start(proc)
     err_parts: list[str] = []
     err_reader = threading.Thread(target=lambda: err_parts.append(proc.stderr.read()), daemon=True)
     err_reader.start()
