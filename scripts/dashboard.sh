@@ -2,7 +2,7 @@
 # Run the Two Bends dashboard: sets up .venv on first use, converts the bundled model once, serves the app.
 # Usage: scripts/dashboard.sh [--mode queue|batch] [--max-queue N] [--max-new-tokens N] [--max-batch N]
 #                             [--model-threads N] [--replay] [--room] [--dry-run]
-#                             [--measure-hosts HOST[:PORT],...]
+#                             [--measure-hosts HOST[:PORT],...] [--engine-url URL]
 #                             [streamlit args, e.g. --server.port 8501]
 # Binds 127.0.0.1 (this machine only) unless told otherwise: --room binds every interface (0.0.0.0) so a class
 #   can connect, with a warning, since the dashboard has no login yet; an explicit --server.address ADDR is kept.
@@ -14,6 +14,9 @@
 # --dry-run: print the Streamlit command this would run and stop (no set-up, no model).
 # --measure-hosts: the servers the "Measure a server" page may measure (off when not given: nobody in the
 #   room can make the dashboard fetch an address the operator did not list).
+# --engine-url URL: every Run goes to that OpenAI-compatible server (vLLM on a GPU box, or several behind a load
+#   balancer) instead of the local engine, timed from outside as `engine measure` does; its host must be on
+#   --measure-hosts. The local engine stays for the attention and KV views (an untimed replay, same model only).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOM=0
@@ -29,6 +32,7 @@ while [ $# -gt 0 ]; do
     --room) ROOM=1; shift ;;
     --dry-run) DRY_RUN=1; shift ;;
     --measure-hosts) export TWO_BENDS_MEASURE_HOSTS="$2"; shift 2 ;;
+    --engine-url) export TWO_BENDS_ENGINE_URL="$2"; shift 2 ;;
     *) break ;;
   esac
 done
@@ -50,14 +54,21 @@ if [ "$ROOM" = "1" ]; then
   echo "[dashboard] WARNING --room: listening on every network interface (0.0.0.0). The dashboard has no login yet:" \
        "anyone who can reach this machine's port can open it and use its engine." >&2
 fi
+check_engine_url() {  # the room's serving engine must be on the operator's allow-list, or the dashboard does not start
+  [ -z "${TWO_BENDS_ENGINE_URL:-}" ] && return 0
+  ENGINE_URL=$(.venv/bin/python -m ui.engine_link.remote_engine --check --url="$TWO_BENDS_ENGINE_URL") || exit 2
+  echo "[dashboard] every Run goes to the serving engine at ${ENGINE_URL} (timed from outside, as engine measure does)"
+}
 CMD=(.venv/bin/python -m ui.controls.launch --browser.gatherUsageStats false)
 [ -n "$ADDRESS" ] && CMD+=(--server.address "$ADDRESS")
 CMD+=("$@")
 if [ "$DRY_RUN" = "1" ]; then
+  [ -x .venv/bin/python ] && check_engine_url
   echo "${CMD[*]}"
   exit 0
 fi
 bash scripts/setup.sh
+check_engine_url
 if [ "${TWO_BENDS_REPLAY:-}" = "1" ]; then
   echo "[dashboard] replay mode: recorded runs only, no model is loaded"
 else

@@ -16,6 +16,7 @@ import json
 import os
 import sys
 import threading
+from dataclasses import replace
 
 from engine.errors import EngineError
 from engine.loading.model_store import ALIASES, HF_IDS
@@ -120,9 +121,37 @@ def to_trace(rec: dict, local_spec: list | None = None):
     return trace
 
 
+def with_local_insides(server, local):
+    """The server's run with the insides of the local engine's untimed replay of the same prompt: attention, KV
+    cache, config and tokens from `local`; every timing (TTFT, each gap, queue) from `server`."""
+    n = min(len(server.steps), len(local.steps))
+    steps = [replace(local.steps[k], seconds=server.steps[k].seconds) for k in range(n)]
+    n_out = n + 1
+    agree = next((k for k, (a, b) in enumerate(zip(server.output_ids, local.output_ids)) if a != b),
+                 min(len(server.output_ids), len(local.output_ids)))
+    replayed = {"model": local.model, "device": local.device, "dtype": local.dtype, "tokens_agree": agree}
+    return replace(local, output_ids=local.output_ids[:n_out], output_tokens=local.output_tokens[:n_out],
+                   prefill_seconds=server.prefill_seconds, steps=steps, queue_seconds=server.queue_seconds,
+                   warmup_seconds=0.0, capture_seconds=0.0, device=server.device, env=dict(server.env),
+                   settings=dict(server.settings, replayed_locally=replayed), source="server")
+
+
 # ----------------------------------------------------------------------------------------------
 # The dashboard's side: a Request's events, as the local engine worker would send them
 # ----------------------------------------------------------------------------------------------
+def route(work: Request, local_submit) -> str | None:
+    """Send a Run to the room's serving engine when the operator gave one, else `local_submit(work)` (the engine
+    worker). None when accepted, else the refusal in words (an engine URL off the allow-list refuses every Run)."""
+    try:
+        url = engine_url()
+    except EngineError as exc:
+        return str(exc)
+    if url is None:
+        return local_submit(work)
+    submit(work, url, work.model)
+    return None
+
+
 def submit(work: Request, url: str, local_spec) -> None:
     """Measure `work` on the server in a child process; its events (Progress, Started, Done or Failed) arrive on
     `work.events` like a local run's. `work.cancel()` stops the child."""
