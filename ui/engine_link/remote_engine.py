@@ -44,8 +44,8 @@ def engine_url(environ=None) -> str | None:
 
 
 def canonical(name: str) -> str:
-    """A model name as both sides may spell it: 'HuggingFaceTB/SmolLM2-135M-Instruct', 'smollm2-135m-instruct' and
-    'smollm2-135m' are one model; 'openai-community/gpt2' is 'gpt2'."""
+    """A model name as both sides may spell it: HuggingFaceTB/SmolLM2-135M-Instruct, smollm2-135m-instruct and our
+    bundled model's short name are one model; openai-community/gpt2 is gpt2 (engine/loading/model_store.py's names)."""
     key = str(name).strip().lower().rstrip("/")
     by_id = {hf.lower(): short for short, hf in HF_IDS.items()}
     for candidate in (key, key.rsplit("/", 1)[-1]):
@@ -104,7 +104,8 @@ def command(url: str, work: Request, local_model: str) -> list[str]:
 
 
 def queue_seconds(rec: dict) -> float:
-    """The server's own queue time for this request (vLLM's request_queue_time), 0 when it does not say."""
+    """The server's own queue time for this request (vLLM's request_queue_time), 0 when it does not say. The scrapes
+    bracket this request, so with other students' requests ending inside that window it is their mean."""
     queue = (rec.get("server_metrics") or {}).get("queue")
     return float(queue["mean_seconds"]) if queue else 0.0
 
