@@ -3,7 +3,7 @@
 # Usage: scripts/dashboard.sh [--mode queue|batch] [--max-queue N] [--max-new-tokens N] [--max-batch N]
 #                             [--model-threads N] [--replay] [--dry-run]
 #                             [--room [--code CODE] [--teacher-code CODE]]
-#                             [--measure-hosts HOST[:PORT],...]
+#                             [--measure-hosts HOST[:PORT],...] [--engine-url URL]
 #                             [streamlit args, e.g. --server.port 8501]
 # Binds 127.0.0.1 (this machine only) unless told otherwise; an explicit --server.address ADDR is kept.
 # --room: a workshop. Binds every interface (0.0.0.0) so a class can connect, and nothing opens without the join
@@ -18,6 +18,9 @@
 # --dry-run: print the Streamlit command this would run and stop (no set-up, no model).
 # --measure-hosts: the servers the "Measure a server" page may measure (off when not given: nobody in the
 #   room can make the dashboard fetch an address the operator did not list).
+# --engine-url URL: every Run goes to that OpenAI-compatible server (vLLM on a GPU box, or several behind a load
+#   balancer) instead of the local engine, timed from outside as `engine measure` does; its host must be on
+#   --measure-hosts. The local engine stays for the attention and KV views (an untimed replay, same model only).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOM=0
@@ -35,6 +38,7 @@ while [ $# -gt 0 ]; do
     --teacher-code) export TWO_BENDS_TEACHER_CODE="${2:-}"; shift 2 ;;
     --dry-run) DRY_RUN=1; shift ;;
     --measure-hosts) export TWO_BENDS_MEASURE_HOSTS="$2"; shift 2 ;;
+    --engine-url) export TWO_BENDS_ENGINE_URL="$2"; shift 2 ;;
     *) break ;;
   esac
 done
@@ -64,15 +68,22 @@ if [ "$ROOM" = "1" ]; then
 elif [ -n "${TWO_BENDS_JOIN_CODE:-}${TWO_BENDS_TEACHER_CODE:-}" ]; then
   echo "error: --code and --teacher-code are for a room: add --room" >&2; exit 2
 fi
+check_engine_url() {  # the room's serving engine must be on the operator's allow-list, or the dashboard does not start
+  [ -z "${TWO_BENDS_ENGINE_URL:-}" ] && return 0
+  ENGINE_URL=$(.venv/bin/python -m ui.engine_link.remote_engine --check --url="$TWO_BENDS_ENGINE_URL") || exit 2
+  echo "[dashboard] every Run goes to the serving engine at ${ENGINE_URL} (timed from outside, as engine measure does)"
+}
 CMD=(.venv/bin/python -m ui.controls.launch --browser.gatherUsageStats false)
 [ -n "$ADDRESS" ] && CMD+=(--server.address "$ADDRESS")
 CMD+=("$@")
 if [ "$DRY_RUN" = "1" ]; then
   [ "$ROOM" = "1" ] && echo "TWO_BENDS_ROOM=1"
+  [ -x .venv/bin/python ] && check_engine_url
   echo "${CMD[*]}"
   exit 0
 fi
 bash scripts/setup.sh
+check_engine_url
 if [ "${TWO_BENDS_REPLAY:-}" = "1" ]; then
   echo "[dashboard] replay mode: recorded runs only, no model is loaded"
 else

@@ -142,6 +142,9 @@ MEASURE_SHARED_PREFIX = "ms_shared_prefix"
 MEASURE_RUN = "ms_run"
 MEASURE_PICK = "ms_pick"  # which measured request the ledger draws
 MEASURE_RESULT = "measure_result"  # RunStore.labs key: the latest measurement's records (list of dicts)
+# the room's serving engine (--engine-url): a server's run replayed untimed on the local engine for its insides
+REMOTE_REPLAY = "remote_replay"  # RunStore.labs key: (the server's trace, it with the local replay's insides)
+REMOTE_REPLAY_RUN = "remote_replay_run"  # the Prefill and Decode pages' "Replay on the local engine" button
 
 # one-click presets that show each verdict on this machine (ui/controls/presets.py, on Home)
 PRESET_BUTTON = "preset_"  # + verdict: its button

@@ -19,7 +19,7 @@ from engine.serving.scheduling.work import Request
 from ui import state
 from ui.controls import demo_panel, glossary_panel, presets, theme_toggle
 from ui.demo import recorded
-from ui.engine_link import worker_link
+from ui.engine_link import remote_engine, worker_link
 from ui.engine_link.run_store import LiveRun
 from ui.figures import fig_timing
 from ui.text import prompts
@@ -234,7 +234,7 @@ def run_panel(request: RunRequest) -> None:
         work = Request(model=worker_link.current_spec(), prompt_ids=list(request.prompt), max_new_tokens=request.max_new_tokens,
                        params=request.sampling, prompt_text=request.lm.tokenizer.decode(request.prompt),
                        chat=request.chat, capture_attention=True, capture_layer=DEFAULT_CAPTURE_LAYER)
-        refused = worker_link.submit(work)
+        refused = remote_engine.route(work, worker_link.submit)  # the room's server, if any
         if refused:
             st.error(f"Cannot run: {refused}")
             return
@@ -245,7 +245,8 @@ def run_panel(request: RunRequest) -> None:
     _follow_live(live, request.live_chart)
     if live.trace is not None:
         spec = live.work.model
-        live.trace.settings["model_spec"] = [spec.name, spec.device, spec.dtype, spec.kernels]  # to capture more layers later
+        if live.trace.source != "server":  # a server's run: worker_link.local_replay, on demand
+            live.trace.settings["model_spec"] = [spec.name, spec.device, spec.dtype, spec.kernels]  # to capture more layers later
         store.keep(live.trace)
     store.live = None
 
@@ -286,7 +287,11 @@ def _follow_live(live: LiveRun, live_chart: bool) -> None:
 
         while not live.finished:  # events already received on an earlier script run are in `live`
             worker_link.follow(live.work, show)
-        if live.trace is not None:
+        if live.trace is not None and live.trace.source == "server":
+            trace = live.trace
+            status.update(label=f"Run finished on {trace.settings.get('url')}: TTFT {trace.prefill_seconds * 1000:,.0f}"
+                                " ms from outside (queue, network and HTTP included)", state="complete", expanded=False)
+        elif live.trace is not None:
             trace = live.trace
             status.update(label=f"Run finished: {trace.n_prompt} → {trace.n_output} tokens, TTFT "
                                 f"{trace.prefill_seconds * 1000:,.0f} ms, total {trace.total_seconds:,.2f} s "

@@ -56,14 +56,17 @@ def command(url: str, model: str | None, prompt_tokens: int, max_new_tokens: int
     return cmd + (["--model", model] if model else []) + (["--shared-prefix"] if shared_prefix else [])
 
 
-def run_measurement(cmd: list[str], on_record=None, limit_s: float = RUN_LIMIT_S) -> list[dict]:
-    """Run `python -m engine measure --json`, returning its records; `on_record(rec)` as each line arrives.
+def run_measurement(cmd: list[str], on_record=None, limit_s: float = RUN_LIMIT_S, on_start=None) -> list[dict]:
+    """Run `python -m engine measure --json`, returning its records; `on_record(rec)` as each line arrives;
+    `on_start(proc)` once the child runs (a caller that may cancel keeps it to kill it).
 
     Raises EngineError with the client's one-line error (or the time limit). Its stderr is read by a thread
     while stdout is read here: a pipe holds only 64 KB, and a child blocked writing to a full one never ends."""
     proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     killer = threading.Timer(limit_s, proc.kill)
     killer.start()
+    if on_start is not None:
+        on_start(proc)
     err_parts: list[str] = []
     err_reader = threading.Thread(target=lambda: err_parts.append(proc.stderr.read()), daemon=True)
     err_reader.start()
@@ -138,3 +141,28 @@ def outside_caption(trace) -> str:
             f"{settings.get('request', '?')} of {settings.get('requests', '?')}, {settings.get('concurrency', 1)} at a "
             "time): TTFT runs from sending the request to the first token, so it includes any queueing, the network and "
             "the server's HTTP layer. The server's own split is on the Measure a server page.")
+
+
+def no_replay(trace, what: str) -> str:
+    """Why a run measured on the room's serving engine gets no view of the model's insides (Markdown)."""
+    remote, local = trace.settings.get("remote_model"), trace.settings.get("local_model")
+    if not remote:
+        return outside_only(trace, what)
+    return (outside_only(trace, what) + f" The room's server runs `{remote}` and this dashboard's engine `{local}`: "
+            "replaying the prompt here would show another model's insides, so no attention or KV cache view is offered.")
+
+
+def replay_offer(trace, what: str) -> str:
+    """The offer to replay a server's run on the local engine, untimed, for its insides (Markdown)."""
+    return (f"This run went to the room's serving engine ({trace.settings.get('url', trace.device)}): a client sees when "
+            f"each token arrives, but not {what}. This dashboard's engine runs the same model "
+            f"(`{trace.settings.get('local_model')}`) and can replay the same {trace.n_prompt} prompt tokens, untimed, "
+            "to show them; every timing stays the server's.")
+
+
+def replay_caption(replayed) -> str:
+    """What a page drawn from a server's run plus its local replay shows, and where each part comes from."""
+    facts = replayed.settings["replayed_locally"]
+    return (f"Timings: measured on the room's server from outside. Attention and KV cache: replayed untimed on this "
+            f"dashboard's engine ({facts['model']}, {facts['device']}, {facts['dtype']}); its first "
+            f"{facts['tokens_agree']} of {replayed.n_output} output tokens are the server's.")

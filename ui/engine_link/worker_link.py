@@ -23,16 +23,17 @@ from streamlit.runtime import Runtime
 from streamlit.runtime.scriptrunner_utils.script_run_context import get_script_run_ctx
 
 from engine.core.capture import BUDGET_BYTES
+from engine.core.sampling import SamplingParams
 from engine.errors import EngineError
 from engine.loading.model_store import DEFAULT_MODEL
 from engine.serving.scheduling import lab_jobs as jobs
 from engine.serving.scheduling.lab_jobs import LabJob
 from engine.serving.scheduling.os_memory import release_free_memory
-from engine.serving.scheduling.work import FINAL, Done, Failed, Job, ModelSpec, Progress, Queued, Started, Work
+from engine.serving.scheduling.work import FINAL, Done, Failed, Job, ModelSpec, Progress, Queued, Request, Started, Work
 from engine.serving.scheduling.worker import ServiceOptions, make_service
 from ui import state
 from ui.demo import recorded
-from ui.engine_link import room_slots
+from ui.engine_link import remote_engine, room_slots, server_measurement
 from ui.engine_link.run_store import Browsers, Runs, RunStore
 from ui.room import gate
 
@@ -324,6 +325,41 @@ def ensure_layer(trace, layer: int) -> bool:
     merged = trace.attention.merged(got) if trace.attention is not None else got
     trace.attention = merged if merged.nbytes <= max(BUDGET_BYTES, got.nbytes) else got
     return True
+
+
+def local_replay(trace, what: str, needs_kv: bool = False):
+    """The trace itself when it has the model's insides (and its KV cache picture, if `needs_kv`); for a run measured
+    on the room's serving engine (--engine-url), on demand, the same prompt replayed untimed by the local engine for
+    `what` only it can show, with the server's timings kept. None, with the reason shown, when it cannot be drawn."""
+    if trace.model_config is not None and not (needs_kv and trace.kv_key_norms is None):
+        return trace
+    spec = trace.settings.get("replay_spec") if trace.source == "server" else None
+    if not spec:
+        st.info(server_measurement.no_replay(trace, what))
+        return None
+    kept = store().labs.get(state.REMOTE_REPLAY)
+    if kept is not None and kept[0] is trace:
+        replayed = kept[1]
+    else:
+        st.info(server_measurement.replay_offer(trace, what))
+        if not st.button("Replay on the local engine (untimed)", key=state.REMOTE_REPLAY_RUN, type="primary"):
+            return None
+        sampling = trace.settings.get("sampling") or {}
+        work = Request(model=ModelSpec(*spec), prompt_ids=list(trace.prompt_ids), max_new_tokens=max(1, trace.n_output),
+                       params=SamplingParams(**sampling), prompt_text=trace.prompt_text, capture_attention=True)
+        refused = submit(work)
+        if refused:
+            st.error(f"Cannot replay: {refused}")
+            return None
+        with st.spinner(f"Replaying {trace.n_prompt} prompt tokens on the local engine (untimed)…"):
+            final = follow(work)
+        if isinstance(final, Failed):
+            st.error(f"The replay did not complete: {final.message}")
+            return None
+        replayed = remote_engine.with_local_insides(trace, final.result)
+        store().labs[state.REMOTE_REPLAY] = (trace, replayed)
+    st.caption(server_measurement.replay_caption(replayed))
+    return replayed
 
 
 # ----------------------------------------------------------------------------------------------
