@@ -21,6 +21,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from engine.core.prompting import SWEEP_TEXT  # noqa: E402
 from engine.core.sampling import SamplingParams  # noqa: E402
+from engine.loading.model_store import DEFAULT_MODEL  # noqa: E402
 from engine.serving.scheduling import lab_jobs  # noqa: E402
 from engine.serving.scheduling.work import FINAL, FirstToken, Job, ModelSpec, Progress, Request, Started, result_of  # noqa: E402
 from engine.serving.scheduling.worker import LocalService, ServiceOptions  # noqa: E402
@@ -49,7 +50,7 @@ def student_run(service, spec: ModelSpec, prompt_ids: list[int], n_out: int) -> 
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--model", default="smollm2-135m")
+    ap.add_argument("--model", default=DEFAULT_MODEL)
     ap.add_argument("--mode", default="queue", choices=["queue", "batch"])
     ap.add_argument("--threads", type=int, default=0, help="torch threads (0: torch's default)")
     ap.add_argument("--quiet-runs", type=int, default=3)
