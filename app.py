@@ -3,7 +3,7 @@ import streamlit as st
 
 from ui.controls import demo_panel, presenter, widgets
 from ui.demo import recorded
-from ui.room import code_display, gate
+from ui.room import code_display, follow, gate
 
 st.set_page_config(page_title="Two Bends — prefill and decode", page_icon=":material/landscape:", layout="wide")
 role = gate.admit()  # room mode: nothing below runs until this session entered the join code
@@ -39,6 +39,7 @@ elif role == "student":
 if recorded.replay_only():
     PAGES.pop("Labs")  # labs measure live on this machine: replay-only mode has no model to measure with
 page = st.navigation(PAGES)
+follow.presence(page, [p for group in PAGES.values() for p in group])  # room mode: page, activity, locks, follow-me
 demo_panel.restore(page, [p for group in PAGES.values() for p in group])  # a shared link's settings, once
 request = widgets.sidebar()
 presenter.apply(PAGES, request)  # presenter mode: its own bar (every page, Run, lengths, glossary)

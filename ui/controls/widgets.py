@@ -22,6 +22,7 @@ from ui.demo import recorded
 from ui.engine_link import remote_engine, worker_link
 from ui.engine_link.run_store import LiveRun
 from ui.figures import fig_timing
+from ui.room import follow
 from ui.text import prompts
 
 MODEL_CHOICES = {
@@ -107,14 +108,20 @@ def sidebar() -> RunRequest:
         top.button("Reset to defaults", key=state.SETTINGS_RESET, on_click=reset_to_defaults, type="tertiary",
                    icon=":material/restart_alt:",
                    help="Model, prompt, lengths and sampling back to what a fresh session has. Your runs are kept.")
-        st.selectbox("Model", list(MODEL_CHOICES), format_func=MODEL_CHOICES.get, key=state.MODEL)
+        locked = follow.locked_keys()  # room mode: the teacher's choices, shown but not changeable by a student
+        caps = follow.length_caps()  # room mode: the teacher's maximum prompt and output lengths (None: no cap)
+        prompt_max, output_max = (min(cap or high, high) for cap, high in zip(caps, (PROMPT_TOKENS_MAX, OUTPUT_TOKENS_MAX)))
+        st.selectbox("Model", list(MODEL_CHOICES), format_func=MODEL_CHOICES.get, key=state.MODEL,
+                     disabled=state.MODEL in locked)
         cols = st.columns(2)
-        cols[0].selectbox("Device", ["auto", "cpu", "cuda", "mps"], key=state.DEVICE)
-        cols[1].selectbox("Dtype", ["float32", "bfloat16", "float16"], key=state.DTYPE)
-        st.radio("Matmul kernels", ["fast", "plain"], key=state.KERNELS, horizontal=True,
+        cols[0].selectbox("Device", ["auto", "cpu", "cuda", "mps"], key=state.DEVICE, disabled=state.DEVICE in locked)
+        cols[1].selectbox("Dtype", ["float32", "bfloat16", "float16"], key=state.DTYPE, disabled=state.DTYPE in locked)
+        st.radio("Matmul kernels", ["fast", "plain"], key=state.KERNELS, horizontal=True, disabled=state.KERNELS in locked,
                  help="fast: the best library kernels for this device and dtype (on CPU, oneDNN with weights "
                       "prepacked once). plain: nn.Linear, the readable teaching path. Same weights, same maths; "
                       "in float32 the same tokens.")
+        if locked:
+            st.caption(":material/lock: Model settings are the teacher's in this room.")
         lm = current_model()
         if lm is not None:
             n = lm.config.n_params
@@ -128,9 +135,10 @@ def sidebar() -> RunRequest:
         text = st.text_area("Prompt (edit freely)", key=state.PROMPT, height=140)
         fit = st.checkbox("Use exactly N prompt tokens (trim or repeat the text)", key=state.FIT_PROMPT,
                           help="On: the text is cut to its first N tokens, or repeated until it has N. Off: sent as typed.")
-        st.slider("Prompt length N (tokens)", 1, PROMPT_TOKENS_MAX, key=state.PROMPT_TOKENS, disabled=not fit)
-        _clamp(state.MAX_NEW_TOKENS, 1, OUTPUT_TOKENS_MAX)
-        max_new = st.slider("Output length (max new tokens)", 1, OUTPUT_TOKENS_MAX, key=state.MAX_NEW_TOKENS)
+        _clamp(state.PROMPT_TOKENS, 1, prompt_max)
+        st.slider("Prompt length N (tokens)", 1, prompt_max, key=state.PROMPT_TOKENS, disabled=not fit)
+        _clamp(state.MAX_NEW_TOKENS, 1, output_max)
+        max_new = st.slider("Output length (max new tokens)", 1, output_max, key=state.MAX_NEW_TOKENS)
         chat = st.toggle("Wrap in the model's chat template", key=state.CHAT)
         request.live_chart = st.toggle(
             "Live latency chart during generation", key=state.LIVE_CHART,
@@ -151,6 +159,10 @@ def sidebar() -> RunRequest:
                              "pick another device, dtype or model above.")
         else:
             _fit_prompt(request, text, ss[state.PROMPT_TOKENS] if fit else None)
+            if caps[0] is not None and not request.error and request.n_prompt > prompt_max:
+                request.error = (f"the prompt has {request.n_prompt} tokens; the teacher's limit in this room is "
+                                 f"{prompt_max}: shorten it or turn on 'Use exactly N prompt tokens'.")
+                st.warning(request.error)
         st.button("Run", key=state.RUN, type="primary", width="stretch")
         _server_line()
         demo_panel.sidebar_section()

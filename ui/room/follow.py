@@ -1,0 +1,130 @@
+"""A session's place in the room, once per script run: presence, the teacher's locks, follow-me, eviction.
+
+app.py calls `presence(page, pages)` right after st.navigation: it tells the Room (ui/room/registry.py) this
+session's page and what it runs or waits for; a student cleared out of the room goes back to the join form; a
+student's model, device and dtype become the teacher's (locked); with follow-me on, a student's page and request
+settings (the shareable-link parameters of ui/demo/links.py) follow the teacher's, each push applied once. A small
+fragment re-checks every few seconds, so a push reaches a student who is only watching. Outside room mode: nothing.
+"""
+from __future__ import annotations
+
+import streamlit as st
+
+from ui import state
+from ui.demo import links
+from ui.engine_link import worker_link
+from ui.room import gate
+from ui.text import prompts
+
+CONSOLE_PATH = "console"  # the teacher console's URL path: never a page students follow
+FOLLOW_SEEN = "room_follow_seen"  # the follow-me version this session applied last
+WATCH_EVERY_S = 3.0  # how often a student's page looks for a push or an eviction
+SPEC_KEYS = {"model": state.MODEL, "device": state.DEVICE, "dtype": state.DTYPE, "kernels": state.KERNELS}
+FOLLOWED = [name for name in links.PARAMS if name != "present"]  # presenter mode stays each screen's own
+
+
+def _server_spec() -> dict:
+    """The model the server loaded at start, on the default device and dtype (before the teacher chose any)."""
+    spec = worker_link.options().preload
+    return {"model": spec.name, "device": spec.device, "dtype": spec.dtype}
+
+
+def _path(page) -> str:
+    return page.url_path or links.HOME
+
+
+def presence(page, pages: list) -> None:
+    role = gate.role()
+    if role not in ("teacher", "student"):
+        return
+    room, sid = gate.room(), gate.session_id()
+    if role == "student" and room.is_evicted(sid):
+        room.readmit(sid)
+        st.session_state.pop(state.ROOM_ROLE, None)  # back to the join form
+        st.rerun()
+    ss = st.session_state
+    if role == "teacher":
+        room.note_teacher({name: ss.get(key) for name, key in SPEC_KEYS.items() if key in ss},
+                          "" if _path(page) == CONSOLE_PATH else _path(page))
+        if room.following()[1] is not None:
+            push(room)
+    else:
+        enforce_locks()
+        _apply_follow(page, pages)
+    room.touch(sid, page=_path(page), **activity())
+    if role == "student":
+        _watch()
+
+
+def push(room=None) -> None:
+    """The teacher's current page (not the console) and request settings become what students follow."""
+    room = room or gate.room()
+    ss = st.session_state
+    params = links.build({links.PARAMS[n].key: ss[links.PARAMS[n].key] for n in FOLLOWED if links.PARAMS[n].key in ss})
+    room.set_follow(room.teacher_page or links.HOME, params)
+
+
+def enforce_locks() -> None:
+    """A student's model settings are the teacher's; its lengths stay under the teacher's caps."""
+    if gate.role() != "student":
+        return
+    ss = st.session_state
+    for name, value in gate.room().student_spec(_server_spec()).items():
+        ss[SPEC_KEYS[name]] = value
+    caps = length_caps()
+    for key, cap in ((state.PROMPT_TOKENS, caps[0]), (state.MAX_NEW_TOKENS, caps[1])):
+        if cap is not None and key in ss and int(ss[key]) > cap:
+            ss[key] = cap
+
+
+def locked_keys() -> set[str]:
+    """The sidebar keys a student may not change (empty for the teacher and outside room mode)."""
+    if gate.role() != "student":
+        return set()
+    return {SPEC_KEYS[name] for name in gate.room().student_spec(_server_spec())}
+
+
+def length_caps() -> tuple[int | None, int | None]:
+    """The teacher's maximum prompt and output lengths for this session (None: no cap)."""
+    if gate.role() != "student":
+        return None, None
+    locks = gate.room().locks
+    return locks.max_prompt_tokens, locks.max_output_tokens
+
+
+def _apply_follow(page, pages: list) -> None:
+    version, follow = gate.room().following()
+    ss = st.session_state
+    if follow is None or ss.get(FOLLOW_SEEN) == version:
+        return
+    ss[FOLLOW_SEEN] = version
+    parsed = links.parse(follow["params"], set(), set())
+    ss.update({links.PARAMS[name].key: links.PARAMS[name].default for name in FOLLOWED})  # the link omits defaults
+    ss.update(parsed.values)
+    ss[state.PROMPT] = prompts.example(ss[state.EXAMPLE]).text
+    enforce_locks()  # the teacher's lengths still under the caps
+    by_path = {_path(p): p for p in pages}
+    target = by_path.get(follow["page"])
+    if target is not None and target is not page and follow["page"] != _path(page):
+        st.switch_page(target)
+
+
+def activity() -> dict:
+    """What this session runs or waits for, in the Member's words (its own store: no other session's)."""
+    store = worker_link.store()
+    live = store.live if store.live is not None and not store.live.finished else None
+    if live is not None:
+        return dict(activity="waiting" if live.queue_seconds is None else "running",
+                    request=f"{live.n_prompt} → {live.max_new_tokens} tokens")
+    if store.jobs:
+        return dict(activity="lab", request=", ".join(job.label for job in store.jobs.values()))
+    return dict(activity="idle", request="")
+
+
+@st.fragment(run_every=WATCH_EVERY_S)
+def _watch() -> None:
+    """A student's page looks for a new push or an eviction every few seconds, and reruns the app for it."""
+    room, sid = gate.room(), gate.session_id()
+    version, follow = room.following()
+    if room.is_evicted(sid) or (follow is not None and st.session_state.get(FOLLOW_SEEN) != version):
+        st.rerun(scope="app")
