@@ -60,7 +60,7 @@ if [ "$ROOM" = "1" ]; then
   echo "[dashboard] --room: listening on every network interface (0.0.0.0); every page needs the room's join code" \
        "(printed below with the URL and QR code when the server starts)." >&2
   for pair in "--code:${TWO_BENDS_JOIN_CODE:-}" "--teacher-code:${TWO_BENDS_TEACHER_CODE:-}"; do
-    flag="${pair%%:*}"; code="${pair#*:}"; bare="${code//[ 	-]/}"  # as ui/room/config.py reads it
+    flag="${pair%%:*}"; code="${pair#*:}"; bare="${code//[ 	-]/}"  # as ui/classroom/config.py reads it
     if [ -n "$code" ] && { [ ${#bare} -lt 4 ] || [ ${#bare} -gt 64 ]; }; then
       echo "error: $flag needs 4 to 64 letters or digits (got ${#bare})" >&2; exit 2
     fi

@@ -4,7 +4,7 @@ import streamlit as st
 from ui import state
 from ui.controls import demo_panel, presenter, stepper
 from ui.demo import recorded
-from ui.engine_link import worker_link
+from ui.engine_link import local_replay, worker_link
 from ui.figures import fig_attention, fig_kvcache
 from ui.text import phase_numbers
 
@@ -28,7 +28,7 @@ if trace is None:
     presenter.press_run(", then step through the generation here token by token: the text, "
                         "the KV cache growing one column per token, its byte count and each new token's attention.")
     st.stop()
-trace = worker_link.local_replay(trace, "its KV cache or each token's attention", needs_kv=True)  # a server's run: replayed
+trace = local_replay.local_replay(trace, "its KV cache or each token's attention", needs_kv=True)  # a server's run: replayed
 if trace is None:
     st.stop()
 

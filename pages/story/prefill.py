@@ -4,7 +4,7 @@ import streamlit as st
 from ui import state
 from ui.controls import demo_panel, presenter, stepper
 from ui.demo import recorded
-from ui.engine_link import worker_link
+from ui.engine_link import local_replay, worker_link
 from ui.figures import fig_attention
 from ui.text import phase_numbers
 
@@ -25,7 +25,7 @@ if trace is None:
     presenter.press_run(": this page then shows the real attention matrix of your prompt, "
                         "the prefill time and the FLOP/s the valley achieved.")
     st.stop()
-trace = worker_link.local_replay(trace, "the model's attention matrix or the FLOPs of its prefill")  # a server's run: replayed
+trace = local_replay.local_replay(trace, "the model's attention matrix or the FLOPs of its prefill")  # a server's run: replayed
 if trace is None:
     st.stop()
 

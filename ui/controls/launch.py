@@ -19,7 +19,8 @@ from pathlib import Path
 from streamlit.runtime.pages_manager import PagesManager
 from streamlit.web import cli
 
-from ui.room import config, qr
+from ui.classroom import config
+from ui.room import qr
 
 APP = Path(__file__).resolve().parents[2] / "app.py"
 

@@ -257,7 +257,7 @@ def run_panel(request: RunRequest) -> None:
     _follow_live(live, request.live_chart)
     if live.trace is not None:
         spec = live.work.model
-        if live.trace.source != "server":  # a server's run: worker_link.local_replay, on demand
+        if live.trace.source != "server":  # a server's run: local_replay.local_replay, on demand
             live.trace.settings["model_spec"] = [spec.name, spec.device, spec.dtype, spec.kernels]  # to capture more layers later
         store.keep(live.trace)
     store.live = None

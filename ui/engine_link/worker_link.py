@@ -12,7 +12,6 @@ F5 or a second tab finds them; ui/engine_link/run_store.py's Browsers bounds and
 """
 from __future__ import annotations
 
-import json
 import os
 import queue
 import threading
@@ -23,26 +22,19 @@ from streamlit.runtime import Runtime
 from streamlit.runtime.scriptrunner_utils.script_run_context import get_script_run_ctx
 
 from engine.core.capture import BUDGET_BYTES
-from engine.core.sampling import SamplingParams
 from engine.errors import EngineError
 from engine.loading.model_store import DEFAULT_MODEL
 from engine.serving.scheduling import lab_jobs as jobs
 from engine.serving.scheduling.lab_jobs import LabJob
-from engine.serving.scheduling.os_memory import release_free_memory
-from engine.serving.scheduling.work import FINAL, Done, Failed, Job, ModelSpec, Progress, Queued, Request, Started, Work
+from engine.serving.scheduling.work import FINAL, Done, Failed, Job, ModelSpec, Progress, Queued, Started, Work
 from engine.serving.scheduling.worker import ServiceOptions, make_service
 from ui import state
 from ui.demo import recorded
-from ui.engine_link import remote_engine, room_slots, server_measurement
-from ui.engine_link.run_store import Browsers, Runs, RunStore
-from ui.room import gate
+from ui.engine_link import browser_runs, room_link, room_slots  # room_link: the room's roster, this session's role
+from ui.engine_link.run_store import RunStore
 
 JANITOR_EVERY_S = 2.0  # how often closed sessions are looked for
 GRACE_S = 4.0  # a session must stay gone this long before its work is cancelled (a reconnect keeps it)
-SWEEP_EVERY_S = 10.0  # how often browsers' kept runs are shrunk and expired
-COOKIE = "two_bends_browser"  # the cookie holding this browser's token
-COOKIE_MAX_AGE_S = 7 * 24 * 3600  # outlives the server's ABANDON_S: an expired token is simply replaced
-COOKIE_SCRIPT = """<script>document.cookie = {cookie};</script>"""
 
 
 def _int_env(name: str, default: int) -> int:
@@ -103,51 +95,18 @@ def service():
     return link().service
 
 
-def _sweep_forever(kept: Browsers) -> None:
-    while True:
-        time.sleep(SWEEP_EVERY_S)
-        if Runtime.exists() and kept.sweep(Runtime.instance().is_active_session, time.monotonic()):
-            release_free_memory(collect=True)  # what closed tabs' runs held goes back to the OS, not only to the heap
-
-
-@st.cache_resource(show_spinner=False)
-def browsers() -> Browsers:
-    """Every browser's runs on this server (replay-only mode too: it needs no engine worker)."""
-    kept = Browsers()
-    threading.Thread(target=_sweep_forever, args=(kept,), name="two-bends-browsers", daemon=True).start()
-    return kept
-
-
-def _browser_runs() -> Runs:
-    """The runs of the browser this session runs in, found by its cookie; a new token when it has none yet
-    (set by `remember_browser`, in this session's sidebar)."""
-    ctx = get_script_run_ctx()
-    if ctx is None:
-        return Runs()
-    sent = st.context.cookies.get(COOKIE)
-    token, runs = browsers().visit(sent, ctx.session_id, time.monotonic())
-    if token != sent:
-        st.session_state[state.BROWSER_TOKEN_NEW] = token
-    return runs
-
-
 def remember_browser() -> None:
-    """When this session gave its browser a new token: the tiny script that stores it in a cookie (no element
-    shows; the token is never in the link). Called in every run of the sidebar, so no first-run redirect loses it."""
+    """This session's store (so its browser has a token), then the cookie that keeps the token. Called in every run
+    of the sidebar, so no first-run redirect loses it."""
     store()
-    token = st.session_state.get(state.BROWSER_TOKEN_NEW)
-    if not token:
-        return
-    cookie = json.dumps(f"{COOKIE}={token}; path=/; max-age={COOKIE_MAX_AGE_S}; SameSite=Strict")
-    with st.container(key=state.BROWSER_COOKIE, height=1, border=False):
-        st.html(COOKIE_SCRIPT.format(cookie=cookie), unsafe_allow_javascript=True)
+    browser_runs.set_cookie()
 
 
 def store() -> RunStore:
     """This session's RunStore: its browser's runs (found by cookie) and its own work, registered for the janitor."""
     ss = st.session_state
     if state.STORE not in ss:
-        ss[state.STORE] = RunStore(runs=_browser_runs())
+        ss[state.STORE] = RunStore(runs=browser_runs.this_browser())
     ctx = get_script_run_ctx()
     if ctx is not None and not recorded.replay_only():  # replay-only mode never starts the engine worker
         lk = link()
@@ -185,7 +144,7 @@ def submit(work: Work) -> str | None:
     """Submit; None when accepted, else the refusal in words (full queue, caps, bad settings; in a room: a second
     run while this session's first is in the engine, or a lab the teacher keeps)."""
     ctx = get_script_run_ctx()
-    room = ctx is not None and gate.settings().enabled
+    room = ctx is not None and room_link.settings().enabled
     if room:
         refused = lab_refusal() if room_slots.is_lab(work) else None
         refused = refused or link().slots.refusal(ctx.session_id)
@@ -198,32 +157,32 @@ def submit(work: Work) -> str | None:
         return str(exc)
     if room:
         link().slots.hold(ctx.session_id, work)
-        gate.room().touch(ctx.session_id, activity="waiting", request=room_slots.describe(work), waiting_since=time.time())
+        room_link.room().touch(ctx.session_id, activity="waiting", request=room_slots.describe(work), waiting_since=time.time())
     return None
 
 
 def busy() -> str | None:
     """In a room: the line to show when this session already has a run or job in the engine; else None."""
     ctx = get_script_run_ctx()
-    return link().slots.refusal(ctx.session_id) if ctx is not None and gate.settings().enabled else None
+    return link().slots.refusal(ctx.session_id) if ctx is not None and room_link.settings().enabled else None
 
 
 def _room_activity(work: Work, event) -> None:
     """The teacher console's picture of this session: running (or in a lab) once started, idle once done."""
     ctx = get_script_run_ctx()
-    if ctx is None or not gate.settings().enabled:
+    if ctx is None or not room_link.settings().enabled:
         return
     if isinstance(event, Started):
-        gate.room().touch(ctx.session_id, activity="lab" if room_slots.is_lab(work) else "running", waiting_since=None)
+        room_link.room().touch(ctx.session_id, activity="lab" if room_slots.is_lab(work) else "running", waiting_since=None)
     else:
-        gate.room().touch(ctx.session_id, activity="idle", request="", waiting_since=None)
+        room_link.room().touch(ctx.session_id, activity="idle", request="", waiting_since=None)
 
 
 def lab_refusal() -> str | None:
     """None when this session may start lab measurements; in a room the teacher's Locks.labs decide."""
-    if not gate.settings().enabled:
+    if not room_link.settings().enabled:
         return None
-    return room_slots.lab_refusal(gate.room().locks.labs, gate.role())
+    return room_slots.lab_refusal(room_link.room().locks.labs, room_link.role())
 
 
 def lab_notice() -> bool:
@@ -327,41 +286,6 @@ def ensure_layer(trace, layer: int) -> bool:
     return True
 
 
-def local_replay(trace, what: str, needs_kv: bool = False):
-    """The trace itself when it has the model's insides (and its KV cache picture, if `needs_kv`); for a run measured
-    on the room's serving engine (--engine-url), on demand, the same prompt replayed untimed by the local engine for
-    `what` only it can show, with the server's timings kept. None, with the reason shown, when it cannot be drawn."""
-    if trace.model_config is not None and not (needs_kv and trace.kv_key_norms is None):
-        return trace
-    spec = trace.settings.get("replay_spec") if trace.source == "server" else None
-    if not spec:
-        st.info(server_measurement.no_replay(trace, what))
-        return None
-    kept = store().labs.get(state.REMOTE_REPLAY)
-    if kept is not None and kept[0] is trace:
-        replayed = kept[1]
-    else:
-        st.info(server_measurement.replay_offer(trace, what))
-        if not st.button("Replay on the local engine (untimed)", key=state.REMOTE_REPLAY_RUN, type="primary"):
-            return None
-        sampling = trace.settings.get("sampling") or {}
-        work = Request(model=ModelSpec(*spec), prompt_ids=list(trace.prompt_ids), max_new_tokens=max(1, trace.n_output),
-                       params=SamplingParams(**sampling), prompt_text=trace.prompt_text, capture_attention=True)
-        refused = submit(work)
-        if refused:
-            st.error(f"Cannot replay: {refused}")
-            return None
-        with st.spinner(f"Replaying {trace.n_prompt} prompt tokens on the local engine (untimed)…"):
-            final = follow(work)
-        if isinstance(final, Failed):
-            st.error(f"The replay did not complete: {final.message}")
-            return None
-        replayed = remote_engine.with_local_insides(trace, final.result)
-        store().labs[state.REMOTE_REPLAY] = (trace, replayed)
-    st.caption(server_measurement.replay_caption(replayed))
-    return replayed
-
-
 # ----------------------------------------------------------------------------------------------
 # Lab measurements: run in the engine worker like every other use of the model
 # ----------------------------------------------------------------------------------------------
@@ -396,64 +320,3 @@ def lab_run(key: str, start: bool, lab: LabJob, args: tuple = (), kwargs: dict |
     result = run_job(key, current_spec(), lab, args, kwargs, label, on_progress)
     bar.empty()
     return result
-
-
-# ----------------------------------------------------------------------------------------------
-# The teacher console's view of every session (room mode: ui/room/console.py)
-# ----------------------------------------------------------------------------------------------
-def sessions_alive(session_ids) -> set[str]:
-    """Those of `session_ids` whose tab is open now (Streamlit's runtime); all of them outside a server."""
-    if not Runtime.exists():
-        return set(session_ids)
-    runtime = Runtime.instance()
-    return {sid for sid in session_ids if runtime.is_active_session(sid)}
-
-
-def sessions_work() -> dict[str, list]:
-    """Session id -> its work in flight: the LiveRun of its request (waiting or running) and its lab Jobs."""
-    lk = link()
-    with lk.lock:
-        stores = dict(lk.stores)
-    out = {}
-    for sid, st_store in stores.items():
-        live = st_store.live
-        items = ([live] if live is not None and not live.finished else []) + list(st_store.jobs.values())
-        if items:
-            out[sid] = items
-    return out
-
-
-def cancel_work(session_id: str, work_id: int) -> bool:
-    """Cancel one request or job of a session (by the work's id); False when it is no longer there."""
-    lk = link()
-    with lk.lock:
-        st_store = lk.stores.get(session_id)
-    if st_store is None:
-        return False
-    for work in st_store.in_flight():
-        if work.id == work_id:
-            service().cancel(work)
-            return True
-    return False
-
-
-def cancel_session(session_id: str) -> int:
-    """Cancel everything a session has in flight; returns how many requests and jobs were cancelled."""
-    lk = link()
-    with lk.lock:
-        st_store = lk.stores.get(session_id)
-    works = st_store.in_flight() if st_store is not None else []
-    for work in works:
-        service().cancel(work)
-    return len(works)
-
-
-def drop_session(session_id: str) -> None:
-    """Free what a session held: cancel its work, empty its store (its browser's runs too), forget it."""
-    cancel_session(session_id)
-    lk = link()
-    with lk.lock:
-        st_store = lk.stores.pop(session_id, None)
-        lk.gone_since.pop(session_id, None)
-    if st_store is not None:
-        st_store.clear()

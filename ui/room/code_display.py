@@ -9,7 +9,8 @@ from __future__ import annotations
 import streamlit as st
 
 from ui import state
-from ui.room import config, gate, qr
+from ui.classroom import config
+from ui.room import gate, qr
 
 BIG_STYLE = """
 <style>

@@ -1,7 +1,7 @@
 """The teacher console's parts: who is in the room and what each waits for, cancel, locks, follow-me, clear.
 
 Drawn by pages/room/teacher_console.py (the teacher's only). The status refreshes itself every few seconds
-(st.fragment(run_every=...)); it reads the Room (ui/room/registry.py) and every session's work in flight
+(st.fragment(run_every=...)); it reads the Room (ui/classroom/registry.py) and every session's work in flight
 (ui/engine_link/worker_link.py), never another session's page state.
 """
 from __future__ import annotations
@@ -10,9 +10,9 @@ import time
 
 import streamlit as st
 
-from ui.engine_link import worker_link
+from ui.classroom.registry import LAB_POLICIES
+from ui.engine_link import room_sessions, worker_link
 from ui.room import follow, gate
-from ui.room.registry import LAB_POLICIES
 
 REFRESH_S = 2.0
 CANCEL_PICK, CANCEL_ONE, CANCEL_ALL = "room_cancel_pick", "room_cancel_one", "room_cancel_all"
@@ -29,8 +29,8 @@ def rows() -> tuple[list[dict], list[tuple[str, int, str]]]:
     (session id, work id, words) for each request or job in flight."""
     room = gate.room()
     members = room.snapshot()
-    room.keep_only(worker_link.sessions_alive([m.session_id for m in members]))
-    work = worker_link.sessions_work()
+    room.keep_only(room_sessions.sessions_alive([m.session_id for m in members]))
+    work = room_sessions.sessions_work()
     now = time.perf_counter()
     out, cancellable = [], []
     for m in room.snapshot():
@@ -76,10 +76,10 @@ def status() -> None:
     pick = row.selectbox("Run or job in flight", list(labels), format_func=labels.get, key=CANCEL_PICK)
     if row.button("Cancel it", key=CANCEL_ONE, icon=":material/cancel:"):
         sid, wid = pick.rsplit(":", 1)
-        done = worker_link.cancel_work(sid, int(wid))
+        done = room_sessions.cancel_work(sid, int(wid))
         st.toast(f"Cancelled: {labels[pick]}." if done else "It had already finished.")
     if row.button("Cancel everything in flight", key=CANCEL_ALL, icon=":material/block:"):
-        n = sum(worker_link.cancel_session(sid) for sid in {sid for sid, _, _ in cancellable})
+        n = sum(room_sessions.cancel_session(sid) for sid in {sid for sid, _, _ in cancellable})
         st.toast(f"Cancelled {n} run{'s' if n != 1 else ''} and job{'s' if n != 1 else ''}.")
 
 
@@ -145,6 +145,6 @@ def clear_room() -> None:
     if st.button("Clear the room", key=CLEAR, icon=":material/logout:", disabled=not sure):
         gone = gate.room().clear()
         for sid in gone:
-            worker_link.drop_session(sid)
+            room_sessions.drop_session(sid)
         st.success(f"Cleared: {len(gone)} student session{'s' if len(gone) != 1 else ''} out of the room, their "
                    "work cancelled and their runs dropped. Locks and follow-me stay as they were.")

@@ -1,6 +1,6 @@
 """A session's place in the room, once per script run: presence, the teacher's locks, follow-me, eviction.
 
-app.py calls `presence(page, pages)` right after st.navigation: it tells the Room (ui/room/registry.py) this
+app.py calls `presence(page, pages)` right after st.navigation: it tells the Room (ui/classroom/registry.py) this
 session's page and what it runs or waits for; a student cleared out of the room goes back to the join form; a
 student's model, device and dtype become the teacher's (locked); with follow-me on, a student's page and request
 settings (the shareable-link parameters of ui/demo/links.py) follow the teacher's, each push applied once. A small

@@ -2,49 +2,18 @@
 
 `admit()` is the first thing app.py does. Outside room mode it returns "solo" (one person, one machine, everything
 open). In room mode it returns "teacher" or "student" for an admitted session, and otherwise draws the join form
-and stops the script. The Room (ui/room/registry.py) is one per server, and so is the Throttle that slows down
-wrong codes per client (ui/room/throttle.py: the browser session and, where Streamlit sees it, the remote address).
+and stops the script. The Room (ui/classroom/registry.py) is one per server, and so is the Throttle that slows down
+wrong codes per client (ui/classroom/throttle.py: the browser session and, where Streamlit sees it, the remote address).
 Nothing above admit() in app.py touches the engine: no worker starts, no model loads for a session without the code.
 """
 from __future__ import annotations
 
 import streamlit as st
-from streamlit.runtime.scriptrunner_utils.script_run_context import get_script_run_ctx
 
 from ui import state
-from ui.room import config
-from ui.room.registry import Room
-from ui.room.throttle import Throttle, client_keys
-
-
-@st.cache_resource
-def room() -> Room:
-    return Room()
-
-
-@st.cache_resource
-def throttle() -> Throttle:
-    return Throttle()
-
-
-def settings() -> config.RoomConfig:
-    return config.from_env()
-
-
-def session_id() -> str:
-    ctx = get_script_run_ctx()
-    return ctx.session_id if ctx is not None else "no-session"
-
-
-def role() -> str:
-    """'solo' outside room mode; else this session's admitted role, or '' before the code."""
-    if not settings().enabled:
-        return "solo"
-    return st.session_state.get(state.ROOM_ROLE, "")
-
-
-def is_teacher() -> bool:
-    return role() in ("solo", "teacher")
+from ui.classroom import config
+from ui.classroom.throttle import client_keys
+from ui.engine_link.room_link import is_teacher, role, room, session_id, settings, throttle  # noqa: F401 (gate.room() etc.)
 
 
 def _client() -> list[str]:

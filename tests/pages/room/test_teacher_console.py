@@ -7,7 +7,8 @@ from streamlit.testing.v1 import AppTest
 
 from tests import ROOT
 from ui import state
-from ui.room import config, console, follow, gate
+from ui.classroom import config
+from ui.room import console, follow, gate
 
 APP = str(ROOT / "app.py")
 CONSOLE = "pages/room/teacher_console.py"

@@ -6,7 +6,7 @@ from types import SimpleNamespace
 import pytest
 
 from engine.serving.scheduling.work import Job, Request
-from ui.engine_link import worker_link
+from ui.engine_link import room_sessions, worker_link
 from ui.engine_link.run_store import LiveRun, RunStore
 
 
@@ -25,11 +25,11 @@ def test_sessions_work_lists_requests_and_jobs_and_cancels_them(fake_link):
     run, job = Request(max_new_tokens=8), Job(name="sweep", label="prompt sweep")
     busy = RunStore(live=LiveRun(run, 4, 8), jobs={"lab": job})
     lk.stores.update(a=busy, b=RunStore())
-    work = worker_link.sessions_work()
+    work = room_sessions.sessions_work()
     assert list(work) == ["a"] and work["a"][0].work is run and work["a"][1] is job
-    assert worker_link.cancel_work("a", job.id) and cancelled == [job]
-    assert not worker_link.cancel_work("a", 10**9) and not worker_link.cancel_work("nobody", run.id)
-    assert worker_link.cancel_session("a") == 2 and cancelled[1:] == [run, job]
+    assert room_sessions.cancel_work("a", job.id) and cancelled == [job]
+    assert not room_sessions.cancel_work("a", 10**9) and not room_sessions.cancel_work("nobody", run.id)
+    assert room_sessions.cancel_session("a") == 2 and cancelled[1:] == [run, job]
 
 
 def test_drop_session_cancels_and_empties_its_store(fake_link):
@@ -38,6 +38,6 @@ def test_drop_session_cancels_and_empties_its_store(fake_link):
     store = RunStore(live=LiveRun(run, 4, 8))
     store.labs["x"] = 1
     lk.stores["a"], lk.gone_since["a"] = store, 1.0
-    worker_link.drop_session("a")
+    room_sessions.drop_session("a")
     assert cancelled == [run] and "a" not in lk.stores and "a" not in lk.gone_since
     assert store.live is None and store.labs == {}

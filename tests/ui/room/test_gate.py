@@ -4,8 +4,9 @@ from streamlit.testing.v1 import AppTest
 
 from tests import ROOT
 from ui import state
+from ui.classroom import config
 from ui.engine_link import worker_link
-from ui.room import config, gate
+from ui.room import gate
 
 APP = str(ROOT / "app.py")
 
