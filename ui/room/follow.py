@@ -53,7 +53,8 @@ def presence(page, pages: list) -> None:
         _apply_follow(page, pages)
     room.touch(sid, page=_path(page), **activity())
     if role == "student":
-        _watch()
+        with st.sidebar:  # the sidebar's first element on every page: a fixed place, never where a page draws
+            _watch()  # (in the main area a timer run of the old page's fragment once overwrote the new page's title)
 
 
 def push(room=None) -> None:
