@@ -62,7 +62,8 @@ def _by(points, attr: str, size_attr: str) -> dict[int, float]:
 def _ratio(points, attr: str, size_attr: str, small: int, big: int, unit: str, what: str) -> Measured:
     med = _by(points, attr, size_attr)
     if small not in med or big not in med or not med[small] > 0:
-        raise PollError(f"the measurement returned no {what} for {small} and {big}")
+        missing = big if small in med else small
+        raise PollError(f"no {what} was measured at {missing} (more tokens than this model's context holds?)")
     scale, name = (1e3, "ms") if unit == "s" else (1.0, "tok/s")
     v = med[big] / med[small]
     return Measured(v, f"{what} ×{v:.2f}: {med[small] * scale:,.1f} → {med[big] * scale:,.1f} {name} ({small} → {big})")
@@ -228,10 +229,10 @@ def parse_question(data, default_id: str = "question") -> Question:
                     _text(data, "explain"), float(order))
 
 
-def load_bank(folder: Path = BANK_DIR) -> tuple[list[Question], list[str]]:
-    """Every question file in `folder`, sorted by order; and one line per file that was skipped."""
+def load_bank(folder: Path | None = None) -> tuple[list[Question], list[str]]:
+    """Every question file in `folder` (default BANK_DIR), sorted by order; and one line per file that was skipped."""
     questions, problems, seen = [], [], set()
-    for path in sorted(Path(folder).glob("*.json")):
+    for path in sorted(Path(folder or BANK_DIR).glob("*.json")):
         try:
             q = parse_question(json.loads(path.read_text(encoding="utf-8")), path.stem)
             if q.id in seen:
