@@ -11,5 +11,6 @@ if gate.is_teacher():
     questions, problems = polls.load_bank()
     poll_panel.teacher_controls(questions, problems)
     poll_panel.projector()
+    poll_panel.measure()
 else:
     poll_panel.student()

@@ -93,9 +93,14 @@ def status_line(poll: polls.Poll) -> None:
                f"{'s' if len(students) != 1 else ''} in the room · " + ("open: answers may change" if poll.open else "closed"))
 
 
-@st.fragment(run_every=REFRESH_S)
 def projector() -> None:
-    """The teacher's (projector's) view: the question, the live histogram, the measured answer."""
+    """The teacher's (projector's) view, refreshing itself except while this session follows a measurement (a
+    fragment's rerun must not take the page away from the run that waits for the measured figure)."""
+    measuring_here = state.POLL_MEASURING in st.session_state or state.POLL_JOB in worker_link.store().jobs
+    st.fragment(_projector, run_every=None if measuring_here else REFRESH_S)()
+
+
+def _projector() -> None:
     poll = current()
     if poll is None:
         st.info("No question is open: choose one above and press **Open**.")
@@ -161,22 +166,23 @@ def teacher_controls(questions: list[polls.Question], problems: list[str]) -> No
     if poll.question.id == "written":
         st.download_button("Save my question as a file for assets/polls/", poll.question.to_json(),
                            file_name="my_question.json", mime="application/json", key=state.POLL_SAVE)
-    measure(poll, start)
-
-
-def measure(poll: polls.Poll, start: bool) -> None:
-    """Start (when `start`) or keep following this session's measurement; its figure goes to the poll it answers."""
-    ss = st.session_state
     if start:
         try:
             poll.begin_measure()
-            ss[state.POLL_MEASURING] = poll
+            st.session_state[state.POLL_MEASURING] = poll  # measure() below the projector starts its job
         except polls.PollError as exc:
             st.error(str(exc))
-            start = False
-    if not start and state.POLL_JOB not in worker_link.store().jobs:
+
+
+def measure() -> None:
+    """Start or keep following this session's measurement (drawn below the projector, which stops refreshing
+    meanwhile); its figure goes to the poll it answers."""
+    ss = st.session_state
+    target: polls.Poll | None = ss.get(state.POLL_MEASURING)
+    jobs = worker_link.store().jobs
+    if target is None:
         return
-    target: polls.Poll = ss.get(state.POLL_MEASURING, poll)
+    start = state.POLL_JOB not in jobs
     exp, params = target.question.experiment, target.question.measure
     args, kwargs = exp.call(params)
     result = worker_link.lab_run(state.POLL_JOB, start, exp.job, args, kwargs, cancel_key=state.POLL_CANCEL,
