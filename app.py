@@ -33,7 +33,7 @@ PAGES = {
 }
 
 if role == "solo":
-    PAGES.pop("The room")  # one person on one machine: no room to run
+    PAGES["The room"] = PAGES["The room"][:1]  # one person on one machine: predict, then measure alone; no console
 elif role == "student":
     PAGES["The room"] = PAGES["The room"][:1]  # the console is the teacher's
 if recorded.replay_only():

@@ -174,3 +174,23 @@ ROOM_CODE_HEADER = "room_code_header"  # the teacher console's header line (ui/r
 # the look (ui/controls/theme_toggle.py): a dark theme for a dark room, in the sidebar, the presenter bar and links
 DARK_THEME = "theme_dark"  # True: dark pages and charts (the link's theme=dark)
 THEME_SWITCH = "theme_switch"  # the presenter bar's light/dark button
+
+# predict, then measure (pages/room/poll.py, ui/room/poll_panel.py): the Poll itself is the Room's (room mode) or
+# this session's (solo); widget keys below are the teacher's controls and a session's answer
+POLL_SOLO = "poll_solo"  # solo mode: this session's own ui.room.polls.Poll
+POLL_HISTORY = "poll_history"  # every Poll this session opened (CSV export)
+POLL_PICK = "poll_pick"  # the bank question chosen
+POLL_OPEN = "poll_open"
+POLL_WRITE_TEXT = "poll_write_text"
+POLL_WRITE_OPTIONS = "poll_write_options"
+POLL_WRITE_EXPERIMENT = "poll_write_experiment"
+POLL_WRITE_OPEN = "poll_write_open"
+POLL_CLOSE = "poll_close"  # close / reopen answers
+POLL_MEASURE = "poll_measure"
+POLL_CANCEL = "poll_cancel"
+POLL_JOB = "poll_job"  # the measurement in the worker (RunStore.jobs key)
+POLL_MEASURING = "poll_measuring"  # the Poll this session's measurement answers
+POLL_CSV = "poll_csv"
+POLL_SAVE = "poll_save_question"  # a written question, downloaded as a file for assets/polls/
+POLL_CHOICE = "poll_choice_"  # + the poll's serial: this session's answer
+POLL_ERROR = "poll_error"  # one line from the last answer that could not be taken

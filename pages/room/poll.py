@@ -1,5 +1,16 @@
-"""Predict, then measure — the room answers a question before the engine does (room mode)."""
+"""Predict, then measure — the room commits to an answer, then the engine measures it (peer instruction; layout only)."""
 import streamlit as st
 
+from ui.room import gate, poll_panel, polls
+
 st.title("Predict, then measure")
-st.info("The room's poll comes here.")
+if gate.is_teacher():
+    st.caption("Open a question; the room answers on its own devices; press **Measure** and the engine answers."
+               if not poll_panel.solo() else
+               "Choose a question, commit to your prediction, then press **Measure**: the engine answers on this machine.")
+    questions, problems = polls.load_bank()
+    poll_panel.teacher_controls(questions, problems)
+    poll_panel.projector()
+    poll_panel.measure()
+else:
+    poll_panel.student()

@@ -1,0 +1,201 @@
+"""Predict, then measure on the page: the teacher opens a question, the room answers, the engine measures the answer.
+
+The Streamlit side of ui/room/polls.py. In room mode the Poll is the Room's (every session sees the same one, and
+the projector's histogram and the students' pages refresh themselves); outside room mode it is this session's own,
+so one person can predict, then measure for themselves. Measure runs the question's experiment, a registered lab
+job, in the room's engine worker (ui/engine_link/worker_link.py), like any lab.
+"""
+from __future__ import annotations
+
+import streamlit as st
+
+from ui import state
+from ui.engine_link import worker_link
+from ui.figures import fig_poll
+from ui.room import gate, polls
+
+REFRESH_S = 2.0  # how often the histogram and the students' pages look for new answers
+
+
+def solo() -> bool:
+    return gate.role() == "solo"
+
+
+def current() -> polls.Poll | None:
+    return st.session_state.get(state.POLL_SOLO) if solo() else gate.room().poll
+
+
+def _open(poll: polls.Poll) -> None:
+    if solo():
+        st.session_state[state.POLL_SOLO] = poll
+    else:
+        room = gate.room()
+        with room.lock:
+            room.poll = poll
+    st.session_state.setdefault(state.POLL_HISTORY, []).append(poll)
+
+
+def _record(poll: polls.Poll, key: str, labels: list[str]) -> None:
+    choice = st.session_state.get(key)
+    st.session_state.pop(state.POLL_ERROR, None)
+    if choice in labels:
+        try:
+            poll.answer(gate.session_id(), labels.index(choice))
+        except polls.PollError as exc:
+            st.session_state[state.POLL_ERROR] = str(exc)
+
+
+def answer_widget(poll: polls.Poll, label: str = "Your prediction") -> None:
+    """This session's one answer (it may change it while the poll is open)."""
+    ss, labels = st.session_state, [o.label for o in poll.question.options]
+    key = f"{state.POLL_CHOICE}{poll.serial}"
+    mine = poll.answer_of(gate.session_id())
+    st.radio(f"**{label}:** {poll.question.question}", labels, index=mine if key not in ss else None, key=key,
+             on_change=_record, args=(poll, key, labels), disabled=not poll.open)
+    if ss.get(state.POLL_ERROR):
+        st.error(ss[state.POLL_ERROR])
+    mine = poll.answer_of(gate.session_id())
+    if mine is not None:
+        more = " You may change it until the poll closes." if poll.open else " The poll is closed."
+        st.success(f"Your answer: **{labels[mine]}**.{more}")
+    elif not poll.open:
+        st.warning("The poll closed before you answered.")
+
+
+def results(poll: polls.Poll) -> None:
+    """The room's answers as a histogram, beside the measured figure once there is one."""
+    q, counts = poll.question, poll.counts()
+    measured, matched = poll.measured, poll.matched
+    cols = st.columns([3, 2])
+    fig = fig_poll.poll_figure([o.label for o in q.options], counts, matched, title="The room's predictions")
+    cols[0].plotly_chart(fig, width="stretch", theme=None, key=f"poll_chart_{poll.serial}")
+    with cols[1]:
+        if measured is not None:
+            figure = f"×{measured.value:.2f}" if measured.value is not None else (
+                q.options[matched].label.split(":")[0] if matched is not None else "—")
+            st.metric("Measured on this engine", figure)
+            st.markdown(f"**The measurement answers:** {q.options[matched].label if matched is not None else 'none of the options'}")
+            st.caption(measured.text)
+            if q.explain:
+                st.markdown(q.explain)
+        elif poll.measuring_since is not None:
+            st.info("Measuring on the room's engine… the answer shows here when it ends.")
+        else:
+            st.info("Not measured yet: Measure runs the experiment that answers it.")
+
+
+def status_line(poll: polls.Poll) -> None:
+    answered = sum(poll.counts())
+    if solo():
+        return
+    students = [m for m in gate.room().snapshot() if m.role == "student"]
+    st.caption(f"**{answered}** answer{'s' if answered != 1 else ''} from {len(students)} student"
+               f"{'s' if len(students) != 1 else ''} in the room · " + ("open: answers may change" if poll.open else "closed"))
+
+
+def projector() -> None:
+    """The teacher's (projector's) view, refreshing itself except while this session follows a measurement (a
+    fragment's rerun must not take the page away from the run that waits for the measured figure)."""
+    measuring_here = state.POLL_MEASURING in st.session_state or state.POLL_JOB in worker_link.store().jobs
+    st.fragment(_projector, run_every=None if measuring_here else REFRESH_S)()
+
+
+def _projector() -> None:
+    poll = current()
+    if poll is None:
+        st.info("No question is open: choose one above and press **Open**.")
+        return
+    st.subheader(poll.question.question)
+    status_line(poll)
+    if solo():
+        answer_widget(poll)
+    results(poll)
+
+
+@st.fragment(run_every=REFRESH_S)
+def student() -> None:
+    """A student's view: answer first; the room's answers show once the poll closes or is measured."""
+    poll = current()
+    if poll is None:
+        st.info("No question yet: the teacher opens one, and it appears here by itself.")
+        return
+    answer_widget(poll, "Your answer")
+    if not poll.open or poll.measured is not None:
+        results(poll)
+    else:
+        st.caption("The room's answers show here when the teacher closes the poll.")
+
+
+def teacher_controls(questions: list[polls.Question], problems: list[str]) -> None:
+    """Open a question (from the bank, or written here), close or reopen it, measure it, export the results."""
+    for line in problems:
+        st.warning(f"Question file skipped: {line}")
+    poll = current()
+    busy = poll is not None and poll.measuring_since is not None
+    by_id = {q.id: q for q in questions}
+    cols = st.columns([5, 1])
+    pick = cols[0].selectbox("A question from the bank (assets/polls/)", list(by_id), key=state.POLL_PICK,
+                             format_func=lambda i: by_id[i].question)
+    if cols[1].button("Open", key=state.POLL_OPEN, type="primary", disabled=busy or pick is None,
+                      help="Opens it for the room (a new poll: answers start from zero)."):
+        _open(polls.Poll(by_id[pick]))
+        poll = current()
+    with st.expander("Write your own question"):
+        text = st.text_input("Question", key=state.POLL_WRITE_TEXT, max_chars=polls.MAX_TEXT)
+        options = st.text_area("Answers, one per line (a number in a line, like ×2, is the figure it predicts)",
+                               key=state.POLL_WRITE_OPTIONS)
+        names = [""] + [n for n in polls.EXPERIMENTS if n != "kv_cache_bridge"]
+        exp = st.selectbox("Measure with", names, key=state.POLL_WRITE_EXPERIMENT,
+                           format_func=lambda n: polls.EXPERIMENTS[n].says if n else "nothing: the room discusses it")
+        if st.button("Open my question", key=state.POLL_WRITE_OPEN, disabled=busy):
+            try:
+                _open(polls.Poll(polls.written_question(text, options, exp)))
+                poll = current()
+            except polls.PollError as exc:
+                st.error(str(exc))
+    if poll is None:
+        return
+    c = st.columns(4)
+    c[0].button("Close answers" if poll.open else "Reopen answers", key=state.POLL_CLOSE,
+                on_click=poll.set_open, args=(not poll.open,))
+    start = c[1].button("▶ Measure", key=state.POLL_MEASURE, type="primary", disabled=poll.question.experiment is None,
+                        help="Runs the experiment that answers this question on the room's engine.")
+    c[2].button("■ Cancel", key=state.POLL_CANCEL, help="Stops the measurement that is running.")
+    c[3].download_button("Results (CSV)", polls.to_csv(st.session_state.get(state.POLL_HISTORY, [poll])),
+                         file_name="two_bends_polls.csv", mime="text/csv", key=state.POLL_CSV)
+    if poll.question.id == "written":
+        st.download_button("Save my question as a file for assets/polls/", poll.question.to_json(),
+                           file_name="my_question.json", mime="application/json", key=state.POLL_SAVE)
+    if start:
+        try:
+            poll.begin_measure()
+            st.session_state[state.POLL_MEASURING] = poll  # measure() below the projector starts its job
+        except polls.PollError as exc:
+            st.error(str(exc))
+
+
+def measure() -> None:
+    """Start or keep following this session's measurement (drawn below the projector, which stops refreshing
+    meanwhile); its figure goes to the poll it answers."""
+    ss = st.session_state
+    target: polls.Poll | None = ss.get(state.POLL_MEASURING)
+    jobs = worker_link.store().jobs
+    if target is None:
+        return
+    start = state.POLL_JOB not in jobs
+    exp, params = target.question.experiment, target.question.measure
+    args, kwargs = exp.call(params)
+    result = worker_link.lab_run(state.POLL_JOB, start, exp.job, args, kwargs, cancel_key=state.POLL_CANCEL,
+                                 label=f"Measuring {exp.says}…")
+    if state.POLL_JOB in worker_link.store().jobs:
+        return  # still running (a rerun interrupted the wait): the next run follows it
+    measured = None
+    if result is not None:
+        try:
+            measured = exp.read(result, params)
+        except polls.PollError as exc:
+            st.error(f"The measurement gave no answer: {exc}")
+    target.end_measure(measured)
+    ss.pop(state.POLL_MEASURING, None)
+    if measured is not None:
+        st.rerun()
