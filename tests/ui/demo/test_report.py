@@ -66,7 +66,8 @@ def test_report_opens_offline_in_chromium_and_draws_its_charts(html, tmp_path):
             time.sleep(0.5)
             assert page.locator(".js-plotly-plot").count() == 2
             assert page.locator(".js-plotly-plot .bars path").count() >= 8  # bars drawn: split + one per token
-            assert "Decode dominates" in page.inner_text("body") or "Prefill dominates" in page.inner_text("body")
+            body = page.inner_text("body")  # the diagnosis's one verdict, whichever this tiny run earned
+            assert any(verdict in body for verdict in ("Decode dominates", "Prefill dominates", "Close to even"))
             page.screenshot(path=str(tmp_path / "report.png"), full_page=True)
         finally:
             browser.close()
