@@ -66,24 +66,29 @@ class _Link:
         threading.Thread(target=self._janitor, name="two-bends-janitor", daemon=True).start()
 
     def _janitor(self) -> None:
-        """Cancel what closed tabs were waiting for (their browser's finished runs stay: see `browsers`)."""
         while True:
             time.sleep(JANITOR_EVERY_S)
-            if not Runtime.exists():
-                continue
-            runtime = Runtime.instance()
-            with self.lock:
-                for sid, store in list(self.stores.items()):
-                    if runtime.is_active_session(sid):
-                        self.gone_since.pop(sid, None)
-                        continue
-                    since = self.gone_since.setdefault(sid, time.monotonic())
-                    if time.monotonic() - since >= GRACE_S:
-                        held = self.slots.release(sid)  # a closed tab frees its slot and the engine's time
-                        for work in store.in_flight() + ([held] if room_slots.in_flight(held) else []):
-                            self.service.cancel(work)
-                        store.forget_work()
-                        del self.stores[sid], self.gone_since[sid]
+            if Runtime.exists():
+                self.sweep(Runtime.instance().is_active_session, time.monotonic())
+
+    def sweep(self, is_active, now: float) -> list[str]:
+        """Cancel what closed tabs were waiting for and free their room slots (their browser's finished runs stay:
+        see browser_runs); a tab must stay gone GRACE_S first (a reconnect keeps it). Returns the sessions let go."""
+        closed = []
+        with self.lock:
+            for sid, store in list(self.stores.items()):
+                if is_active(sid):
+                    self.gone_since.pop(sid, None)
+                    continue
+                since = self.gone_since.setdefault(sid, now)
+                if now - since >= GRACE_S:
+                    held = self.slots.release(sid)  # a closed tab frees its slot and the engine's time
+                    for work in store.in_flight() + ([held] if room_slots.in_flight(held) else []):
+                        self.service.cancel(work)
+                    store.forget_work()
+                    del self.stores[sid], self.gone_since[sid]
+                    closed.append(sid)
+        return closed
 
 
 @st.cache_resource(show_spinner="Starting the engine worker (loads the model once for everyone)…")

@@ -6,7 +6,7 @@ from types import SimpleNamespace
 import pytest
 
 from engine.serving.scheduling.work import Job, Request
-from ui.engine_link import room_sessions, worker_link
+from ui.engine_link import room_sessions, room_slots, worker_link
 from ui.engine_link.run_store import LiveRun, RunStore
 
 
@@ -41,3 +41,23 @@ def test_drop_session_cancels_and_empties_its_store(fake_link):
     room_sessions.drop_session("a")
     assert cancelled == [run] and "a" not in lk.stores and "a" not in lk.gone_since
     assert store.live is None and store.labs == {}
+
+
+def test_a_closed_tab_frees_its_room_slot_and_the_engine():
+    """A student's tab closed mid-run: after the grace period its request is cancelled and its slot is free (the
+    janitor's sweep, with Streamlit's 'is this session alive' and the clock passed in)."""
+    cancelled = []
+    lk = object.__new__(worker_link._Link)  # no worker process: only the janitor's bookkeeping
+    lk.service = SimpleNamespace(cancel=cancelled.append)
+    lk.stores, lk.gone_since, lk.lock = {"student": RunStore(), "other": RunStore()}, {}, threading.Lock()
+    lk.slots = room_slots.Slots()
+    run = room_slots.Slots.watch(Request(prompt_ids=[1, 2, 3], max_new_tokens=64))
+    lk.slots.hold("student", run)
+    assert lk.slots.refusal("student") == room_slots.ONE_AT_A_TIME  # one run in flight: a second is refused
+
+    alive = {"other"}
+    assert lk.sweep(alive.__contains__, now=100.0) == []  # just gone: a reconnect within the grace keeps it
+    assert cancelled == [] and lk.slots.refusal("student") == room_slots.ONE_AT_A_TIME
+    assert lk.sweep(alive.__contains__, now=100.0 + worker_link.GRACE_S) == ["student"]
+    assert cancelled == [run] and lk.slots.refusal("student") is None and "student" not in lk.stores
+    assert "other" in lk.stores  # a live tab keeps everything
