@@ -59,3 +59,4 @@ def test_a_students_lab_is_refused_with_a_clear_line_and_the_teachers_is_not():
             assert appdriver.exception_text(teacher) is None
         finally:
             browser.close()
+
