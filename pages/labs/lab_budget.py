@@ -2,7 +2,7 @@
 import streamlit as st
 
 from ui import state
-from ui.controls import theme_toggle
+from ui.controls import presenter, theme_toggle
 from ui.engine_link import worker_link
 from ui.figures import fig_roofline
 from ui.text import lab_text
@@ -29,7 +29,7 @@ share, share_note = rn.FABLE_SHARE, rn.FABLE_NOTE
 if source == "measured":
     measured = rn.measured_share(worker_link.store().last_trace)
     if measured is None:
-        st.info("No run yet: press **Run** in the sidebar on any page, or use the fable's numbers.")
+        presenter.press_run(" on any page (no run yet), or use the fable's numbers.")
     else:
         share, share_note = measured
 elif source == "preset":

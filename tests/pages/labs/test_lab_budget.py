@@ -28,7 +28,7 @@ def test_budget_page_sources_change_the_share():
     assert any("estimate:" in m.value for m in at.markdown)
     at.radio(key=state.BUDGET_SOURCE).set_value("measured").run()
     no_exception(at)
-    assert any("No run yet" in i.value for i in at.info)
+    assert any("no run yet" in i.value for i in at.info)
 
 
 def test_fable_share_is_said_as_a_fifth():
