@@ -141,16 +141,16 @@ def with_local_insides(server, local):
 # The dashboard's side: a Request's events, as the local engine worker would send them
 # ----------------------------------------------------------------------------------------------
 def route(work: Request, local_submit) -> str | None:
-    """Send a Run to the room's serving engine when the operator gave one, else `local_submit(work)` (the engine
-    worker). None when accepted, else the refusal in words (an engine URL off the allow-list refuses every Run)."""
+    """Send a Run to the room's serving engine when the operator gave one, else to the engine worker; both through
+    `local_submit(work, send=...)` (worker_link.submit), so a room's one-run-each rule holds for either. None when
+    accepted, else the refusal in words (an engine URL off the allow-list refuses every Run)."""
     try:
         url = engine_url()
     except EngineError as exc:
         return str(exc)
     if url is None:
         return local_submit(work)
-    submit(work, url, work.model)
-    return None
+    return local_submit(work, send=lambda w: submit(w, url, w.model))  # the room's rules, then the server
 
 
 def submit(work: Request, url: str, local_spec) -> None:
