@@ -6,12 +6,10 @@ mode off before the first request, so the first visitor arriving by a path-style
 Each link gets its own fresh server (the notice showed only on a server's very first request).
 """
 import os
-import subprocess
-import sys
 
 import pytest
 
-from tests.browser.test_presenter import CHROMIUM, ROOT, _free_port, _wait_for_port
+from tests.browser.test_presenter import CHROMIUM, appdriver
 
 pytestmark = pytest.mark.slow
 TRACE = "long-prompt-short-answer"
@@ -22,18 +20,12 @@ def test_first_deep_link_on_a_fresh_server_runs_inside_the_app(path, heading):
     if not os.path.exists(CHROMIUM):
         pytest.skip(f"{CHROMIUM} is missing (the test command installs Debian's chromium); browser test skipped")
     sync_api = pytest.importorskip("playwright.sync_api", reason="playwright (python) is not installed")
-    port = _free_port()
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "ui.controls.launch", "--server.headless", "true", "--server.port", str(port),
-         "--server.address", "127.0.0.1", "--browser.gatherUsageStats", "false", "--server.fileWatcherType", "none"],
-        cwd=ROOT, env=dict(os.environ, TWO_BENDS_REPLAY="1"), stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT)
-    try:
-        _wait_for_port(port, 120)
+    with appdriver.dashboard({"TWO_BENDS_REPLAY": "1"}) as (url, _):
         with sync_api.sync_playwright() as pw:
             browser = pw.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox", "--disable-gpu"])
             try:
                 page = browser.new_page(viewport={"width": 1400, "height": 1000})
-                page.goto(f"http://127.0.0.1:{port}/{path}?trace={TRACE}", timeout=120_000)
+                page.goto(f"{url}/{path}?trace={TRACE}", timeout=120_000)
                 page.locator("h1").filter(has_text=heading).first.wait_for(timeout=120_000)
                 # app.py's frame: its navigation lists every page, and its sidebar holds the shared controls
                 nav = page.locator("[data-testid='stSidebarNav']")
@@ -45,9 +37,3 @@ def test_first_deep_link_on_a_fresh_server_runs_inside_the_app(path, heading):
                 assert page.locator("[data-testid='stException']").count() == 0
             finally:
                 browser.close()
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.kill()

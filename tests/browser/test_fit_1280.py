@@ -6,14 +6,12 @@ may overlap or stick out of their chart. The labs measure live (not in replay mo
 are drawn with plotly.js from made-up results of realistic size and get the same check.
 """
 import os
-import subprocess
-import sys
 import time
 
 import pytest
 
 from tests import ROOT
-from tests.browser.test_presenter import CHROMIUM, _free_port, _wait_for_port
+from tests.browser.test_presenter import CHROMIUM, appdriver
 
 pytestmark = pytest.mark.slow
 VIEW = {"width": 1280, "height": 720}
@@ -115,21 +113,8 @@ def browser():
 
 @pytest.fixture(scope="module")
 def replay_url():
-    port = _free_port()
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "ui.controls.launch", "--server.headless", "true", "--server.port", str(port),
-         "--server.address", "127.0.0.1", "--browser.gatherUsageStats", "false", "--server.fileWatcherType", "none"],
-        cwd=ROOT, env=dict(os.environ, TWO_BENDS_REPLAY="1"), stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT)
-    try:
-        _wait_for_port(port, 120)
-        yield f"http://127.0.0.1:{port}"
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(timeout=10)
+    with appdriver.dashboard({"TWO_BENDS_REPLAY": "1"}) as (url, _):
+        yield url
 
 
 def test_story_pages_fit_a_projector_in_presenter_mode(browser, replay_url):

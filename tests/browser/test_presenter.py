@@ -4,10 +4,7 @@
 itself off at the last token; the sidebar is hidden and the numbers are large. Screenshots at 1280x720 go to
 artifacts/screenshots/ (presenter-*.png) when that folder exists.
 """
-import os
 import re
-import socket
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -16,27 +13,13 @@ import pytest
 
 from tests import ROOT
 
+sys.path.insert(0, str(ROOT / "scripts"))
+import appdriver  # noqa: E402  (scripts/appdriver.py starts the app the way dashboard.sh does)
+
 pytestmark = pytest.mark.slow
 CHROMIUM = "/usr/bin/chromium"
 SHOTS = ROOT / "artifacts" / "screenshots"
 TRACE = "long-prompt-short-answer"  # 8 tokens: autoplay reaches the end quickly
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def _wait_for_port(port: int, seconds: float) -> None:
-    end = time.time() + seconds
-    while time.time() < end:
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=1).close()
-            return
-        except OSError:
-            time.sleep(0.3)
-    raise AssertionError(f"streamlit did not open port {port} within {seconds:.0f} s")
 
 
 @pytest.fixture(scope="module")
@@ -44,22 +27,8 @@ def replay_server():
     if not Path(CHROMIUM).exists():
         pytest.skip(f"{CHROMIUM} is missing (the test command installs Debian's chromium); browser test skipped")
     pytest.importorskip("playwright.sync_api", reason="playwright (python) is not installed")
-    port = _free_port()
-    env = dict(os.environ, TWO_BENDS_REPLAY="1", PYTHONUNBUFFERED="1")
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "ui.controls.launch", "--server.headless", "true", "--server.port", str(port),
-         "--server.address", "127.0.0.1", "--browser.gatherUsageStats", "false", "--server.fileWatcherType", "none"],
-        cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT)
-    try:
-        _wait_for_port(port, 120)
-        yield f"http://127.0.0.1:{port}"
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(timeout=10)
+    with appdriver.dashboard({"TWO_BENDS_REPLAY": "1"}) as (url, _):
+        yield url
 
 
 def _token(page) -> int:
@@ -142,8 +111,6 @@ def test_presenter_keys_drive_decode_and_prefill(replay_server):
 def test_a_presenter_link_with_run_runs_when_opened_without_a_sidebar():
     """A prepared link is a prepared slide: a fresh browser opens it, the run starts by itself and finishes, the
     sidebar stays hidden, and presenter mode's bar reaches the labs, the glossary and Run (tiny model, thread worker)."""
-    sys.path.insert(0, str(ROOT / "scripts"))
-    import appdriver
 
     if not Path(CHROMIUM).exists():
         pytest.skip(f"{CHROMIUM} is missing (the test command installs Debian's chromium); browser test skipped")
