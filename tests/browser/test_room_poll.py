@@ -55,7 +55,8 @@ def test_eight_students_answer_and_the_measurement_answers_them(tmp_path):
             teacher.get_by_text(f"{STUDENTS} answers from {STUDENTS} students").first.wait_for(timeout=60_000)
             twice = ANSWERS.count("×2 — twice as long")
             share = re.escape(f"{100 * twice / STUDENTS:.0f}")  # the histogram's bar label: "N (P%)"
-            assert teacher.locator("svg text").filter(has_text=re.compile(rf"^{twice}\s+\({share}%\)")).count() >= 1
+            bar = teacher.locator("svg text").filter(has_text=re.compile(rf"^{twice}\s+\({share}%\)"))
+            bar.first.wait_for(timeout=60_000)  # Plotly draws the histogram's SVG a moment after the text arrives
             teacher.get_by_role("button", name="▶ Measure").click()
             teacher.get_by_text("Measured on this engine").first.wait_for(timeout=300_000)
             teacher.get_by_text("The measurement answers:").first.wait_for(timeout=60_000)
