@@ -1,0 +1,97 @@
+"""Traffic on the road: many convoys arriving over time, each with its own prompt and output length.
+
+A Workload is what a serving benchmark sends: an arrival process (vLLM's `--request-rate` and
+`--burstiness`: gaps drawn from a gamma distribution with shape = burstiness, so 1.0 is a Poisson
+process, below 1 burstier, above 1 steadier; an infinite rate sends everything at once) and length
+distributions for prompts and outputs. `arrivals(workload, seed)` turns it into one fixed list of
+Arrivals, so every policy (and the simulator) is compared on the very same sequence of requests.
+Pure arithmetic: no torch, shared by the Traffic lab, `engine measure` and the fleet planner.
+"""
+from __future__ import annotations
+
+import dataclasses
+import math
+import random
+
+from engine.errors import EngineError
+
+
+@dataclasses.dataclass(frozen=True)
+class Lengths:
+    """Token counts drawn from a log-normal around `mean` (spread = its sigma; 0 = always `mean`), clamped."""
+    mean: int
+    spread: float = 0.0
+    low: int = 1
+    high: int = 4096
+
+    def check(self, what: str) -> None:
+        if not isinstance(self.mean, int) or isinstance(self.mean, bool) or self.mean < 0:
+            raise EngineError(f"{what} length must be a whole number of tokens >= 0, not {self.mean!r}")
+        if not math.isfinite(self.spread) or self.spread < 0:
+            raise EngineError(f"{what} length spread must be a finite number >= 0, not {self.spread!r}")
+        if not 0 <= self.low <= self.high:
+            raise EngineError(f"{what} length bounds must satisfy 0 <= low <= high, not {self.low}..{self.high}")
+
+    def draw(self, rng: random.Random) -> int:
+        if self.spread == 0 or self.mean == 0:
+            return min(max(self.mean, self.low), self.high)
+        mu = math.log(self.mean) - self.spread ** 2 / 2  # the log-normal's mean is then `mean`
+        return min(max(round(rng.lognormvariate(mu, self.spread)), self.low), self.high)
+
+
+@dataclasses.dataclass(frozen=True)
+class Workload:
+    """Requests per second (math.inf = a burst: all at t=0), burstiness, lengths, how many requests."""
+    prompt: Lengths
+    output: Lengths
+    request_rate: float = 1.0
+    burstiness: float = 1.0
+    num_requests: int = 32
+    name: str = "custom"
+
+    def check(self) -> None:
+        if not (self.request_rate > 0):  # also catches NaN
+            raise EngineError(f"request rate must be > 0 requests/s (inf for a burst), not {self.request_rate!r}")
+        if not (math.isfinite(self.burstiness) and self.burstiness > 0):
+            raise EngineError(f"burstiness must be a finite number > 0 (1 = Poisson), not {self.burstiness!r}")
+        if not isinstance(self.num_requests, int) or isinstance(self.num_requests, bool) or self.num_requests < 1:
+            raise EngineError(f"number of requests must be a whole number >= 1, not {self.num_requests!r}")
+        self.prompt.check("prompt")
+        self.output.check("output")
+
+
+@dataclasses.dataclass(frozen=True)
+class Arrival:
+    """One request of a workload: when it arrives (seconds from the start) and its lengths in tokens."""
+    at_s: float
+    prompt_tokens: int
+    output_tokens: int
+
+
+def arrivals(workload: Workload, seed: int = 0) -> list[Arrival]:
+    """The workload's requests in arrival order; the same seed gives the same list."""
+    workload.check()
+    rng = random.Random(seed)
+    out, t = [], 0.0
+    for i in range(workload.num_requests):
+        if i and math.isfinite(workload.request_rate):
+            shape = workload.burstiness
+            t += rng.gammavariate(shape, 1.0 / (workload.request_rate * shape))  # mean gap = 1 / rate
+        out.append(Arrival(t, workload.prompt.draw(rng), workload.output.draw(rng)))
+    return out
+
+
+# The fable's kinds of work (README, "The story"): long in and short out fills the valley; short in and long out
+# crosses the bridge for a long time; chat sits between.
+PRESETS = {
+    "summarisation": Workload(Lengths(512, 0.3, 16, 2048), Lengths(32, 0.3, 1, 256), name="summarisation"),
+    "chat": Workload(Lengths(128, 0.5, 8, 1024), Lengths(96, 0.5, 1, 512), name="chat"),
+    "code": Workload(Lengths(48, 0.3, 8, 512), Lengths(256, 0.3, 16, 1024), name="code"),
+}
+
+
+def preset(name: str, **changes) -> Workload:
+    """A preset with some fields changed, e.g. preset("chat", request_rate=2.0, num_requests=16)."""
+    if name not in PRESETS:
+        raise EngineError(f"unknown workload preset '{name}'; use one of: {', '.join(PRESETS)}")
+    return dataclasses.replace(PRESETS[name], **changes)
