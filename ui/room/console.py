@@ -68,6 +68,9 @@ def status() -> None:
     if "running" in engine:
         st.caption(f"Engine worker: {engine['running']} running, {engine['waiting']} waiting "
                    f"(every session's runs and lab jobs, the teacher's too).")
+    if engine.get("longest_slice_s"):
+        st.caption(f"Longest lab slice so far: {engine['longest_slice_s']:,.2f} s. A lab yields between its points, "
+                   "so a student's run waits behind a lab for at most one slice.")
     if not cancellable:
         st.caption("Nothing in flight: no run or job to cancel.")
         return

@@ -64,7 +64,8 @@ class LocalService:
 
     def status(self) -> dict:
         return dict(mode=self.options.mode, waiting=self.scheduler.n_waiting, running=self.scheduler.n_running,
-                    finished=self.scheduler.finished, pid=os.getpid())
+                    finished=self.scheduler.finished, pid=os.getpid(),
+                    longest_slice_s=max(self.scheduler.slices, default=0.0))  # a waiting run waits at most one
 
     def close(self) -> None:
         self.scheduler.stop()
