@@ -61,3 +61,24 @@ def test_a_closed_tab_frees_its_room_slot_and_the_engine():
     assert lk.sweep(alive.__contains__, now=100.0 + worker_link.GRACE_S) == ["student"]
     assert cancelled == [run] and lk.slots.refusal("student") is None and "student" not in lk.stores
     assert "other" in lk.stores  # a live tab keeps everything
+
+
+def test_a_second_run_to_the_rooms_serving_engine_is_refused_before_it_reaches_the_server(monkeypatch):
+    """--engine-url in a room: a session's Run goes to the server through worker_link.submit, so the room's
+    one-run-each rule holds there too; a second Run while the first is in flight never reaches the server."""
+    from ui.engine_link import remote_engine, room_link
+
+    lk = SimpleNamespace(slots=room_slots.Slots())
+    monkeypatch.setattr(worker_link, "link", lambda: lk)
+    monkeypatch.setattr(worker_link, "service", lambda: pytest.fail("a remote run must not use the local worker"))
+    monkeypatch.setattr(worker_link, "get_script_run_ctx", lambda: SimpleNamespace(session_id="student"))
+    monkeypatch.setattr(room_link, "settings", lambda: SimpleNamespace(enabled=True))
+    monkeypatch.setattr(room_link, "room", lambda: SimpleNamespace(touch=lambda *a, **k: None))
+    monkeypatch.setattr(remote_engine, "engine_url", lambda: "http://gpu-box:8000")
+    sent = []
+    monkeypatch.setattr(remote_engine, "submit", lambda work, url, spec: sent.append((work, url)))
+
+    first, second = (Request(prompt_ids=[1, 2, 3], max_new_tokens=8) for _ in range(2))
+    assert remote_engine.route(first, worker_link.submit) is None
+    assert remote_engine.route(second, worker_link.submit) == room_slots.ONE_AT_A_TIME
+    assert sent == [(first, "http://gpu-box:8000")]  # the refused one never left the dashboard
