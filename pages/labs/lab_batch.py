@@ -27,7 +27,7 @@ if lm is None:
 if sizes:
     st.caption(sweep_numbers.batch_memory_caption(lm, sizes[-1], n_prompt, n_out))
 
-buttons = st.columns([1, 1, 4])
+buttons = [st.container(horizontal=True)] * 2  # one row, each button as wide as its label
 run = buttons[0].button("▶ Run batch sweep", type="primary", key=state.BATCH_RUN, disabled=not sizes)
 buttons[1].button("■ Cancel", key=state.BATCH_CANCEL, help=lab_text.CANCEL_HELP)
 if st.session_state.get(state.BATCH_CANCEL) and result is not None:

@@ -30,7 +30,7 @@ else:
     fixed = cols[1].number_input("Prompt tokens per run", 4, 1024, 32, key=state.SWEEP_FIXED_PROMPT)
 lengths = sorted(lengths)
 
-buttons = st.columns([1, 1, 4])
+buttons = [st.container(horizontal=True)] * 2  # one row, each button as wide as its label
 run = buttons[0].button("▶ Run sweep", type="primary", key=state.SWEEP_RUN, disabled=not lengths)
 buttons[1].button("■ Cancel", key=state.SWEEP_CANCEL, help=lab_text.CANCEL_HELP)
 

@@ -37,9 +37,12 @@ header[data-testid="stHeader"], [data-testid="stMain"] [data-testid="stCaptionCo
 [data-testid="stMain"] button p { font-size: 1.3rem !important; }
 [data-testid="stMain"] [data-testid="stText"] { font-size: 1.25rem !important; }
 .st-key-run_panel [data-testid="stExpander"] { display: block !important; }  /* a run in progress stays visible */
-.st-key-presenter_bar { gap: 0.45rem !important; }
-.st-key-presenter_bar [data-testid="stMarkdownContainer"] p { font-size: 1rem !important; white-space: nowrap; }
-.st-key-presenter_bar button p, .st-key-presenter_bar [data-testid="stPageLink"] p { font-size: 1.05rem !important; }
+.st-key-presenter_bar { gap: 0.2rem !important; }  /* one row at 1280 px: every page, Run, keys, glossary, exit */
+.st-key-presenter_bar [data-testid="stMarkdownContainer"] p { font-size: 0.95rem !important; white-space: nowrap; }
+.st-key-presenter_bar button p, .st-key-presenter_bar [data-testid="stPageLink"] p { font-size: 0.95rem !important;
+  white-space: nowrap; }
+.st-key-presenter_bar button { padding-left: 0.55rem !important; padding-right: 0.55rem !important; }
+.st-key-presenter_bar [data-testid="stPageLink"] a { padding-left: 0.3rem !important; padding-right: 0.3rem !important; }
 </style>
 """
 
@@ -81,7 +84,7 @@ def _leave() -> None:
 # presenter mode's own copies of the sidebar's widgets (the sidebar stays drawn, hidden, so its keys keep their values)
 MIRRORS = {state.PRESENTER_EXAMPLE: state.EXAMPLE, state.PRESENTER_PROMPT_TOKENS: state.PROMPT_TOKENS,
            state.PRESENTER_OUTPUT_TOKENS: state.MAX_NEW_TOKENS}
-KEYS_HINT = ":material/keyboard: **→ ← space**"  # on Prefill and Decode: next, previous, autoplay (keyboard() below)
+KEYS_HINT = "**→ ← space**"  # on Prefill and Decode: next, previous, autoplay (keyboard() below)
 
 
 def _copy(mirror: str) -> None:
@@ -106,7 +109,7 @@ def apply(groups: dict, request=None) -> None:
         if request is not None and not recorded.replay_only():
             _request_controls(request)
         st.markdown(KEYS_HINT, width="content")
-        glossary_panel.popover()
+        glossary_panel.popover(kind="tertiary")
         theme_toggle.button()
         st.button("Exit", key=state.PRESENTER_LEAVE, on_click=_leave, type="tertiary", icon=":material/close:",
                   help="Leave presenter mode: the sidebar comes back")
@@ -131,8 +134,8 @@ def _request_controls(request) -> None:
     for mirror, key in MIRRORS.items():
         ss[mirror] = ss[key]  # follow the sidebar (a link, Reset, or the sidebar itself may have changed it)
     sent = request.n_prompt or ss[state.PROMPT_TOKENS]
-    with st.popover(f"{sent} → {request.max_new_tokens} tokens", icon=":material/tune:",
-                    help="The request Run sends: example prompt, prompt length and output length"):
+    with st.popover(f"{sent} → {request.max_new_tokens}", icon=":material/tune:",
+                    help="The request Run sends, in tokens: example prompt, prompt length and output length"):
         labels = {ex.key: ex.label for ex in prompts.examples()}
         st.selectbox("Example prompt", list(labels), format_func=labels.get, key=state.PRESENTER_EXAMPLE,
                      on_change=_copy, args=(state.PRESENTER_EXAMPLE,))
