@@ -4,7 +4,6 @@ Streamlit-free. Goodput (DistServe) counts the requests per second that met both
 """
 from __future__ import annotations
 
-import dataclasses
 import math
 
 import pandas as pd
@@ -12,7 +11,7 @@ import pandas as pd
 from engine.errors import EngineError
 from engine.labs.traffic import PolicyRun, TrafficRun
 from engine.perfmodel.goodput import SLO, goodput, percentile, throughput
-from engine.perfmodel.workload import PRESETS, Lengths, Workload, preset
+from engine.perfmodel.workload import PRESETS, Workload, preset, shaped
 from ui import state
 
 MS = 1000.0
@@ -35,16 +34,10 @@ TIMELINE_HELP = ("Each row is a request: grey while it waits, orange its prefill
 
 def workload_from(name: str, burst: bool, rate: float, burstiness: float, prompt_tokens: int, prompt_spread: float,
                   output_tokens: int, output_spread: float, num_requests: int) -> Workload:
-    """The page's inputs as a Workload: the preset's bounds, the lengths and arrival process chosen."""
-    base = PRESETS.get(name) or preset(name)
-    w = dataclasses.replace(base, prompt=Lengths(int(prompt_tokens), float(prompt_spread), base.prompt.low,
-                                                 max(base.prompt.high, int(prompt_tokens))),
-                            output=Lengths(int(output_tokens), float(output_spread), base.output.low,
-                                           max(base.output.high, int(output_tokens))),
-                            request_rate=math.inf if burst else float(rate), burstiness=float(burstiness),
-                            num_requests=int(num_requests))
-    w.check()
-    return w
+    """The page's inputs as a Workload (the same helper `engine measure --workload` uses: same values, same arrivals)."""
+    return shaped(name, request_rate=math.inf if burst else float(rate), burstiness=float(burstiness),
+                  prompt_tokens=int(prompt_tokens), prompt_spread=float(prompt_spread), output_tokens=int(output_tokens),
+                  output_spread=float(output_spread), num_requests=int(num_requests))
 
 
 def describe_workload(w: Workload) -> str:
