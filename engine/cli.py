@@ -123,7 +123,8 @@ def cmd_measure(args) -> int:
 
     if traffic:
         return _measure_traffic(args, api_key, show)
-    plan = Plan(args.url, args.prompt_tokens, args.max_new_tokens, args.model, 1 if args.requests is None else args.requests, args.concurrency,
+    requests = 1 if args.requests is None else args.requests
+    plan = Plan(args.url, args.prompt_tokens, args.max_new_tokens, args.model, requests, args.concurrency,
                 args.shared_prefix, args.warmup, args.timeout, api_key)
     records, facts = run(plan, on_record=show)
     if not args.json:
