@@ -31,6 +31,7 @@ POLICIES = {  # name -> (label, how to build its Scheduler: mode and extra argum
     "disaggregated": ("disaggregated prefill/decode", dict(mode="disaggregated")),
 }
 MAX_REQUESTS = 256
+TELL_EVERY_S = 0.5  # progress (and a chance to cancel) at least this often while a policy runs
 IDLE_LIMIT_S = 300.0  # no event for this long while requests are in flight: the engine is stuck
 NOT_YET = "not in this engine yet"
 
@@ -206,29 +207,40 @@ def _replay(sched: Scheduler, lm, plan: list[Arrival], prompts: list[list[int]],
         run.requests = [RequestRun(i, a.at_s, a.prompt_tokens, a.output_tokens) for i, a in enumerate(plan)]
         events: list[tuple[int, float, object]] = []
         sent = finished = 0
+        told = heard = time.perf_counter()
         while finished < len(reqs):
             now = time.perf_counter()
             while sent < len(reqs) and reqs[sent].arrival <= now:
                 sched.submit(reqs[sent])
                 sent += 1
-            wait = reqs[sent].arrival - now if sent < len(reqs) else IDLE_LIMIT_S
+            if now - told >= TELL_EVERY_S:  # also mid-request: a Cancel is noticed within this
+                told = now
+                if not tell(finished):
+                    return _cancel(sched, reqs)
+            wait = reqs[sent].arrival - now if sent < len(reqs) else TELL_EVERY_S
             try:
-                index, at, event = sink.get(timeout=max(wait, 0.0))
+                index, at, event = sink.get(timeout=min(max(wait, 0.0), TELL_EVERY_S))
             except queue.Empty:
-                if sent < len(reqs):
-                    continue
-                raise EngineError(f"the engine sent nothing for {IDLE_LIMIT_S:.0f} s; the traffic run was stopped") from None
+                if sent == len(reqs) and time.perf_counter() - heard > IDLE_LIMIT_S:
+                    raise EngineError(f"the engine sent nothing for {IDLE_LIMIT_S:.0f} s; the traffic run was stopped") from None
+                continue
+            heard = at
             events.append((index, at - t0, event))
             if isinstance(event, (Done, Failed)):
                 finished += 1
+                told = time.perf_counter()
                 if not tell(finished):
-                    for req in reqs:
-                        sched.cancel(req)
-                    return False
+                    return _cancel(sched, reqs)
         _collect(run, events)
         return True
     finally:
         sched.stop()
+
+
+def _cancel(sched: Scheduler, reqs: list[Request]) -> bool:
+    for req in reqs:
+        sched.cancel(req)
+    return False
 
 
 def _collect(run: PolicyRun, events: list[tuple[int, float, object]]) -> None:
