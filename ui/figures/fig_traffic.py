@@ -20,13 +20,17 @@ def _ran(result: TrafficRun) -> list[PolicyRun]:
 
 
 def _box(result: TrafficRun, values, title: str, y_title: str, slo_ms: float | None, slo_name: str) -> go.Figure:
-    fig = go.Figure()
+    fig, top = go.Figure(), 0.0
     for p in _ran(result):
-        fig.add_box(y=[v * MS for v in values(p)], name=p.label, boxpoints="all", jitter=0.4, pointpos=0,
+        ys = [v * MS for v in values(p)]
+        top = max([top, *ys])
+        fig.add_box(y=ys, name=p.label, boxpoints="all", jitter=0.4, pointpos=0,
                     marker=dict(color=POLICY_COLORS.get(p.policy, NEUTRAL_COLOR), size=5), line=dict(width=2))
-    if slo_ms is not None:
+    if slo_ms is not None and slo_ms <= 3 * top:  # far above every request, the line would squash the boxes
         fig.add_hline(y=slo_ms, line=dict(color=PREFILL_COLOR, dash=ESTIMATE_DASH, width=2),
                       annotation_text=slo_name, annotation_position="top left")
+    elif slo_ms is not None:
+        title += f" ({slo_name} {slo_ms:,.0f} ms: far above)"
     fig.update_layout(**base_layout(title, "", y_title), showlegend=False)
     return fig
 
