@@ -216,3 +216,4 @@ TRAFFIC_RESULT = "traffic_result"  # RunStore.labs: the latest TrafficRun
 TRAFFIC_TIMELINE = "traffic_timeline_policy"  # whose step timeline is drawn
 TRAFFIC_WORKLOAD = "traffic_workload"  # the latest workload run here (the Measure-a-server page can replay it)
 TRAFFIC_REPLAY = "traffic_replay"  # Measure a server: replay that workload
+TRAFFIC_CHUNK = "traffic_chunk_tokens"  # chunked prefill's token budget per step (vLLM's --max-num-batched-tokens)

@@ -34,11 +34,13 @@ n_out = c[2].number_input("Output tokens (mean)", 1, 1024, key=state.TRAFFIC_OUT
 out_spread = c[3].number_input("Output spread", 0.0, 2.0, step=0.1, key=state.TRAFFIC_OUTPUT_SPREAD)
 n_req = c[4].number_input("Requests", 1, 256, key=state.TRAFFIC_REQUESTS)
 seed = c[5].number_input("Seed", 0, 10_000, key=state.TRAFFIC_SEED)
-c = st.columns([3, 1, 1])
+c = st.columns([3, 1, 1, 1])
 policies = c[0].multiselect("Policies to compare (same arrivals)", list(tt.POLICY_CHOICES), key=state.TRAFFIC_POLICIES,
                             format_func=tt.POLICY_CHOICES.get)
 slo_ttft = c[1].number_input("SLO: TTFT ≤ ms", 1.0, 600_000.0, key=state.TRAFFIC_SLO_TTFT)
 slo_tpot = c[2].number_input("SLO: TPOT ≤ ms", 1.0, 60_000.0, key=state.TRAFFIC_SLO_TPOT)
+chunk = c[3].number_input("Chunk budget (tokens/step)", 1, 8192, key=state.TRAFFIC_CHUNK, disabled="chunked" not in policies,
+                          help="chunked prefill: prompt tokens + decode tokens per engine step (vLLM's --max-num-batched-tokens)")
 
 inputs = dict(burst=burst, rate=rate, burstiness=burstiness, prompt_tokens=n_prompt, prompt_spread=prompt_spread,
               output_tokens=n_out, output_spread=out_spread, num_requests=n_req)
@@ -55,7 +57,8 @@ if start:
     store.labs.pop(state.TRAFFIC_RESULT, None)
     store.labs[state.TRAFFIC_WORKLOAD] = (tt.workload_from(name, **inputs), int(seed))
 workload, run_seed = store.labs.get(state.TRAFFIC_WORKLOAD, (None, 0))
-final = worker_link.lab_run(state.TRAFFIC_JOB, start, lab_jobs.TRAFFIC, (workload, list(policies)), {"seed": run_seed},
+final = worker_link.lab_run(state.TRAFFIC_JOB, start, lab_jobs.TRAFFIC, (workload, list(policies)),
+                            {"seed": run_seed, "max_num_batched_tokens": int(chunk)},
                             cancel_key=state.TRAFFIC_CANCEL, label=f"Replaying {n_req} requests on {lm.name}…")
 if final is not None:
     store.labs[state.TRAFFIC_RESULT] = final

@@ -9,7 +9,7 @@ import math
 import pandas as pd
 
 from engine.errors import EngineError
-from engine.labs.traffic import PolicyRun, TrafficRun
+from engine.labs.traffic import NOT_YET, PolicyRun, TrafficRun
 from engine.perfmodel.goodput import SLO, goodput, percentile, throughput
 from engine.perfmodel.workload import PRESETS, Workload, preset, shaped
 from ui import state
@@ -87,9 +87,10 @@ def findings(result: TrafficRun, slo: SLO) -> str:
         best, row = max(rows, key=lambda pr: pr[1]["goodput (req/s)"])
         lines.append(f"Best goodput: **{best.label}**, {row['goodput (req/s)']:.2f} requests/s meeting both SLOs "
                      f"({row['met both SLOs']} requests) of {row['throughput (req/s)']:.2f} requests/s served.")
-    missing = [p.label for p in result.policies if not p.available]
+    missing = [p.label for p in result.policies if not p.available and p.note.endswith(NOT_YET)]
     if missing:
         lines.append(f"Not in this engine yet: {', '.join(missing)}.")
+    lines += [f"{p.label} could not run: {p.note}" for p in result.policies if not p.available and not p.note.endswith(NOT_YET)]
     if result.cancelled:
         lines.append("The run was cancelled: the policies after the cancelled one were not measured.")
     return "  \n".join(lines)
@@ -100,7 +101,7 @@ def defaults() -> dict:
     return {state.TRAFFIC_PRESET: "chat", state.TRAFFIC_BURST: False, state.TRAFFIC_RATE: 2.0,
             state.TRAFFIC_BURSTINESS: 1.0, state.TRAFFIC_REQUESTS: 8, state.TRAFFIC_SEED: 0,
             state.TRAFFIC_POLICIES: ["queue", "batch"], state.TRAFFIC_SLO_TTFT: 2000.0, state.TRAFFIC_SLO_TPOT: 200.0,
-            **preset_inputs("chat")}
+            state.TRAFFIC_CHUNK: 256, **preset_inputs("chat")}
 
 
 def preset_inputs(name: str) -> dict:

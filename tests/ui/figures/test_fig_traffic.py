@@ -59,3 +59,10 @@ def test_the_pages_inputs_make_the_same_workload_as_measure():
                                        output_tokens=4, output_spread=0.0, num_requests=2)) == "Pick at least one policy to compare."
     with pytest.raises(EngineError, match="burstiness"):
         tt.workload_from("chat", False, 1.0, 0.0, 8, 0, 4, 0, 2)
+
+
+def test_a_policy_the_engine_refused_says_why_not_not_yet():
+    run = _run()
+    run.policies[2].note = "the chunk budget must be a whole number of tokens >= 1, not 0"
+    words = tt.findings(run, SLO(1, 1))
+    assert "Not in this engine yet" not in words and "+ chunked prefill could not run: the chunk budget" in words
