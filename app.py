@@ -22,6 +22,7 @@ PAGES = {
         st.Page("pages/labs/lab_remedies.py", title="Remedies lab", icon=":material/build:"),
         st.Page("pages/labs/lab_budget.py", title="Old Qin's budget", icon=":material/savings:"),
         st.Page("pages/labs/lab_profile.py", title="Where the time goes", icon=":material/biotech:"),
+        st.Page("pages/labs/lab_traffic.py", title="Traffic lab", icon=":material/traffic:"),
     ],
     "Beyond one machine": [
         st.Page("pages/serving/measure_server.py", title="Measure a server", icon=":material/dns:", url_path="measure"),

@@ -107,16 +107,46 @@ def cmd_measure(args) -> int:
     from engine.serving.client.benchmark_report import format_report
     from engine.serving.client.server_benchmark import Plan, run
 
-    plan = Plan(args.url, args.prompt_tokens, args.max_new_tokens, args.model, args.requests, args.concurrency,
-                args.shared_prefix, args.warmup, args.timeout, args.api_key or os.environ.get("TWO_BENDS_API_KEY", ""))
+    api_key = args.api_key or os.environ.get("TWO_BENDS_API_KEY", "")
+    traffic = args.request_rate is not None or args.workload is not None
+    if not traffic:
+        extra = [f for f, v in (("--burstiness", args.burstiness), ("--prompt-spread", args.prompt_spread),
+                                ("--output-spread", args.output_spread)) if v is not None]
+        if extra:
+            raise EngineError(f"{extra[0]} belongs to the traffic mode: give --request-rate (inf: a burst) or --workload")
+        if args.prompt_tokens is None or args.max_new_tokens is None:
+            raise EngineError("give --prompt-tokens and --max-new-tokens (or a traffic workload: --request-rate, --workload)")
 
     def show(rec: dict) -> None:
         if args.json:
             print(json.dumps(rec), flush=True)
 
+    if traffic:
+        return _measure_traffic(args, api_key, show)
+    requests = 1 if args.requests is None else args.requests
+    plan = Plan(args.url, args.prompt_tokens, args.max_new_tokens, args.model, requests, args.concurrency,
+                args.shared_prefix, args.warmup, args.timeout, api_key)
     records, facts = run(plan, on_record=show)
     if not args.json:
         print(format_report(records, facts))
+    return 0
+
+
+def _measure_traffic(args, api_key: str, show) -> int:
+    """measure's traffic mode: a workload's arrivals (vLLM's --request-rate, --burstiness) sent open-loop."""
+    from engine.perfmodel.goodput import SLO
+    from engine.perfmodel.workload import shaped
+    from engine.serving.client.traffic_benchmark import TrafficPlan, format_traffic, run_traffic
+
+    requests = args.requests if args.requests is not None or args.workload else 16  # a preset says how many
+    workload = shaped(args.workload, request_rate=args.request_rate, burstiness=args.burstiness,
+                      prompt_tokens=args.prompt_tokens, prompt_spread=args.prompt_spread,
+                      output_tokens=args.max_new_tokens, output_spread=args.output_spread, num_requests=requests)
+    plan = TrafficPlan(args.url, workload, args.seed, args.model, args.warmup, args.timeout, api_key,
+                       SLO(args.slo_ttft_ms / 1000.0, args.slo_tpot_ms / 1000.0))
+    records, facts = run_traffic(plan, on_record=show)
+    if not args.json:
+        print(format_traffic(records, facts))
     return 0
 
 
@@ -184,9 +214,9 @@ def main(argv: list[str] | None = None) -> int:
     m = sub.add_parser("measure", help="time any OpenAI-compatible server (vLLM, llama.cpp, SGLang, TGI, Ollama, ours)")
     m.add_argument("--url", required=True, help="the server, e.g. http://127.0.0.1:8000 (a trailing /v1 is fine)")
     m.add_argument("--model", default=None, help="model name on that server (default: the first it lists)")
-    m.add_argument("--prompt-tokens", type=int, required=True, help="exact prompt length N in tokens")
-    m.add_argument("--max-new-tokens", type=int, required=True, help="output tokens M per request (ignore_eos)")
-    m.add_argument("--requests", type=int, default=1, help="measured requests K (default 1)")
+    m.add_argument("--prompt-tokens", type=int, default=None, help="exact prompt length N in tokens (traffic: the mean)")
+    m.add_argument("--max-new-tokens", type=int, default=None, help="output tokens M per request, ignore_eos (traffic: the mean)")
+    m.add_argument("--requests", type=int, default=None, help="measured requests K (default 1; traffic: the preset's, or 16)")
     m.add_argument("--concurrency", type=int, default=1, help="requests in flight at once C (default 1)")
     m.add_argument("--shared-prefix", action="store_true", help="prompts share all but their last tokens "
                    "(default: each starts with its own tag, so no prefix cache helps)")
@@ -195,6 +225,17 @@ def main(argv: list[str] | None = None) -> int:
     m.add_argument("--json", action="store_true", help="one Trace-shaped JSON object per request, one per line")
     m.add_argument("--api-key", default=None, help="sent as 'Authorization: Bearer KEY' (a server started with "
                    "--api-key; default: the environment's TWO_BENDS_API_KEY)")
+    t = m.add_argument_group("traffic mode (vLLM's serving benchmark): requests sent at their arrival times, open loop")
+    t.add_argument("--request-rate", type=float, default=None, help="requests per second (inf: all at once, a burst)")
+    t.add_argument("--burstiness", type=float, default=None, help="gamma shape of the gaps: 1 = Poisson (default), "
+                   "below 1 burstier, above 1 steadier")
+    t.add_argument("--workload", default=None, choices=["summarisation", "chat", "code"],
+                   help="a preset of lengths (and 1 request/s); the flags above and below change it")
+    t.add_argument("--prompt-spread", type=float, default=None, help="log-normal sigma of the prompt lengths (0: all equal)")
+    t.add_argument("--output-spread", type=float, default=None, help="log-normal sigma of the output lengths (0: all equal)")
+    t.add_argument("--seed", type=int, default=0, help="the arrival sequence (the Traffic lab's seed gives the same one)")
+    t.add_argument("--slo-ttft-ms", type=float, default=2000.0, help="goodput's TTFT objective (default 2000 ms)")
+    t.add_argument("--slo-tpot-ms", type=float, default=200.0, help="goodput's TPOT objective (default 200 ms)")
     m.set_defaults(func=cmd_measure)
 
     args = parser.parse_args(argv)

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Serve our SmolLM2 weights with vLLM (CPU build) on 127.0.0.1:PORT, for side-by-side measurements.
-# Usage: scripts/start_vllm.sh PORT [--foreground] [more vLLM arguments]
+# Usage: scripts/start_vllm.sh PORT [--foreground] [--chunked-prefill on|off] [more vLLM arguments]
 #
 # Runs scripts/setup_vllm.sh first (instant once done). Flags chosen for a fair comparison with our
 # engine: float32, prefix caching off, a 2048-token context, 1 GiB of KV cache, --enforce-eager
@@ -13,6 +13,10 @@
 # $TWO_BENDS_VLLM_RUNDIR/PORT.{log,pid}), waits for /health and exits 0 when it answers, 1 if the
 # server died or is not up within VLLM_START_TIMEOUT seconds (default 400). Stop it with
 # scripts/stop_vllm.sh PORT. --foreground: exec the server in place (the caller owns the process).
+# --chunked-prefill on: vLLM's chunked prefill with a token budget per step of TWO_BENDS_VLLM_CHUNK tokens
+# (default 256; --max-num-batched-tokens), so a long prompt is cut into pieces that ride along the decode steps;
+# off: no chunking (the budget is the whole 2048-token context, as vLLM requires then). Neither: vLLM's default
+# (on, with its CPU budget of 2048 tokens per step, so prompts up to 2048 tokens are never cut).
 # Other knobs: TWO_BENDS_VLLM_VENV, TWO_BENDS_VLLM_MODEL (see setup_vllm.sh), TWO_BENDS_VLLM_NAME
 # (served model name, default smollm2-135m-instruct), VLLM_CPU_KVCACHE_SPACE (GiB, default 1).
 set -euo pipefail
@@ -22,6 +26,15 @@ fi
 PORT="$1"; shift
 FOREGROUND=0
 [[ "${1:-}" == "--foreground" ]] && { FOREGROUND=1; shift; }
+CHUNKED=()
+if [[ "${1:-}" == "--chunked-prefill" ]]; then
+    case "${2:-}" in
+        on) CHUNKED=(--enable-chunked-prefill --max-num-batched-tokens "${TWO_BENDS_VLLM_CHUNK:-256}") ;;
+        off) CHUNKED=(--no-enable-chunked-prefill --max-num-batched-tokens 2048) ;;
+        *) echo "usage: $0 PORT [--foreground] [--chunked-prefill on|off] [more vLLM arguments]" >&2; exit 2 ;;
+    esac
+    shift 2
+fi
 
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 CACHE="${TWO_BENDS_CACHE:-${HOME}/.cache/two-bends}"
@@ -39,7 +52,7 @@ export VLLM_NO_USAGE_STATS=1 DO_NOT_TRACK=1 HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLIN
 CMD=("${VENV}/bin/python" -m vllm.entrypoints.openai.api_server --model "$MODEL" --served-model-name "$NAME"
      --host 127.0.0.1 --port "$PORT" --dtype float32 --max-model-len 2048 --no-enable-prefix-caching)
 [[ "${TWO_BENDS_VLLM_COMPILE:-0}" == 1 ]] || CMD+=(--enforce-eager)
-CMD+=("$@")
+CMD+=("${CHUNKED[@]}" "$@")
 echo "+ VLLM_CPU_KVCACHE_SPACE=${VLLM_CPU_KVCACHE_SPACE}${VLLM_CPU_OMP_THREADS_BIND:+ VLLM_CPU_OMP_THREADS_BIND=${VLLM_CPU_OMP_THREADS_BIND}} ${CMD[*]}" >&2
 [[ "$FOREGROUND" == 1 ]] && exec "${CMD[@]}"
 

@@ -194,3 +194,26 @@ POLL_CSV = "poll_csv"
 POLL_SAVE = "poll_save_question"  # a written question, downloaded as a file for assets/polls/
 POLL_CHOICE = "poll_choice_"  # + the poll's serial: this session's answer
 POLL_ERROR = "poll_error"  # one line from the last answer that could not be taken
+
+# the Traffic lab (pages/labs/lab_traffic.py): a workload replayed per policy, judged against SLOs
+TRAFFIC_PRESET = "traffic_preset"  # summarisation / chat / code (engine/perfmodel/workload.py PRESETS)
+TRAFFIC_BURST = "traffic_burst"  # True: every request at t = 0
+TRAFFIC_RATE = "traffic_rate"  # requests per second (Poisson when burstiness is 1)
+TRAFFIC_BURSTINESS = "traffic_burstiness"
+TRAFFIC_PROMPT = "traffic_prompt_tokens"
+TRAFFIC_PROMPT_SPREAD = "traffic_prompt_spread"
+TRAFFIC_OUTPUT = "traffic_output_tokens"
+TRAFFIC_OUTPUT_SPREAD = "traffic_output_spread"
+TRAFFIC_REQUESTS = "traffic_requests"
+TRAFFIC_SEED = "traffic_seed"
+TRAFFIC_POLICIES = "traffic_policies"
+TRAFFIC_SLO_TTFT = "traffic_slo_ttft_ms"
+TRAFFIC_SLO_TPOT = "traffic_slo_tpot_ms"
+TRAFFIC_RUN = "traffic_run"
+TRAFFIC_CANCEL = "traffic_cancel"
+TRAFFIC_JOB = "traffic_job"  # the run in the worker (RunStore.jobs key)
+TRAFFIC_RESULT = "traffic_result"  # RunStore.labs: the latest TrafficRun
+TRAFFIC_TIMELINE = "traffic_timeline_policy"  # whose step timeline is drawn
+TRAFFIC_WORKLOAD = "traffic_workload"  # the latest workload run here (the Measure-a-server page can replay it)
+TRAFFIC_REPLAY = "traffic_replay"  # Measure a server: replay that workload
+TRAFFIC_CHUNK = "traffic_chunk_tokens"  # chunked prefill's token budget per step (vLLM's --max-num-batched-tokens)

@@ -95,3 +95,27 @@ def preset(name: str, **changes) -> Workload:
     if name not in PRESETS:
         raise EngineError(f"unknown workload preset '{name}'; use one of: {', '.join(PRESETS)}")
     return dataclasses.replace(PRESETS[name], **changes)
+
+
+def shaped(name: str | None = None, *, request_rate: float | None = None, burstiness: float | None = None,
+           prompt_tokens: int | None = None, prompt_spread: float | None = None, output_tokens: int | None = None,
+           output_spread: float | None = None, num_requests: int | None = None) -> Workload:
+    """A preset (or a custom workload, name None) with the values given changed; bounds widen to a larger mean.
+
+    The Traffic lab's inputs and `engine measure`'s flags both go through here, so the same values (and seed)
+    give the same arrivals in the lab and against a server."""
+    if name is None and (prompt_tokens is None or output_tokens is None):
+        raise EngineError("give the prompt and output lengths (--prompt-tokens, --max-new-tokens) or a workload preset")
+    base = preset(name) if name is not None else Workload(Lengths(prompt_tokens), Lengths(output_tokens))
+
+    def lengths(old: Lengths, mean, spread) -> Lengths:
+        mean = old.mean if mean is None else mean
+        high = max(old.high, mean) if isinstance(mean, int) else old.high
+        return Lengths(mean, old.spread if spread is None else float(spread), old.low, high)
+
+    changes = {k: v for k, v in (("request_rate", request_rate), ("burstiness", burstiness),
+                                 ("num_requests", num_requests)) if v is not None}
+    w = dataclasses.replace(base, prompt=lengths(base.prompt, prompt_tokens, prompt_spread),
+                            output=lengths(base.output, output_tokens, output_spread), **changes)
+    w.check()
+    return w

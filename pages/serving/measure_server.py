@@ -6,7 +6,7 @@ from ui.controls import theme_toggle
 from ui.engine_link import server_measurement, worker_link
 from ui.errors import EngineError
 from ui.figures import fig_timing
-from ui.text import run_numbers, runs
+from ui.text import run_numbers, runs, traffic_text
 
 st.title("Measure a server")
 st.markdown(
@@ -40,8 +40,11 @@ n_out = sliders[1].slider("Output tokens", 2, 512, 32, key=state.MEASURE_OUTPUT_
 n_requests = sliders[2].slider("Requests", 1, 16, 3, key=state.MEASURE_REQUESTS)
 concurrency = sliders[3].slider("At once (concurrency)", 1, 8, 1, key=state.MEASURE_CONCURRENCY)
 shared = st.checkbox("Shared prefix (prompts differ only at the end: lets a prefix cache help)", key=state.MEASURE_SHARED_PREFIX)
-
 store = worker_link.store()
+offer = server_measurement.traffic_offer(store.labs.get(state.TRAFFIC_WORKLOAD))  # the Traffic lab's latest workload
+replaying = offer is not None and st.checkbox(offer, key=state.TRAFFIC_REPLAY)
+if replaying:
+    n_requests = store.labs[state.TRAFFIC_WORKLOAD][0].num_requests
 if st.button("Measure", key=state.MEASURE_RUN, type="primary"):
     try:
         checked = server_measurement.check_url(url, allowed)
@@ -55,6 +58,8 @@ if st.button("Measure", key=state.MEASURE_RUN, type="primary"):
 
     try:
         cmd = server_measurement.command(checked, model.strip() or None, n_prompt, n_out, n_requests, concurrency, shared)
+        if replaying:
+            cmd = server_measurement.traffic_command(checked, model.strip() or None, *store.labs[state.TRAFFIC_WORKLOAD])
         records = server_measurement.run_measurement(cmd, arrived)
     except EngineError as exc:
         bar.empty()
@@ -83,6 +88,9 @@ st.markdown("**Client-side and server-side** — the client's numbers include th
             "measured the engine, not the road to it.")
 st.dataframe(table, hide_index=True, width="stretch",
              column_config={c: st.column_config.NumberColumn(format="%.1f") for c in table.columns if "(ms)" in c})
+if "arrived_s" in first:  # a replayed Traffic-lab workload: judged against the lab's SLOs
+    slo = traffic_text.slo_of(ss.get(state.TRAFFIC_SLO_TTFT, 2000.0), ss.get(state.TRAFFIC_SLO_TPOT, 200.0))
+    st.dataframe(server_measurement.traffic_table(records, slo), hide_index=True, width="stretch")
 if table["server mean (ms)"].isna().all():
     st.caption("This server has no `/metrics` with vLLM's names: client-side numbers only.")
 

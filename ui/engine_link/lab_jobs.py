@@ -20,11 +20,12 @@ from engine.serving.scheduling.lab_jobs import (
     PROMPT_SWEEP,
     REFERENCE_RUN,
     SPECULATIVE,
+    TRAFFIC,
     LabJob,
 )
 
 __all__ = [
     "ATTENTION_CAPTURE", "BATCH_SWEEP", "CUDA_GRAPHS", "DTYPES", "HARDWARE_PEAKS", "INT8", "KERNELS", "KV_CACHE",
     "MODEL_DESCRIBE", "OUTPUT_SWEEP", "OVERHEAD", "PREFIX_CACHE", "PROFILE", "PROMPT_SWEEP", "REFERENCE_RUN",
-    "SPECULATIVE", "LabJob",
+    "SPECULATIVE", "TRAFFIC", "LabJob",
 ]

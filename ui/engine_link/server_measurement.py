@@ -166,3 +166,35 @@ def replay_caption(replayed) -> str:
     return (f"Timings: measured on the room's server from outside. Attention and KV cache: replayed untimed on this "
             f"dashboard's engine ({facts['model']}, {facts['device']}, {facts['dtype']}); its first "
             f"{facts['tokens_agree']} of {replayed.n_output} output tokens are the server's.")
+
+
+# --- replaying a Traffic-lab workload (pages/labs/lab_traffic.py) against the server ----------------------------
+def traffic_offer(saved) -> str | None:
+    """The checkbox label offering to replay the Traffic lab's latest workload, or None when there is none."""
+    if not saved:
+        return None
+    workload, seed = saved
+    from ui.text.traffic_text import describe_workload
+
+    return f"Replay the Traffic lab's workload instead: {describe_workload(workload)}, seed {seed}"
+
+
+def traffic_command(url: str, model: str | None, workload, seed: int, warmup: int = 1) -> list[str]:
+    """`engine measure` in traffic mode with the flags that rebuild exactly this workload (same arrivals)."""
+    cmd = [sys.executable, "-m", "engine", "measure", "--url", url, "--workload", workload.name,
+           "--request-rate", str(workload.request_rate), "--burstiness", str(workload.burstiness),
+           "--prompt-tokens", str(workload.prompt.mean), "--prompt-spread", str(workload.prompt.spread),
+           "--max-new-tokens", str(workload.output.mean), "--output-spread", str(workload.output.spread),
+           "--requests", str(workload.num_requests), "--seed", str(seed), "--warmup", str(warmup), "--json"]
+    return cmd + (["--model", model] if model else [])
+
+
+def traffic_table(records: list[dict], slo) -> pd.DataFrame:
+    """One row: the replayed traffic's p50/p99 TTFT and ITL, throughput and goodput (as the Traffic lab's table)."""
+    from engine.serving.client.traffic_benchmark import traffic_summary
+
+    s = traffic_summary(records, slo)
+    return pd.DataFrame([{"requests": s["requests"], "TTFT p50 (ms)": s["ttft_p50"] * MS, "TTFT p99 (ms)": s["ttft_p99"] * MS,
+                          "ITL p50 (ms)": s["itl_p50"] * MS, "ITL p99 (ms)": s["itl_p99"] * MS,
+                          "throughput (req/s)": s["throughput"], "goodput (req/s)": s["goodput"],
+                          "met both SLOs": f"{s['good']}/{s['requests']}"}]).round(2)

@@ -146,10 +146,13 @@ KERNELS = LabJob("remedies.kernels", "engine.labs.remedies:measure_kernels", (_P
 OVERHEAD = LabJob("remedies.overhead", "engine.labs.remedies:measure_overhead",
                   (Arg("context", int, True), Arg("steps", int, True)), "progress")
 CUDA_GRAPHS = LabJob("remedies.cuda_graphs", "engine.labs.remedies:measure_cuda_graphs", (_PROMPT, _N_TOKENS, _CHAT), "progress")
+TRAFFIC = LabJob("traffic.run", "engine.labs.traffic:run_traffic",
+                  (Arg("workload", "engine.perfmodel.workload:Workload"), Arg("policies", list[str]), Arg("seed", int, True),
+                   Arg("max_batch", int, True), Arg("max_num_batched_tokens", int, True)), "progress", "traffic run")
 
 REGISTRY: dict[str, LabJob] = {job.name: job for job in (
     MODEL_DESCRIBE, ATTENTION_CAPTURE, HARDWARE_PEAKS, REFERENCE_RUN, PROMPT_SWEEP, OUTPUT_SWEEP, BATCH_SWEEP, PROFILE,
-    KV_CACHE, SPECULATIVE, PREFIX_CACHE, DTYPES, INT8, KERNELS, OVERHEAD, CUDA_GRAPHS)}
+    KV_CACHE, SPECULATIVE, PREFIX_CACHE, DTYPES, INT8, KERNELS, OVERHEAD, CUDA_GRAPHS, TRAFFIC)}
 
 
 def lookup(name: str) -> LabJob:

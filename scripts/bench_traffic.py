@@ -1,0 +1,106 @@
+"""The same traffic against our engine (`engine serve`, queue and batch) and vLLM's CPU build (chunked prefill on, off).
+
+One workload, one seed: every server gets the very same arrival sequence (engine/perfmodel/workload.py), sent
+open-loop by `engine measure`'s traffic mode (engine/serving/client/traffic_benchmark.py). The servers run one
+after another, each alone, with the same model threads (--threads, default 1: our torch threads, vLLM's
+VLLM_CPU_OMP_THREADS_BIND). Prints a Markdown table: p50/p99 TTFT and ITL, throughput and goodput per server.
+
+    .venv/bin/python scripts/bench_traffic.py [--workload summarisation] [--request-rate 0.5] [--requests 12]
+        [--servers ours-queue,ours-batch,vllm-chunked,vllm-unchunked] [--slo-ttft-ms 2000] [--slo-tpot-ms 200]
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from engine.perfmodel.goodput import SLO  # noqa: E402
+from engine.perfmodel.workload import shaped  # noqa: E402
+from engine.serving.client.openai_client import Client  # noqa: E402
+from engine.serving.client.traffic_benchmark import TrafficPlan, run_traffic, traffic_summary  # noqa: E402
+
+SERVERS = {"ours-queue": "our engine, queue", "ours-batch": "our engine, continuous batching",
+           "vllm-chunked": "vLLM CPU, chunked prefill on", "vllm-unchunked": "vLLM CPU, chunked prefill off"}
+
+
+def start(kind: str, port: int, args) -> tuple[subprocess.Popen, object]:
+    env = dict(os.environ)
+    if kind.startswith("vllm"):
+        env.setdefault("VLLM_CPU_OMP_THREADS_BIND", f"0-{args.threads - 1}" if args.threads > 1 else "0")
+        cmd = ["bash", "scripts/start_vllm.sh", str(port), "--foreground", "--chunked-prefill",
+               "on" if kind == "vllm-chunked" else "off"]
+    else:
+        cmd = [sys.executable, "-m", "engine", "serve", "--port", str(port), "--mode", kind.split("-")[1],
+               "--threads", str(args.threads)]
+    log = open(f"/tmp/bench_traffic_{kind}_{port}.log", "w")
+    proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    began = time.monotonic()
+    while True:
+        try:
+            if Client(f"http://127.0.0.1:{port}", timeout=2).call("GET", "/health")[0] == 200:
+                return proc, log
+        except Exception:
+            pass
+        if proc.poll() is not None or time.monotonic() - began > args.start_timeout:
+            stop(proc)
+            sys.exit(f"{kind} did not start (see {log.name})")
+        time.sleep(1)
+
+
+def stop(proc: subprocess.Popen) -> None:
+    if proc.poll() is None:
+        os.killpg(proc.pid, signal.SIGTERM)
+        try:
+            proc.wait(30)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait(10)
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--workload", default="summarisation")
+    p.add_argument("--request-rate", type=float, default=0.5)
+    p.add_argument("--requests", type=int, default=12)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--prompt-tokens", type=int, default=None)
+    p.add_argument("--max-new-tokens", type=int, default=None)
+    p.add_argument("--servers", default=",".join(SERVERS))
+    p.add_argument("--threads", type=int, default=1)
+    p.add_argument("--slo-ttft-ms", type=float, default=2000.0)
+    p.add_argument("--slo-tpot-ms", type=float, default=200.0)
+    p.add_argument("--port", type=int, default=8731)
+    p.add_argument("--start-timeout", type=float, default=600.0)
+    args = p.parse_args()
+    workload = shaped(args.workload, request_rate=args.request_rate, num_requests=args.requests,
+                      prompt_tokens=args.prompt_tokens, output_tokens=args.max_new_tokens)
+    slo = SLO(args.slo_ttft_ms / 1000, args.slo_tpot_ms / 1000)
+    rows = []
+    for kind in args.servers.split(","):
+        proc, _ = start(kind, args.port, args)
+        try:
+            records, facts = run_traffic(TrafficPlan(f"http://127.0.0.1:{args.port}", workload, args.seed, slo=slo))
+        finally:
+            stop(proc)
+        s = traffic_summary(records, slo)
+        rows.append(f"| {SERVERS[kind]} | {s['ttft_p50'] * 1e3:,.0f} | {s['ttft_p99'] * 1e3:,.0f} | {s['itl_p50'] * 1e3:,.0f} "
+                    f"| {s['itl_p99'] * 1e3:,.0f} | {s['throughput']:.2f} | {s['goodput']:.2f} ({s['good']}/{s['requests']}) |")
+        print(rows[-1], flush=True)
+    w = workload
+    print(f"\n{w.num_requests} requests, '{w.name}' (prompts ~{w.prompt.mean} tokens, spread {w.prompt.spread:g}; outputs "
+          f"~{w.output.mean}, spread {w.output.spread:g}), {w.request_rate:g} requests/s Poisson, seed {args.seed}; "
+          f"{args.threads} model thread(s); SLOs TTFT <= {args.slo_ttft_ms:g} ms, TPOT <= {args.slo_tpot_ms:g} ms\n")
+    print("| server | TTFT p50 (ms) | TTFT p99 (ms) | ITL p50 (ms) | ITL p99 (ms) | throughput (req/s) | goodput (req/s) |")
+    print("|---|---|---|---|---|---|---|")
+    print("\n".join(rows))
+
+
+if __name__ == "__main__":
+    main()

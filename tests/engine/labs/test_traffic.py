@@ -1,0 +1,93 @@
+"""engine/labs/traffic.py: one arrival sequence replayed per policy (tiny model): outcomes, goodput, steps, errors."""
+import math
+import threading
+
+import pytest
+
+from engine.errors import EngineError
+from engine.labs.traffic import NOT_YET, run_traffic
+from engine.perfmodel.goodput import SLO, goodput, throughput
+from engine.perfmodel.workload import Lengths, Workload, preset
+from engine.serving.scheduling.scheduler import Scheduler
+from engine.serving.scheduling.work import Job, ModelSpec, result_of
+
+BURST = Workload(Lengths(12, 0.3, 4, 48), Lengths(6, 0.3, 2, 16), request_rate=math.inf, num_requests=5, name="burst")
+
+
+def test_queue_and_batch_serve_the_same_burst_completely(tiny_llama):
+    run = run_traffic(tiny_llama, BURST, ["queue", "batch"], seed=3)
+    queue, batch = run.policies
+    assert [(r.arrived_s, r.prompt_tokens, r.output_tokens) for r in queue.requests] == \
+           [(r.arrived_s, r.prompt_tokens, r.output_tokens) for r in batch.requests] == \
+           [(a.at_s, a.prompt_tokens, a.output_tokens) for a in run.arrivals]
+    for policy in (queue, batch):
+        outs = policy.outcomes()
+        assert all(o.ttft_s is not None and o.ttft_s >= 0 for o in outs)
+        assert [o.output_tokens for o in outs] == [r.output_tokens for r in policy.requests]  # ignore_eos: all came
+        assert all(len(r.itl_s) == r.output_tokens - 1 for r in policy.requests)
+        assert 0 < goodput(outs, SLO(1e6, 1e6)) == throughput(outs)  # loose SLOs: every request is good
+        assert goodput(outs, SLO(1e-9, 1e-9)) == 0.0
+    # queue mode: one rider per step; batch mode: riders share decode steps, each prefill alone
+    assert all(len(s.requests) == 1 for s in queue.steps)
+    assert max(len(s.requests) for s in batch.steps if s.kind == "decode") > 1
+    assert sum(s.kind == "prefill" for s in batch.steps) == BURST.num_requests
+    decode_tokens = sum(len(s.requests) for s in batch.steps if s.kind == "decode")
+    assert decode_tokens == sum(r.output_tokens - 1 for r in batch.requests)
+
+
+def test_poisson_arrivals_wait_for_their_moment(tiny_llama):
+    w = preset("code", prompt=Lengths(8), output=Lengths(3), request_rate=50.0, num_requests=4)
+    run = run_traffic(tiny_llama, w, ["batch"], seed=0)
+    assert run.arrivals[-1].at_s > 0
+    for r in run.policies[0].requests:
+        assert r.started_s >= r.arrived_s - 1e-3  # nothing starts before it arrives
+
+
+def test_policies_the_engine_lacks_say_so_and_the_rest_run(tiny_llama):
+    run = run_traffic(tiny_llama, BURST, ["chunked", "batch", "disaggregated"], seed=0)
+    by = {p.policy: p for p in run.policies}
+    assert by["batch"].available and len(by["batch"].requests) == BURST.num_requests
+    for name in ("chunked", "disaggregated"):
+        p = by[name]
+        assert (not p.available and p.note == f"{name}: {NOT_YET}") or len(p.requests) == BURST.num_requests
+
+
+@pytest.mark.parametrize("policies, workload, match", [
+    ([], BURST, "at least one policy"),
+    (["fifo"], BURST, "unknown policy 'fifo'"),
+    (["queue"], Workload(Lengths(8), Lengths(4), request_rate=0.0), "request rate must be > 0"),
+    (["queue"], Workload(Lengths(8), Lengths(4), num_requests=0), "number of requests"),
+    (["queue"], Workload(Lengths(250), Lengths(20), num_requests=1), "beyond tiny-llama"),
+    (["queue"], Workload(Lengths(8), Lengths(0, low=0), num_requests=1), "at least 1"),
+    (["queue"], Workload(Lengths(8), Lengths(4), num_requests=1000), "at most 256 requests"),
+])
+def test_bad_inputs_get_one_clear_line(tiny_llama, policies, workload, match):
+    with pytest.raises(EngineError, match=match) as err:
+        run_traffic(tiny_llama, workload, policies)
+    assert "\n" not in str(err.value)
+
+
+def test_cancel_stops_the_run_and_its_scheduler(tiny_llama):
+    calls = []
+
+    def progress(message, fraction):
+        calls.append(fraction)
+        return len(calls) < 3  # cancel after the second served request
+    before = threading.active_count()
+    run = run_traffic(tiny_llama, BURST, ["queue", "batch"], progress=progress)
+    assert run.cancelled and [p.policy for p in run.policies] == ["queue"] and run.policies[0].note == "cancelled"
+    assert threading.active_count() == before  # the policy's scheduler thread has ended
+
+
+def test_runs_as_a_registered_lab_job():
+    sched = Scheduler().start()
+    try:
+        job = sched.submit(Job(model=ModelSpec("tiny-llama", "cpu"), name="traffic.run", args=(BURST, ["batch"]),
+                               kwargs={"seed": 2, "max_batch": 2}))
+        run = result_of(job, timeout=120)
+        assert run.max_batch == 2 and max(len(s.requests) for s in run.policies[0].steps) <= 2
+        bad = sched.submit(Job(model=ModelSpec("tiny-llama", "cpu"), name="traffic.run", args=("chat", ["batch"])))
+        with pytest.raises(EngineError, match="'workload' must be Workload"):
+            result_of(bad, timeout=60)
+    finally:
+        sched.stop()

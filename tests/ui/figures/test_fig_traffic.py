@@ -1,0 +1,68 @@
+"""ui/figures/fig_traffic.py and ui/text/traffic_text.py on a hand-made TrafficRun (no model): rows, bars, words."""
+import math
+
+import pytest
+
+from engine.errors import EngineError
+from engine.labs.traffic import PolicyRun, RequestRun, StepRun, TrafficRun
+from engine.perfmodel.goodput import SLO
+from engine.perfmodel.workload import arrivals, shaped
+from ui.figures import fig_traffic
+from ui.text import traffic_text as tt
+
+W = shaped("chat", request_rate=math.inf, prompt_tokens=8, output_tokens=3, num_requests=2)
+
+
+def _run() -> TrafficRun:
+    fast = PolicyRun("batch", "continuous batching", requests=[
+        RequestRun(0, 0.0, 8, 3, started_s=0.0, first_s=0.1, token_s=[0.1, 0.15, 0.2]),
+        RequestRun(1, 0.0, 8, 3, started_s=0.1, first_s=0.2, token_s=[0.2, 0.25, 0.3])],
+        steps=[StepRun("prefill", 0.0, 0.1, [0]), StepRun("prefill", 0.1, 0.2, [1]),
+               StepRun("decode", 0.2, 0.25, [0, 1]), StepRun("decode", 0.25, 0.3, [1])])
+    slow = PolicyRun("queue", "queue (one at a time)", requests=[
+        RequestRun(0, 0.0, 8, 3, started_s=0.0, first_s=0.1, token_s=[0.1, 0.5, 0.9]),
+        RequestRun(1, 0.0, 8, 3, started_s=0.9, error="cancelled")])
+    missing = PolicyRun("chunked", "+ chunked prefill", available=False, note="chunked: not in this engine yet")
+    return TrafficRun(W, 0, arrivals(W, 0), [slow, fast, missing], "tiny-llama", "cpu", 8, 256)
+
+
+def test_table_judges_each_policy_against_the_slos():
+    table = tt.policy_table(_run(), SLO(0.25, 0.1))
+    assert list(table["policy"]) == ["queue (one at a time)", "continuous batching", "+ chunked prefill"]
+    assert list(table["met both SLOs"][:2]) == ["0/2", "2/2"]  # queue: TPOT 400 ms; one failed
+    assert table["goodput (req/s)"][1] == pytest.approx(2 / 0.3, rel=1e-2) and table["served"][0] == 1
+    assert table["note"][2] == "chunked: not in this engine yet"
+    words = tt.findings(_run(), SLO(0.25, 0.1))
+    assert "Best goodput: **continuous batching**" in words and "Not in this engine yet: + chunked prefill" in words
+
+
+def test_figures_draw_the_policies_that_ran():
+    run, slo = _run(), SLO(0.25, 0.1)
+    assert [b.name for b in fig_traffic.ttft_figure(run, slo).data] == ["queue (one at a time)", "continuous batching"]
+    assert len(fig_traffic.itl_figure(run, slo).data[1].y) == 4
+    good = fig_traffic.goodput_figure(run, slo).data
+    assert list(good[1].y)[0] == 0.0 and list(good[1].y)[1] > 0
+    timeline = fig_traffic.timeline_figure(run.policies[1])
+    waiting, prefill, decode = timeline.data
+    assert list(waiting.y) == ["#2"] and list(prefill.y) == ["#1", "#2"]
+    assert list(decode.y) == ["#1", "#2", "#2"] and decode.text[0].startswith("2 rider(s): #1, #2")
+
+
+def test_the_pages_inputs_make_the_same_workload_as_measure():
+    w = tt.workload_from("code", burst=False, rate=3.0, burstiness=0.5, prompt_tokens=40, prompt_spread=0.2,
+                         output_tokens=300, output_spread=0.1, num_requests=9)
+    assert w == shaped("code", request_rate=3.0, burstiness=0.5, prompt_tokens=40, prompt_spread=0.2, output_tokens=300,
+                       output_spread=0.1, num_requests=9)
+    assert w.prompt.low == 8 and w.output.high == 1024  # the preset's bounds stay
+    assert math.isinf(tt.workload_from("chat", True, 1.0, 1.0, 8, 0, 4, 0, 2).request_rate)
+    assert tt.check("chat", [], **dict(burst=True, rate=1.0, burstiness=1.0, prompt_tokens=8, prompt_spread=0.0,
+                                       output_tokens=4, output_spread=0.0, num_requests=2)) == "Pick at least one policy to compare."
+    with pytest.raises(EngineError, match="burstiness"):
+        tt.workload_from("chat", False, 1.0, 0.0, 8, 0, 4, 0, 2)
+
+
+def test_a_policy_the_engine_refused_says_why_not_not_yet():
+    run = _run()
+    run.policies[2].note = "the chunk budget must be a whole number of tokens >= 1, not 0"
+    words = tt.findings(run, SLO(1, 1))
+    assert "Not in this engine yet" not in words and "+ chunked prefill could not run: the chunk budget" in words
