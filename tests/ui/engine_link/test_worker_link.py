@@ -61,3 +61,22 @@ def test_a_closed_tab_frees_its_room_slot_and_the_engine():
     assert lk.sweep(alive.__contains__, now=100.0 + worker_link.GRACE_S) == ["student"]
     assert cancelled == [run] and lk.slots.refusal("student") is None and "student" not in lk.stores
     assert "other" in lk.stores  # a live tab keeps everything
+
+
+@pytest.mark.parametrize("raw,budget", [(None, None), ("", None), ("256", 256), ("-3", -3), ("2.5", "2.5")])
+def test_the_dashboards_batch_mode_takes_its_token_budget_from_the_environment(monkeypatch, raw, budget):
+    if raw is None:
+        monkeypatch.delenv("TWO_BENDS_MAX_NUM_BATCHED_TOKENS", raising=False)
+    else:
+        monkeypatch.setenv("TWO_BENDS_MAX_NUM_BATCHED_TOKENS", raw)
+    assert worker_link.options().max_num_batched_tokens == budget  # a bad one: the scheduler's one-line refusal
+
+
+def test_dashboard_sh_refuses_a_token_budget_that_is_not_a_whole_number():
+    import subprocess
+
+    from tests import ROOT
+
+    done = subprocess.run(["bash", "scripts/dashboard.sh", "--max-num-batched-tokens", "2.5", "--dry-run"], cwd=ROOT,
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 2 and "--max-num-batched-tokens must be a whole number of tokens (got '2.5')" in done.stderr
