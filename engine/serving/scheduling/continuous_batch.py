@@ -129,7 +129,7 @@ class Batch:
         With a token budget it only takes its row here: its prompt goes in chunk by chunk in the next steps."""
         lm = self.lm
         trace = start_trace(lm, req.prompt_ids, dict(req.params.as_dict(), max_new_tokens=req.max_new_tokens,
-                                                     chat=req.chat, scheduler="batch"))
+                                                     chat=req.chat, scheduler="batch", max_num_batched_tokens=self.budget))
         trace.prompt_text = req.prompt_text
         trace.queue_seconds = started - req.arrival
         seq = Rider(req, trace, lm)

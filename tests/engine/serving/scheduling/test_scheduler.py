@@ -215,7 +215,9 @@ def test_chunked_prefill_serves_the_tokens_each_request_gives_alone_and_logs_its
     prompts = [list(range(1, 40)), list(range(5, 12)), list(range(50, 75))]
     reqs = [s.submit(request(ids, 6)) for ids in prompts]
     for req, ids in zip(reqs, prompts):
-        assert result_of(req, timeout=30).output_ids == engine.generate(tiny_llama, ids, 6, ignore_eos=True, warmup=False).output_ids
+        trace = result_of(req, timeout=30)
+        assert trace.output_ids == engine.generate(tiny_llama, ids, 6, ignore_eos=True, warmup=False).output_ids
+        assert trace.settings["max_num_batched_tokens"] == 8 and trace.prefill_seconds > 0
     chunks = [c for rec in s.step_log for c in rec.chunks]
     assert sum(c[2] for c in chunks) == sum(map(len, prompts)) and max(c[2] for c in chunks) <= 8
     assert all(len(rec.decode) + sum(c[2] for c in rec.chunks) <= 8 for rec in s.step_log)
