@@ -96,7 +96,9 @@ def cmd_bench(args) -> int:
 
 def cmd_serve(args) -> int:
     from engine.serving.api_server.openai_server import serve
+    from engine.serving.scheduling.continuous_batch import check_token_budget
 
+    check_token_budget(args.max_num_batched_tokens, args.max_batch)  # one line before binding or loading anything
     serve(args)
     return 0
 
@@ -162,6 +164,9 @@ def _add_serve_args(s: argparse.ArgumentParser) -> None:
                    help="queue: one request at a time (default); batch: continuous batching")
     s.add_argument("--max-queue", type=int, default=64, help="waiting requests before new ones get 429")
     s.add_argument("--max-batch", type=int, default=8, help="sequences sharing a decode step in batch mode")
+    s.add_argument("--max-num-batched-tokens", type=int, default=None,
+                   help="batch mode: tokens per engine step (vLLM's name); a joining prompt is prefilled in chunks that "
+                   "share steps with the riders' decode tokens (chunked prefill). Default: whole prefills")
     s.add_argument("--max-new-tokens", type=int, default=4096, help="most new tokens one request may ask for")
     s.add_argument("--threads", type=int, default=0, help="torch threads for the model (default 0: every core)")
     s.add_argument("--worker", default=WORKER_DEFAULT, choices=["process", "thread"],

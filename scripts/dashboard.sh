@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Run the Two Bends dashboard: sets up .venv on first use, converts the bundled model once, serves the app.
-# Usage: scripts/dashboard.sh [--mode queue|batch] [--max-queue N] [--max-new-tokens N] [--max-batch N]
+# Usage: scripts/dashboard.sh [--mode queue|batch] [--max-num-batched-tokens N] [--max-queue N] [--max-new-tokens N] [--max-batch N]
 #                             [--model-threads N] [--replay] [--dry-run]
 #                             [--room [--code CODE] [--teacher-code CODE]]
 #                             [--measure-hosts HOST[:PORT],...] [--engine-url URL]
@@ -11,6 +11,8 @@
 #   console and, large, in presenter mode). A second code (generated, or --teacher-code CODE) opens the teacher
 #   console. Wrong codes are slowed down per browser and address. Codes: 4 to 64 letters or digits, any case.
 # --mode queue (default): one request at a time, first come first served; batch: continuous batching.
+# --max-num-batched-tokens N (batch mode, vLLM's name): tokens per engine step; a joining prompt is prefilled in
+#   chunks that share steps with the riders' decode tokens (chunked prefill). Default: whole prefills.
 # --model-threads N: torch threads for the model (default: every core). With the browser on the same small
 #   machine (an instructor's laptop), cores - 1 leaves the page a core: its numbers then match
 #   `python -m engine generate --threads N` (README, "Serving a room").
@@ -31,6 +33,7 @@ while [ $# -gt 0 ]; do
     --max-queue) export TWO_BENDS_MAX_QUEUE="$2"; shift 2 ;;
     --max-new-tokens) export TWO_BENDS_MAX_NEW_TOKENS="$2"; shift 2 ;;
     --max-batch) export TWO_BENDS_MAX_BATCH="$2"; shift 2 ;;
+    --max-num-batched-tokens) export TWO_BENDS_MAX_NUM_BATCHED_TOKENS="$2"; shift 2 ;;
     --model-threads) export TWO_BENDS_THREADS="$2"; shift 2 ;;
     --replay) export TWO_BENDS_REPLAY=1; shift ;;
     --room) ROOM=1; export TWO_BENDS_ROOM=1; shift ;;
@@ -44,6 +47,9 @@ while [ $# -gt 0 ]; do
 done
 case "${TWO_BENDS_THREADS:-0}" in
   ''|*[!0-9]*) echo "error: --model-threads must be a whole number, 0 = every core (got '${TWO_BENDS_THREADS}')" >&2; exit 2 ;;
+esac
+case "${TWO_BENDS_MAX_NUM_BATCHED_TOKENS:-}" in
+  *[!0-9]*) echo "error: --max-num-batched-tokens must be a whole number of tokens (got '${TWO_BENDS_MAX_NUM_BATCHED_TOKENS}')" >&2; exit 2 ;;
 esac
 case "${TWO_BENDS_MODE:-queue}" in
   queue|batch) ;;
@@ -89,7 +95,7 @@ if [ "${TWO_BENDS_REPLAY:-}" = "1" ]; then
 else
   echo "[dashboard] preparing the bundled SmolLM2 model (first time: about a minute)"
   .venv/bin/python -m engine prepare
-  echo "[dashboard] scheduling mode: ${TWO_BENDS_MODE:-queue}"
+  echo "[dashboard] scheduling mode: ${TWO_BENDS_MODE:-queue}${TWO_BENDS_MAX_NUM_BATCHED_TOKENS:+, chunked prefill: ${TWO_BENDS_MAX_NUM_BATCHED_TOKENS} tokens a step}"
   [ -n "${TWO_BENDS_MEASURE_HOSTS:-}" ] && echo "[dashboard] the Measure a server page may measure: ${TWO_BENDS_MEASURE_HOSTS}"
 fi
 exec "${CMD[@]}"

@@ -4,7 +4,8 @@ Decode reads all of it on every step, which is why decode is bound by memory tra
 an object the caller owns and passes in, never hidden in modules (gpt-fast and nano-vllm keep theirs
 as buffers inside each attention module; here a student can hold it, measure it and reset it).
 Each sequence (row) has its own length, so sequences of different lengths can share one decode
-step (continuous batching); `plan` says where the next tokens go and what attention may read.
+step (continuous batching); `plan` says where the next tokens go and what attention may read, and
+`plan_ragged` lets rows take different numbers of new tokens in one pass (chunked prefill beside decode rows).
 """
 from __future__ import annotations
 
@@ -36,6 +37,31 @@ class Plan:
     def end(self) -> int:
         """One past the highest position written (a host int; the cache size for tensor positions)."""
         return self.positions.stop if isinstance(self.positions, slice) else self.read_len
+
+
+@dataclass
+class RaggedPlan:
+    """One pass where rows take different numbers of new tokens, laid end to end in one flat batch (1, N).
+
+    rows[i] takes counts[i] tokens at positions starts[i] .. starts[i] + counts[i] - 1: 1 for a decode row,
+    a prompt chunk's length for a row being prefilled (Sarathi-Serve; vLLM's chunked prefill). Rows that take
+    nothing this pass are not listed. Attention runs per listed row over its own cache row, causal within it.
+    """
+    rows: list[int]
+    counts: list[int]
+    starts: list[int]
+    positions: torch.Tensor  # (N,) every token's position in its own row
+    advance: bool = True
+
+    @property
+    def end(self) -> int:
+        """One past the highest position written."""
+        return max(s + n for s, n in zip(self.starts, self.counts))
+
+    @property
+    def last_tokens(self) -> list[int]:
+        """Index in the flat batch of each listed row's last token (where its next-token logits come from)."""
+        return list(np.cumsum(self.counts) - 1)
 
 
 class KVCache:
@@ -96,6 +122,30 @@ class KVCache:
         visible = torch.arange(end, device=device)[None, :] <= lengths[:, None]  # (B, S): own tokens + the new one
         return Plan(lengths[:, None], end, visible[:, None, None, :])
 
+    def plan_ragged(self, counts: list[int]) -> RaggedPlan:
+        """The plan for counts[b] new tokens in row b, each after the row's own length (0: the row sits out)."""
+        if len(counts) != self.batch:
+            raise EngineError(f"a ragged pass needs one token count per cache row ({self.batch}), got {len(counts)}")
+        rows = [b for b, n in enumerate(counts) if n > 0]
+        if not rows:
+            raise EngineError("a ragged pass needs at least one new token")
+        starts = [int(self.lengths[b]) for b in rows]
+        kept = [counts[b] for b in rows]
+        end = max(s + n for s, n in zip(starts, kept))
+        if end > self.max_len:
+            raise EngineError(f"the KV cache holds {self.max_len} positions; writing up to {end} does not fit")
+        positions = torch.cat([torch.arange(s, s + n) for s, n in zip(starts, kept)])  # (N,)
+        return RaggedPlan(rows, kept, starts, positions.to(self.keys[0].device))
+
+    def write_row(self, layer: int, row: int, start: int, k: torch.Tensor, v: torch.Tensor
+                  ) -> tuple[torch.Tensor, torch.Tensor]:
+        """Store one row's k, v (1, K, T, D) at positions start.. start+T-1; return that row's views (1, K, S, D)
+        over every position it may read, [0, start + T)."""
+        end = start + k.shape[2]
+        self.keys[layer][row, :, start:end] = k[0]  # (K, T, D)
+        self.values[layer][row, :, start:end] = v[0]
+        return self.keys[layer][row:row + 1, :, :end], self.values[layer][row:row + 1, :, :end]  # (1, K, S, D)
+
     def write(self, layer: int, k: torch.Tensor, v: torch.Tensor, plan: Plan) -> tuple[torch.Tensor, torch.Tensor]:
         """Store k, v (B, K, T, D) at the plan's positions; return views over [0, read_len) of that layer.
 
@@ -114,6 +164,9 @@ class KVCache:
 
     def advance(self, n_tokens: int) -> None:
         self.lengths += n_tokens
+
+    def advance_ragged(self, plan: RaggedPlan) -> None:
+        self.lengths[plan.rows] += plan.counts
 
     # --- housekeeping ------------------------------------------------------------------------------------
     def truncate(self, length: int) -> None:

@@ -3,7 +3,10 @@
 The same `forward` serves prefill (T = prompt length, one pass), decode (T = 1), rows of different
 lengths in one decode step (continuous batching) and the fixed-shape step a CUDA graph replays:
 the KV cache's `Plan` says at which positions the new tokens sit and which cached positions they
-may read (as gpt-fast's `input_pos`). Compare nanoGPT's model.py and gpt-fast's model.py.
+may read (as gpt-fast's `input_pos`). A `RaggedPlan` runs rows with different numbers of new tokens
+(prefill chunks beside decode rows) as one flat batch: every linear layer and the MLP see all N tokens
+at once (that is where the steps share compute), attention runs per row over its own cache row, as
+nano-vllm's flattened batches do. Compare nanoGPT's model.py and gpt-fast's model.py.
 """
 from __future__ import annotations
 
@@ -11,7 +14,7 @@ import torch
 from torch import nn
 
 from engine.core.config import ModelConfig
-from engine.core.kv_cache import KVCache, Plan
+from engine.core.kv_cache import KVCache, Plan, RaggedPlan
 from engine.core.layers import apply_rope, attention_explicit, attention_fast, make_mlp, make_norm, rope_tables
 from engine.errors import EngineError
 
@@ -32,6 +35,9 @@ class Attention(nn.Module):
         if rope is not None:
             qk = apply_rope(qk, *rope)  # queries and keys rotated together: one set of kernels
         q, k = qk[:, :H], qk[:, H:]  # (B, H, T, D), (B, K, T, D)
+        if isinstance(plan, RaggedPlan):
+            y = ragged_attention(q, k, v, layer, cache, plan)  # (1, H, N, D)
+            return self.out(y.transpose(1, 2).reshape(B, T, H * D)), None  # (1, N, C)
         k_all, v_all = cache.write(layer, k, v, plan)  # (B, K, S, D): history + these T tokens
         if capture:
             y, probs = attention_explicit(q, k_all, v_all, plan.mask)  # probs (B, H, T, S)
@@ -39,6 +45,21 @@ class Attention(nn.Module):
             y, probs = attention_fast(q, k_all, v_all, plan.mask), None
         y = y.transpose(1, 2).reshape(B, T, H * D)  # (B, T, C)
         return self.out(y), probs
+
+
+def ragged_attention(q, k, v, layer: int, cache: KVCache, plan: RaggedPlan) -> torch.Tensor:
+    """q (1, H, N, D), k, v (1, K, N, D) laid out row after row -> (1, H, N, D).
+
+    Each row writes its tokens into its own cache row and attends over that row alone: a decode row reads its
+    whole history, a chunk reads the earlier chunks (through the cache) and itself causally. Nothing is padded.
+    """
+    out, first = [], 0
+    for row, start, n in zip(plan.rows, plan.starts, plan.counts):
+        span = slice(first, first + n)
+        k_all, v_all = cache.write_row(layer, row, start, k[:, :, span], v[:, :, span])  # (1, K, start+n, D)
+        out.append(attention_fast(q[:, :, span], k_all, v_all))  # (1, H, n, D)
+        first += n
+    return torch.cat(out, dim=2)  # (1, H, N, D)
 
 
 class Block(nn.Module):
@@ -95,6 +116,9 @@ class Transformer(nn.Module):
         """
         B, T = ids.shape
         plan = plan if plan is not None else cache.plan(T)
+        ragged = isinstance(plan, RaggedPlan)  # ids (1, N): rows' tokens end to end; logits (rows, V)
+        if ragged and (capture_layers or on_probs is not None or B != 1 or T != sum(plan.counts)):
+            raise EngineError("a ragged pass takes ids (1, N) with N = its rows' token counts, and captures nothing")
         if plan.end > self.cfg.max_seq_len:
             raise EngineError(f"positions up to {plan.end} exceed the model's context of {self.cfg.max_seq_len} tokens")
         x = self.tok_emb(ids)  # (B, T, C)
@@ -112,9 +136,11 @@ class Transformer(nn.Module):
             elif probs is not None:
                 captured[i] = probs
         if plan.advance:
-            cache.advance(T)
+            cache.advance_ragged(plan) if ragged else cache.advance(T)
         if last_layer is not None:
             return None, captured
-        if not all_logits:
+        if ragged:
+            x = x[0, plan.last_tokens]  # (rows, C): each row's last token (all_logits: use a plain plan)
+        elif not all_logits:
             x = x[:, -1]  # (B, C): generation only needs the next-token distribution
         return self.lm_head(self.final_norm(x)).float(), captured

@@ -92,3 +92,14 @@ def test_generate_threads_are_used_and_negative_ones_refused():
     out = _cli("generate", "--prompt", "the valley", "--model", "tiny-llama", "--threads", "-1")
     assert out.returncode == 2
     assert out.stderr.strip().splitlines()[-1] == "error: threads must be 0 (every core) or more (got -1)"
+
+
+@pytest.mark.parametrize("budget,message", [("0", "max_num_batched_tokens 0 is too small"),
+                                            ("-5", "max_num_batched_tokens -5 is too small"),
+                                            ("4", "with max_batch 8 it must be at least 8")])
+def test_serve_refuses_a_token_budget_that_cannot_hold_a_step_in_one_line(budget, message):
+    out = _cli("serve", "--model", "tiny-llama", "--mode", "batch", "--port", "0", "--worker", "thread",
+               "--max-num-batched-tokens", budget)
+    assert out.returncode == 2
+    last = out.stderr.strip().splitlines()[-1]
+    assert last.startswith("error: ") and message in last, out.stderr

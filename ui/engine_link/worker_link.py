@@ -4,7 +4,8 @@ Like widgets.py this module imports streamlit (for caching and session identity)
 figures never do. Every session's model work goes to the same scheduler (engine/serving), which
 runs in its own process: the UI never runs the model, so its drawing cannot stretch a measurement.
 Settings come from the environment (scripts/dashboard.sh sets them from its flags):
-  TWO_BENDS_MODE=queue|batch, TWO_BENDS_MAX_QUEUE, TWO_BENDS_MAX_NEW_TOKENS, TWO_BENDS_MAX_BATCH, TWO_BENDS_THREADS,
+  TWO_BENDS_MODE=queue|batch, TWO_BENDS_MAX_NUM_BATCHED_TOKENS (batch mode's chunked prefill),
+  TWO_BENDS_MAX_QUEUE, TWO_BENDS_MAX_NEW_TOKENS, TWO_BENDS_MAX_BATCH, TWO_BENDS_THREADS,
   TWO_BENDS_WORKER=process|thread, TWO_BENDS_MODEL (the model loaded at start);
   TWO_BENDS_REPLAY=1: recorded runs only, the worker is never started (ui/demo/recorded.py).
 A browser's runs are kept on this server under a random token in a cookie (never in the link, never shown), so
@@ -44,12 +45,18 @@ def _int_env(name: str, default: int) -> int:
         return default
 
 
+def _budget_env() -> int | str | None:
+    """Batch mode's token budget per step; unset = whole prefills; a bad value goes on to the scheduler's one-line error."""
+    raw = os.environ.get("TWO_BENDS_MAX_NUM_BATCHED_TOKENS", "").strip()
+    return None if not raw else int(raw) if raw.lstrip("-").isdigit() else raw
+
+
 def options() -> ServiceOptions:
     model = os.environ.get("TWO_BENDS_MODEL", DEFAULT_MODEL)
     return ServiceOptions(mode=os.environ.get("TWO_BENDS_MODE", "queue"), max_queue=_int_env("TWO_BENDS_MAX_QUEUE", 64),
                           max_new_tokens_cap=_int_env("TWO_BENDS_MAX_NEW_TOKENS", 4096),
                           max_batch=_int_env("TWO_BENDS_MAX_BATCH", 8), threads=max(0, _int_env("TWO_BENDS_THREADS", 0)),
-                          preload=ModelSpec(model, "auto", "float32"))
+                          preload=ModelSpec(model, "auto", "float32"), max_num_batched_tokens=_budget_env())
 
 
 class _Link:

@@ -252,7 +252,8 @@ def serve(args) -> None:
               "model (add --api-key KEY, or bind 127.0.0.1)", flush=True)
     spec = ModelSpec(args.model, args.device, args.dtype, args.kernels)
     options = ServiceOptions(mode=args.mode, max_queue=args.max_queue, max_new_tokens_cap=args.max_new_tokens,
-                             max_batch=args.max_batch, threads=args.threads, preload=spec)
+                             max_batch=args.max_batch, threads=args.threads, preload=spec,
+                             max_num_batched_tokens=getattr(args, "max_num_batched_tokens", None))
     print(f"loading {args.model} ({args.device}, {args.dtype}) in a scheduler {'process' if args.worker == 'process' else 'thread'}…",
           flush=True)
     service = make_service(options, args.worker)

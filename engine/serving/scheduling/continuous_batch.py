@@ -9,8 +9,18 @@ request is prefilled alone into its row; then each decode step feeds one token p
 its own position with its own cache length (the cache's plan masks what a shorter row must not see).
 So prompts and outputs of any lengths share a step: the riders on the bridge. Compare vLLM's
 scheduler (Kwon et al. 2023) and Orca's iteration-level scheduling (Yu et al. 2022).
+
+Chunked prefill (Sarathi-Serve, Agrawal et al. 2024; vLLM's max_num_batched_tokens): with a token budget
+per step, a joining prompt is not prefilled alone (which stalls every rider for the whole prompt) but in
+chunks that ride along the decode steps: each rider takes one token, the joiners' chunks the rest of the
+budget, all in one ragged forward pass (engine/core/model.py). The riders' worst gap shrinks; the joiner's
+first token comes later. Every step is logged (StepRecord) for the Traffic lab's timeline.
 """
 from __future__ import annotations
+
+import numbers
+from collections import deque
+from dataclasses import dataclass, field
 
 import torch
 
@@ -21,7 +31,29 @@ from engine.core.recorder import add_attention, finish_trace, start_trace
 from engine.core.sampling import make_generator, sample_with
 from engine.core.sequence import CANCELLED, Sequence
 from engine.core.trace import DecodeStep, Trace
+from engine.errors import EngineError
 from engine.serving.scheduling.work import Done, Failed, FirstToken, Request, Started, Token
+
+
+@dataclass
+class StepRecord:
+    """One engine step and who shared it (times: perf_counter seconds, as Request.arrival)."""
+    start: float
+    end: float
+    decode: list[int] = field(default_factory=list)  # request ids that took one decode token each
+    chunks: list[tuple[int, int, int]] = field(default_factory=list)  # (request id, first prompt position, tokens)
+
+
+def check_token_budget(budget, max_batch: int) -> int | None:
+    """max_num_batched_tokens as given, or one clear EngineError line (None: whole prefills, no chunking)."""
+    if budget is None:
+        return None
+    if isinstance(budget, bool) or not isinstance(budget, numbers.Integral):
+        raise EngineError(f"max_num_batched_tokens must be a whole number of tokens per step (got {budget!r})")
+    if budget < max_batch:
+        raise EngineError(f"max_num_batched_tokens {budget} is too small: a step holds one token for each rider and at "
+                          f"least one for a joining prompt, so with max_batch {max_batch} it must be at least {max_batch}")
+    return int(budget)
 
 
 class Rider(Sequence):
@@ -33,14 +65,22 @@ class Rider(Sequence):
         self.request, self.trace = request, trace
         self.last_ready = 0.0  # when its latest token was on the host
         self.stall = 0.0  # seconds of other requests' work since then (their prefills, captures)
+        self.prefilled = 0  # prompt tokens already in its cache row (chunked prefill fills it step by step)
+        self.prefill_start = 0.0
+
+    @property
+    def prefilling(self) -> bool:
+        return self.prefilled < len(self.prompt_ids)
 
 
 class Batch:
     """The sequences of one model decoding together."""
 
-    def __init__(self, lm, max_batch: int):
+    def __init__(self, lm, max_batch: int, max_num_batched_tokens: int | None = None, log: deque | None = None):
         self.lm = lm
         self.max_batch = max_batch
+        self.budget = check_token_budget(max_num_batched_tokens, max_batch)  # tokens per step; None: whole prefills
+        self.log = log  # StepRecords, for whoever draws the timeline
         self.seqs: list[Rider] = []  # seqs[i] lives in cache row i
         self.cache: KVCache | None = None
 
@@ -84,10 +124,12 @@ class Batch:
     # --- joining -----------------------------------------------------------------------------------------
     @torch.inference_mode()
     def admit(self, req: Request, started: float) -> None:
-        """Prefill `req` alone into the next free row; its first token is out when this returns."""
+        """Prefill `req` alone into the next free row; its first token is out when this returns.
+
+        With a token budget it only takes its row here: its prompt goes in chunk by chunk in the next steps."""
         lm = self.lm
         trace = start_trace(lm, req.prompt_ids, dict(req.params.as_dict(), max_new_tokens=req.max_new_tokens,
-                                                     chat=req.chat, scheduler="batch"))
+                                                     chat=req.chat, scheduler="batch", max_num_batched_tokens=self.budget))
         trace.prompt_text = req.prompt_text
         trace.queue_seconds = started - req.arrival
         seq = Rider(req, trace, lm)
@@ -95,12 +137,19 @@ class Batch:
         grow = now(lm.device)
         self._room_for(seq.reserved_len)
         row = len(self.seqs)
-        start = now(lm.device)
+        start = seq.prefill_start = now(lm.device)
+        if self.budget is not None:
+            for other in self.seqs:  # only the cache's growing came between their steps
+                other.stall += start - grow
+            self.seqs.append(seq)
+            return
         ids = torch.tensor([req.prompt_ids], device=lm.device)  # (1, T)
         logits = lm.model(ids, self.cache.rows(row, row + 1))[0]  # (1, V)
         token = int(sample_with(req.params, logits, seq.generator))
         seq.last_ready = now(lm.device)
+        seq.prefilled = len(req.prompt_ids)
         trace.prefill_seconds = seq.last_ready - start
+        self._record(start, seq.last_ready, [], [(req.id, 0, len(req.prompt_ids))])
         for other in self.seqs:  # their next gap includes this prefill (and any growing of the cache)
             other.stall += seq.last_ready - grow
         self.seqs.append(seq)
@@ -110,10 +159,15 @@ class Batch:
     # --- one crossing of the bridge, everyone together ----------------------------------------------------
     @torch.inference_mode()
     def step(self) -> None:
-        n = len(self.seqs)
-        if n == 0:
-            return
-        lm = self.lm
+        if any(seq.prefilling for seq in self.seqs):
+            self._mixed_step()
+        elif self.seqs:
+            self._decode_step()
+
+    def _decode_step(self) -> None:
+        """Every rider decodes one token: a plain (n, 1) pass, no ragged bookkeeping."""
+        n, lm = len(self.seqs), self.lm
+        start = now(lm.device)
         view = self.cache.rows(0, n)
         tokens = torch.tensor([[s.last_token] for s in self.seqs], device=lm.device)  # (n, 1)
         logits = lm.model(tokens, view)[0]  # (n, V): rows of different lengths, each at its own position
@@ -127,7 +181,58 @@ class Batch:
                                               stall_seconds=seq.stall))
             seq.last_ready, seq.stall = ready, 0.0
             self._keep(seq, token)
+        self._record(start, ready, [s.request.id for s in self.seqs], [])
         self._evict()
+
+    # --- chunked prefill: joiners' chunks share the step with the riders' decode tokens ---------------------
+    def _shares(self) -> list[int]:
+        """Tokens each row takes this step: one per decoding rider, the rest of the budget to the joiners'
+        chunks in the order they arrived (the budget's check leaves the first joiner at least one)."""
+        counts = [0 if seq.prefilling else 1 for seq in self.seqs]
+        room = self.budget - sum(counts)
+        for i in sorted(range(len(self.seqs)), key=lambda i: self.seqs[i].request.arrival):
+            seq = self.seqs[i]
+            if seq.prefilling and room > 0:
+                counts[i] = min(room, len(seq.prompt_ids) - seq.prefilled)
+                room -= counts[i]
+        return counts
+
+    def _mixed_step(self) -> None:
+        """One ragged pass: riders' decode tokens and joiners' prompt chunks, laid end to end."""
+        lm, seqs, counts = self.lm, self.seqs, self._shares()
+        start = now(lm.device)
+        view = self.cache.rows(0, len(seqs))
+        plan = view.plan_ragged(counts)
+        chunks = [(s.request.id, s.prefilled, c) for s, c in zip(seqs, counts) if c and s.prefilling]
+        decode = [s.request.id for s, c in zip(seqs, counts) if c and not s.prefilling]
+        flat = [t for s, c in zip(seqs, counts) if c
+                for t in (s.prompt_ids[s.prefilled:s.prefilled + c] if s.prefilling else [s.last_token])]
+        logits, _ = lm.model(torch.tensor([flat], device=lm.device), view, plan=plan)  # (rows in plan, V)
+        chosen = {}
+        for j, row in enumerate(plan.rows):
+            seq = seqs[row]
+            if seq.prefilling:
+                seq.prefilled += counts[row]
+            if not seq.prefilling:  # a rider's next token, or a joiner's first once its last chunk is in
+                chosen[row] = int(sample_with(seq.request.params, logits[j:j + 1], seq.generator))
+        ready = now(lm.device)
+        kv_bytes = view.nbytes_used
+        for row, token in chosen.items():
+            seq = seqs[row]
+            first = not seq.output_ids
+            if first:
+                seq.trace.prefill_seconds = ready - seq.prefill_start
+            else:
+                seq.trace.steps.append(DecodeStep(ready - seq.last_ready, int(view.lengths[row]), kv_bytes,
+                                                  riders=len(plan.rows), stall_seconds=seq.stall))
+            seq.last_ready, seq.stall = ready, 0.0
+            self._keep(seq, token, first=first)
+        self._record(start, ready, decode, chunks)
+        self._evict()
+
+    def _record(self, start: float, end: float, decode: list[int], chunks: list[tuple[int, int, int]]) -> None:
+        if self.log is not None:
+            self.log.append(StepRecord(start, end, decode, chunks))
 
     # --- bookkeeping -------------------------------------------------------------------------------------
     def _keep(self, seq: Rider, token: int, first: bool = False) -> None:

@@ -3,7 +3,8 @@
 A single thread owns the models and runs all the work, so no two runs ever compete for the device
 and every number stays the one the engine measured. Two modes, chosen by whoever starts the server:
   queue  one request at a time, first come first served (the CLI's numbers, whoever is waiting);
-  batch  continuous batching: requests join the running batch between decode steps (engine/serving/scheduling/continuous_batch.py).
+  batch  continuous batching: requests join the running batch between decode steps (engine/serving/scheduling/continuous_batch.py);
+         with max_num_batched_tokens, a joining prompt is prefilled in chunks that share the riders' steps.
 Jobs (lab measurements, attention captures, model loads) run alone; a job declared sliced (a sweep) yields
 between its points: the requests waiting then run before its next point, so a waiting run starts after at most
 one slice, and each point stays timed on its own. Waiting work gets its position and an expected wait; its queue
@@ -22,7 +23,7 @@ from engine.core.metrics import summarize
 from engine.core.prompting import check_context, check_max_new_tokens, encode_prompt
 from engine.errors import EngineError
 from engine.serving.scheduling import lab_jobs as jobs
-from engine.serving.scheduling.continuous_batch import Batch
+from engine.serving.scheduling.continuous_batch import Batch, StepRecord, check_token_budget
 from engine.serving.scheduling.model_pool import ModelPool
 from engine.serving.scheduling.os_memory import release_free_memory
 from engine.serving.scheduling.slices import Slicing
@@ -33,11 +34,13 @@ MODES = ("queue", "batch")
 
 class Scheduler(Slicing):
     def __init__(self, mode: str = "queue", *, max_queue: int = 64, max_new_tokens_cap: int = 4096,
-                 max_batch: int = 8, pool: ModelPool | None = None):
+                 max_batch: int = 8, pool: ModelPool | None = None, max_num_batched_tokens: int | None = None):
         if mode not in MODES:
             raise EngineError(f"unknown scheduling mode '{mode}'; use one of: {', '.join(MODES)}")
         self.mode = mode
         self.max_queue, self.max_new_tokens_cap, self.max_batch = max_queue, max_new_tokens_cap, max_batch
+        self.max_num_batched_tokens = check_token_budget(max_num_batched_tokens, max_batch)  # None: whole prefills
+        self.step_log: deque[StepRecord] = deque(maxlen=4096)  # batch mode's engine steps: who shared each one
         self.pool = pool or ModelPool()
         self._waiting: deque[Work] = deque()
         self._cond = threading.Condition()
@@ -174,7 +177,8 @@ class Scheduler(Slicing):
                 if work is not None and self.mode == "batch" and isinstance(work, Request):
                     lm = self.pool.get(work.model)
                     if batch is None or batch.lm is not lm:
-                        batch, self._batch_spec = Batch(lm, self.max_batch), work.model
+                        batch = Batch(lm, self.max_batch, self.max_num_batched_tokens, self.step_log)
+                        self._batch_spec = work.model
                     self._admit(batch, work)
                 elif work is not None:
                     self._run_alone(work)

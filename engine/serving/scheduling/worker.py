@@ -31,13 +31,14 @@ class ServiceOptions:
     max_queue: int = 64  # waiting requests before new ones are refused
     max_new_tokens_cap: int = 4096  # most new tokens one request may ask for
     max_batch: int = 8  # sequences sharing a decode step in batch mode
+    max_num_batched_tokens: int | None = None  # batch mode's token budget per step (chunked prefill); None: whole prefills
     threads: int = 0  # torch threads in the worker (0 = torch's default: every core)
     preload: ModelSpec | None = None  # load this model at start, before the first request
 
 
 def _make_scheduler(options: ServiceOptions) -> Scheduler:
     return Scheduler(options.mode, max_queue=options.max_queue, max_new_tokens_cap=options.max_new_tokens_cap,
-                     max_batch=options.max_batch)
+                     max_batch=options.max_batch, max_num_batched_tokens=options.max_num_batched_tokens)
 
 
 class LocalService:

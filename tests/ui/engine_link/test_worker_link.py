@@ -82,3 +82,22 @@ def test_a_second_run_to_the_rooms_serving_engine_is_refused_before_it_reaches_t
     assert remote_engine.route(first, worker_link.submit) is None
     assert remote_engine.route(second, worker_link.submit) == room_slots.ONE_AT_A_TIME
     assert sent == [(first, "http://gpu-box:8000")]  # the refused one never left the dashboard
+
+
+@pytest.mark.parametrize("raw,budget", [(None, None), ("", None), ("256", 256), ("-3", -3), ("2.5", "2.5")])
+def test_the_dashboards_batch_mode_takes_its_token_budget_from_the_environment(monkeypatch, raw, budget):
+    if raw is None:
+        monkeypatch.delenv("TWO_BENDS_MAX_NUM_BATCHED_TOKENS", raising=False)
+    else:
+        monkeypatch.setenv("TWO_BENDS_MAX_NUM_BATCHED_TOKENS", raw)
+    assert worker_link.options().max_num_batched_tokens == budget  # a bad one: the scheduler's one-line refusal
+
+
+def test_dashboard_sh_refuses_a_token_budget_that_is_not_a_whole_number():
+    import subprocess
+
+    from tests import ROOT
+
+    done = subprocess.run(["bash", "scripts/dashboard.sh", "--max-num-batched-tokens", "2.5", "--dry-run"], cwd=ROOT,
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 2 and "--max-num-batched-tokens must be a whole number of tokens (got '2.5')" in done.stderr

@@ -1,8 +1,10 @@
 """Continuous batching's KV cache: it grows only what is short, shrinks when the batch has become much smaller
 or shorter (never on a plain step), and the tokens stay the ones each request gives alone."""
 import time
+from collections import deque
 
 import pytest
+import torch
 
 import engine
 from engine.serving.scheduling.continuous_batch import Batch
@@ -86,3 +88,76 @@ def test_cancelling_a_rider_between_steps_moves_the_last_row_into_its_place(tiny
     assert batch.size == 1
     run_out(batch)
     assert result_of(second, timeout=5).output_ids == alone(tiny_llama, 10, ids=range(7, 14))
+
+
+# --- chunked prefill: a joining prompt rides along the riders' steps in chunks ------------------------------
+def prompt(n: int, seed: int = 0) -> list[int]:
+    return torch.randint(1, 500, (n,), generator=torch.Generator().manual_seed(seed)).tolist()
+
+
+@pytest.mark.parametrize("length", [20, 21, 40, 41, 57])  # 20 = five chunks of 4 beside 4 riders; 21 straddles
+def test_a_chunked_joiner_and_its_riders_give_the_tokens_they_give_alone(tiny_llama, length):
+    log = deque()
+    batch = Batch(tiny_llama, max_batch=8, max_num_batched_tokens=8, log=log)
+    riders = [request(30, ids=prompt(6 + i, seed=i)) for i in range(4)]
+    for r in riders:
+        batch.admit(r, time.perf_counter())
+    while any(seq.prefilling for seq in batch.seqs):
+        batch.step()
+    batch.step()  # every rider decodes now
+    joiner = request(12, ids=prompt(length, seed=99))
+    batch.admit(joiner, time.perf_counter())
+    run_out(batch)
+    for r in riders + [joiner]:
+        assert result_of(r, timeout=5).output_ids == alone(tiny_llama, r.max_new_tokens, ids=r.prompt_ids)
+    shared = [rec for rec in log if any(c[0] == joiner.id for c in rec.chunks)]
+    assert [c[1:] for rec in shared for c in rec.chunks] == [(s, min(4, length - s)) for s in range(0, length, 4)]
+    assert all(len(rec.decode) == 4 and rec.chunks[0][2] <= 4 for rec in shared)  # 8 - 4 riders = 4 a chunk
+    assert all(len(rec.decode) + sum(c[2] for c in rec.chunks) <= 8 for rec in log)
+
+
+def test_two_joiners_share_the_rest_of_the_budget_in_arrival_order(tiny_llama):
+    log = deque()
+    batch = Batch(tiny_llama, max_batch=4, max_num_batched_tokens=16, log=log)
+    first, second = request(3, ids=prompt(10, seed=1)), request(3, ids=prompt(30, seed=2))
+    batch.admit(first, time.perf_counter())
+    batch.admit(second, time.perf_counter())
+    batch.step()
+    assert log[-1].chunks == [(first.id, 0, 10), (second.id, 0, 6)] and log[-1].decode == []
+    run_out(batch)
+    for r in (first, second):
+        assert result_of(r, timeout=5).output_ids == alone(tiny_llama, 3, ids=r.prompt_ids)
+
+
+def test_a_whole_prefill_is_logged_as_one_step_alone(tiny_llama):
+    log = deque()
+    batch = Batch(tiny_llama, max_batch=4, log=log)
+    req = request(2)
+    batch.admit(req, time.perf_counter())
+    assert log[-1].chunks == [(req.id, 0, len(PROMPT))] and log[-1].decode == []
+
+
+def test_a_request_cancelled_between_chunks_frees_its_row(tiny_llama):
+    batch = Batch(tiny_llama, max_batch=4, max_num_batched_tokens=4)
+    rider = request(20)
+    batch.admit(rider, time.perf_counter())
+    batch.step()  # the rider's prompt (5 tokens) needs two steps of 4
+    batch.step()
+    joiner = request(5, ids=prompt(40))
+    batch.admit(joiner, time.perf_counter())
+    batch.step()  # one chunk of 3 beside the rider's token
+    assert batch.size == 2 and int(batch.cache.lengths[1]) == 3
+    joiner.cancel()
+    batch.cancel_marked()
+    assert batch.size == 1 and int(batch.cache.lengths[1]) == 0
+    with pytest.raises(engine.EngineError, match="cancelled"):
+        result_of(joiner, timeout=5)
+    run_out(batch)
+    assert result_of(rider, timeout=5).output_ids == alone(tiny_llama, 20)
+
+
+@pytest.mark.parametrize("budget", [0, -8, 7, 8.0, 2.5, "256", True])
+def test_a_budget_that_cannot_hold_a_step_gets_one_clear_line(tiny_llama, budget):
+    with pytest.raises(engine.EngineError, match="max_num_batched_tokens") as err:
+        Batch(tiny_llama, max_batch=8, max_num_batched_tokens=budget)
+    assert "\n" not in str(err.value)

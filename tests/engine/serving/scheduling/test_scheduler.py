@@ -208,3 +208,32 @@ def test_cancel_reaches_a_running_lab_measurement():
         assert time.perf_counter() - start < 30
     finally:
         scheduler.stop()
+
+
+def test_chunked_prefill_serves_the_tokens_each_request_gives_alone_and_logs_its_steps(scheduler_of, tiny_llama):
+    s = scheduler_of("batch", max_batch=4, max_num_batched_tokens=8)
+    prompts = [list(range(1, 40)), list(range(5, 12)), list(range(50, 75))]
+    reqs = [s.submit(request(ids, 6)) for ids in prompts]
+    for req, ids in zip(reqs, prompts):
+        trace = result_of(req, timeout=30)
+        assert trace.output_ids == engine.generate(tiny_llama, ids, 6, ignore_eos=True, warmup=False).output_ids
+        assert trace.settings["max_num_batched_tokens"] == 8 and trace.prefill_seconds > 0
+    chunks = [c for rec in s.step_log for c in rec.chunks]
+    assert sum(c[2] for c in chunks) == sum(map(len, prompts)) and max(c[2] for c in chunks) <= 8
+    assert all(len(rec.decode) + sum(c[2] for c in rec.chunks) <= 8 for rec in s.step_log)
+
+
+@pytest.mark.parametrize("budget", [0, -1, 3, 12.5])
+def test_a_token_budget_that_cannot_hold_a_step_is_refused_at_start(budget):
+    with pytest.raises(engine.EngineError, match="max_num_batched_tokens") as err:
+        Scheduler("batch", max_batch=4, max_num_batched_tokens=budget)
+    assert "\n" not in str(err.value)
+
+
+def test_the_services_options_carry_the_token_budget():
+    from engine.serving.scheduling.worker import LocalService
+    service = LocalService(ServiceOptions(mode="batch", max_num_batched_tokens=64))
+    try:
+        assert service.scheduler.max_num_batched_tokens == 64
+    finally:
+        service.close()
