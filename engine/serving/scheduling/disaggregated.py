@@ -23,7 +23,7 @@ from engine.core.prompting import check_max_new_tokens
 from engine.errors import EngineError
 from engine.serving.scheduling.disaggregated_workers import DECODE, PREFILL
 from engine.serving.scheduling.kv_handover import block_path, discard_path, sweep
-from engine.serving.scheduling.work import FINAL, Failed, Job, Queued, QueueFull, Request, Work
+from engine.serving.scheduling.work import FINAL, Failed, Queued, QueueFull, Request, Work
 
 MODE = "disaggregated"
 NAMES = {PREFILL: "the prefill worker (the valley)", DECODE: "the decode worker (the bridge)"}

@@ -293,3 +293,6 @@ if __name__ == "__main__":  # run the module's own copy, so what it pickles (Car
     from engine.serving.scheduling.disaggregated_workers import main as _main
 
     _main(sys.argv[1], sys.argv[2])
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)  # its work is over and reported: skip the interpreter's seconds-long teardown of torch's modules

@@ -35,7 +35,10 @@ def events(req):
     return out
 
 
-def request(n, ids, params=engine.SamplingParams(ignore_eos=True)):
+GREEDY = engine.SamplingParams(ignore_eos=True)
+
+
+def request(n, ids, params=GREEDY):
     return Request(model=ModelSpec("tiny-llama", "cpu"), prompt_ids=list(ids), max_new_tokens=n, params=params)
 
 
