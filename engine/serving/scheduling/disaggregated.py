@@ -22,7 +22,7 @@ from pathlib import Path
 from engine.core.prompting import check_max_new_tokens
 from engine.errors import EngineError
 from engine.serving.scheduling.disaggregated_workers import DECODE, PREFILL
-from engine.serving.scheduling.kv_handover import block_path, discard_path, sweep
+from engine.serving.scheduling.kv_handover import block_path, discard_path, new_session, sweep, sweep_orphans
 from engine.serving.scheduling.work import FINAL, Failed, Queued, QueueFull, Request, Work
 
 MODE = "disaggregated"
@@ -108,7 +108,7 @@ class DisaggregatedScheduler:
         total = threads or os.cpu_count() or 2
         self.threads_per_worker = max(1, total // 2)  # each bend gets its own cores: on 2 cores, one each
         self.start_timeout = start_timeout
-        self.session = os.urandom(4).hex()  # names this coordinator's KV blocks in shared memory
+        self.session = new_session()  # names this coordinator's KV blocks in shared memory
         self._cond = threading.Condition()
         self._waiting: deque[Work] = deque()
         self._works: dict[int, Work] = {}  # sent to a worker and not finished
@@ -126,6 +126,7 @@ class DisaggregatedScheduler:
 
     # --- consumers' side (any thread) -----------------------------------------------------------------------
     def start(self) -> DisaggregatedScheduler:
+        sweep_orphans()  # carts left by a coordinator that was killed (SIGKILL leaves no time to sweep)
         for role in (PREFILL, DECODE):
             self._sides[role] = self._spawn(role)
         self._thread.start()

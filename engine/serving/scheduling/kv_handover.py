@@ -109,6 +109,22 @@ def leftovers(session: str) -> list[Path]:
     return sorted(SHM_DIR.glob(f"{PREFIX}{session}-*"))
 
 
+def new_session() -> str:
+    """A coordinator's name for its blocks: its pid (so orphans can be told apart) and a random part."""
+    return f"{os.getpid()}x{os.urandom(4).hex()}"
+
+
+def sweep_orphans() -> int:
+    """Remove blocks whose coordinator process no longer runs (it was killed before it could sweep its own)."""
+    removed = 0
+    for path in SHM_DIR.glob(f"{PREFIX}*x*-*"):
+        pid = path.name.removeprefix(PREFIX).split("x", 1)[0]
+        if pid.isdigit() and not Path(f"/proc/{pid}").exists():
+            discard_path(path)
+            removed += 1
+    return removed
+
+
 def sweep(session: str) -> int:
     """Remove every block a session left behind (its workers died or stopped with carts in flight)."""
     paths = leftovers(session)

@@ -26,3 +26,15 @@ def test_a_row_crosses_bit_for_bit_and_leaves_nothing_behind(tiny_llama, dtype):
     with pytest.raises(RuntimeError, match="is gone"):
         unpack(handover, target, 0)
     discard_path(handover.path)  # a second discard is harmless
+
+
+def test_blocks_of_a_coordinator_that_died_are_swept_and_live_ones_kept(tmp_path, monkeypatch):
+    import engine.serving.scheduling.kv_handover as kv
+
+    monkeypatch.setattr(kv, "SHM_DIR", tmp_path)
+    mine = kv.block_path(kv.new_session(), 1)
+    orphan = kv.block_path("999999999x0badcafe", 3)  # no such process
+    for path in (mine, orphan):
+        path.write_bytes(b"kv")
+    assert kv.sweep_orphans() == 1
+    assert mine.exists() and not orphan.exists()
