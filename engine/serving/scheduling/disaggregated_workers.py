@@ -47,6 +47,7 @@ class Carried:
     generator_state: bytes | None  # the sampler's state after the first token, as bytes (a tensor would be
     # pickled through torch's own shared-memory channel, which processes started apart cannot open)
     ready: float  # perf_counter when the first token was out (one clock for all processes on this machine)
+    started: float = 0.0  # perf_counter when its prefill began
 
 
 class _Link:
@@ -157,7 +158,7 @@ def _prefill(link: _Link, pool: ModelPool, req: Request, session: str) -> None:
     link.log(PREFILL, "handover", ready, ready + handover.write_seconds, [req.id], bytes=handover.nbytes)
     state = seq.generator.get_state().numpy().tobytes() if seq.generator is not None else None
     link.works.pop(req.id, None)  # from here on the coordinator and the bridge own it
-    link.send("handover", req.id, Carried(handover, token, trace, state, ready))
+    link.send("handover", req.id, Carried(handover, token, trace, state, ready, start))
 
 
 def _job(link: _Link, pool: ModelPool, job: Job) -> None:
@@ -208,8 +209,11 @@ class HandedBatch(Batch):
             other.stall += joined - grow
         seq.last_ready, seq.stall = carried.ready, joined - carried.ready  # its first gap holds the crossing
         h = carried.handover
+        # the cart, and when (perf_counter, one clock on this machine): its token times are prefill_end + the
+        # running sum of its steps' seconds, so a set of traces redraws both workers' lanes
         trace.settings["handover"] = dict(bytes=h.nbytes, tokens=h.tokens, write_seconds=h.write_seconds,
-                                          read_seconds=h.read_seconds, crossing_seconds=joined - carried.ready)
+                                          read_seconds=h.read_seconds, crossing_seconds=joined - carried.ready,
+                                          prefill_start=carried.started, prefill_end=carried.ready, joined=joined)
         self.seqs.append(seq)
         if req.cancelled.is_set():
             seq.cancel()

@@ -82,7 +82,10 @@ def test_handed_over_riders_give_the_tokens_generate_gives(tiny_llama, session, 
         trace = seen[-1].result
         assert trace.output_ids == engine.generate(tiny_llama, ids, 12, params, warmup=False).output_ids
         assert trace.settings["scheduler"] == "disaggregated"
-        assert trace.settings["handover"]["bytes"] == trace.kv_bytes_per_token * len(ids)
+        cart = trace.settings["handover"]
+        assert cart["bytes"] == trace.kv_bytes_per_token * len(ids)
+        assert cart["prefill_start"] < cart["prefill_end"] < cart["joined"]
+        assert cart["prefill_end"] - cart["prefill_start"] == pytest.approx(trace.prefill_seconds, abs=1e-3)
     assert [entry["kind"] for entry in valley.of("log")].count("prefill") == 3
     assert any(entry["kind"] == "step" and entry["riders"] == 3 for entry in bridge.of("log"))
 
