@@ -56,6 +56,7 @@ def test_same_greedy_tokens_as_generate_for_requests_sharing_the_bridge(service,
         trace = result_of(req, WAIT)
         assert trace.output_ids == alone(lm, req.max_new_tokens, req.prompt_ids)
         assert trace.settings["handover"]["bytes"] == trace.kv_bytes_per_token * trace.n_prompt
+        assert trace.env["threads"] == 1  # two threads in all: one per worker
     sched = service.scheduler
     assert {entry["worker"] for entry in sched.timeline} == {"prefill", "decode"}
     assert {h["id"] for h in sched.handovers} >= {req.id for req, _ in cases}
