@@ -79,10 +79,15 @@ def mixed(service, spec: ModelSpec, riders: int, rider_prompt: int, long: int, s
     watched = [Watched(service, Request(model=spec, prompt_ids=prompt(rider_prompt, i),
                                         max_new_tokens=CONTEXT[0] - rider_prompt,
                                         params=GREEDY)) for i in range(riders)]
-    while min(len(w.times) for w in watched) < settle_tokens:
-        if any(w.done.is_set() for w in watched):
-            raise SystemExit(f"a rider ended before the long prompt came: {[w.final for w in watched]}")
-        time.sleep(0.01)
+    def wait_for(counts):
+        while any(len(w.times) < n for w, n in zip(watched, counts)):
+            if any(w.done.is_set() for w in watched):
+                raise SystemExit(f"a rider ended before the long prompt came: {[w.final for w in watched]}")
+            time.sleep(0.005)
+
+    wait_for([1] * riders)
+    all_in = time.perf_counter()  # every rider has joined: from here on only decode steps (until the long prompt)
+    wait_for([len(w.times) + settle_tokens for w in watched])
     before = [len(w.times) for w in watched]
     arrival = time.perf_counter()
     joiner = Watched(service, Request(model=spec, prompt_ids=prompt(long, 7), max_new_tokens=8, params=GREEDY))
@@ -93,7 +98,7 @@ def mixed(service, spec: ModelSpec, riders: int, rider_prompt: int, long: int, s
         service.cancel(w.req)
         w.done.wait(60)
     during = [b - a for w, k in zip(watched, before) for a, b in zip(w.times[k - 1:], w.times[k:]) if b <= end]
-    calm = [b - a for w, k in zip(watched, before) for a, b in zip(w.times[:k], w.times[1:k])]
+    calm = [b - a for w, k in zip(watched, before) for a, b in zip(w.times[:k], w.times[1:k]) if a >= all_in]
     return dict(worst_itl_ms=1e3 * max(during), p50_itl_ms_calm=1e3 * statistics.median(calm),
                 joiner_ttft_ms=1e3 * (joiner.times[0] - arrival), window=(arrival, end))
 
@@ -121,7 +126,8 @@ def busy_share(timeline, window) -> dict:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--model", default="smollm2-135m")
-    ap.add_argument("--threads", type=int, default=2, help="torch threads in all (disaggregated: half per worker)")
+    ap.add_argument("--engines", default="batch:2,batch:1,disaggregated:2",
+                    help="MODE:THREADS, comma-separated (THREADS in all: disaggregated gives each worker half)")
     ap.add_argument("--lengths", default="128,512,1024")
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--riders", type=int, default=7)
@@ -132,34 +138,37 @@ def main() -> None:
     args = ap.parse_args()
     spec = ModelSpec(args.model, "cpu")
     out: dict = {}
-    for mode in ("batch", "disaggregated"):
-        print(f"[{mode}] starting", file=sys.stderr, flush=True)
-        service = service_for(mode, spec, args.threads, args.riders + 1, args.long)
+    engines = [(mode, int(threads)) for mode, threads in (e.split(":") for e in args.engines.split(","))]
+    for mode, threads in engines:
+        name = f"{mode}, {threads} thread{'s' if threads > 1 else ''}" + (" (1 per worker)" if mode == "disaggregated" else "")
+        print(f"[{name}] starting", file=sys.stderr, flush=True)
+        service = service_for(mode, spec, threads, args.riders + 1, args.long)
         try:
-            if mode == "disaggregated":
+            if mode == "disaggregated" and "carts" not in out:
                 out["carts"] = carts(service, spec, [int(n) for n in args.lengths.split(",")], args.repeats)
-            out[mode] = mixed(service, spec, args.riders, args.rider_prompt, args.long, settle_tokens=6)
+            out[name] = mixed(service, spec, args.riders, args.rider_prompt, args.long, settle_tokens=6)
             if mode == "disaggregated":
-                out[mode]["busy"] = busy_share(list(service.scheduler.timeline), out[mode]["window"])
-            out[mode]["decode_only_tok_s"] = decode_only(service, spec, args.riders + 1, args.rider_prompt,
+                out[name]["busy"] = busy_share(list(service.scheduler.timeline), out[name]["window"])
+            out[name]["decode_only_tok_s"] = decode_only(service, spec, args.riders + 1, args.rider_prompt,
                                                          args.decode_tokens)
         finally:
             service.close()
-    print("| prompt tokens | KV handed over | write ms | read ms | crossing ms (prefill end to joined) | prefill ms |")
-    print("|---|---|---|---|---|---|")
-    for r in out["carts"]:
-        print(f"| {r['tokens']} | {r['bytes'] / 2**20:.1f} MiB | {r['write_ms']:.1f} | {r['read_ms']:.1f} | "
-              f"{r['crossing_ms']:.1f} | {r['prefill_ms']:.0f} |")
+    if "carts" in out:
+        print("| prompt tokens | KV handed over | write ms | read ms | crossing ms (prefill end to joined) | prefill ms |")
+        print("|---|---|---|---|---|---|")
+        for r in out["carts"]:
+            print(f"| {r['tokens']} | {r['bytes'] / 2**20:.1f} MiB | {r['write_ms']:.1f} | {r['read_ms']:.1f} | "
+                  f"{r['crossing_ms']:.1f} | {r['prefill_ms']:.0f} |")
     print()
-    print(f"| engine ({args.threads} threads in all) | riders' p50 ITL before | riders' worst ITL while a {args.long}-token "
-          f"prompt joins | joiner's TTFT | decode-only tok/s ({args.riders + 1} riders) |")
-    print("|---|---|---|---|---|")
-    for mode in ("batch", "disaggregated"):
-        m = out[mode]
-        print(f"| {mode} | {m['p50_itl_ms_calm']:.0f} ms | {m['worst_itl_ms']:.0f} ms | {m['joiner_ttft_ms']:.0f} ms | "
-              f"{m['decode_only_tok_s']:.1f} |")
-    busy = out["disaggregated"]["busy"]
-    print(f"\nbusy share during the mixed run: prefill worker {busy['prefill']:.0%}, decode worker {busy['decode']:.0%}")
+    print(f"| engine | riders' p50 ITL, {args.riders} decoding | riders' worst ITL while a {args.long}-token prompt "
+          f"joins | joiner's TTFT | decode-only tok/s ({args.riders + 1} riders) | busy share prefill / decode |")
+    print("|---|---|---|---|---|---|")
+    for name, m in out.items():
+        if name == "carts":
+            continue
+        busy = f"{m['busy']['prefill']:.0%} / {m['busy']['decode']:.0%}" if "busy" in m else "one worker"
+        print(f"| {name} | {m['p50_itl_ms_calm']:.0f} ms | {m['worst_itl_ms']:.0f} ms | {m['joiner_ttft_ms']:.0f} ms | "
+              f"{m['decode_only_tok_s']:.1f} | {busy} |")
     if args.json:
         args.json.write_text(json.dumps(out, indent=1, default=str))
 
