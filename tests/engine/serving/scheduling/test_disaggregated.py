@@ -123,3 +123,22 @@ def test_the_dashboards_engine_process_runs_the_mode_too(tiny_llama):
     finally:
         svc.close()
     assert not svc.alive()
+
+
+def test_a_dying_prefill_worker_fails_its_job_clearly_and_the_next_request_works(service, tiny_llama):
+    from engine.serving.scheduling.lab_jobs import PROMPT_SWEEP
+    from engine.serving.scheduling.work import Job, Progress
+
+    sched = service.scheduler
+    job = service.submit(Job(model=LLAMA, name=PROMPT_SWEEP.name, args=([200] * 60,), kwargs=dict(output_tokens=40)))
+    for event in drain(job, WAIT):
+        if isinstance(event, Progress) and event.payload is not None:  # a point is done: the sweep is under way
+            break
+    dead = sched.worker_pids()["prefill"]
+    os.kill(dead, signal.SIGKILL)
+    final = list(drain(job, WAIT))[-1]
+    assert isinstance(final, Failed) and "prefill worker" in final.message and "stopped unexpectedly" in final.message
+    settled(service)
+    trace = result_of(service.submit(request(5, range(1, 12))), WAIT)
+    assert trace.output_ids == alone(tiny_llama, 5, range(1, 12))
+    assert sched.worker_pids()["prefill"] not in (None, dead)
