@@ -160,8 +160,9 @@ def _add_serve_args(s: argparse.ArgumentParser) -> None:
     s.add_argument("--api-key", default=None, help="clients must send 'Authorization: Bearer KEY' (vLLM's flag; "
                    "default: the environment's TWO_BENDS_API_KEY, else no key); /health and /metrics stay open")
     s.add_argument("--served-model-name", default=None, help="the name clients use (default: --model)")
-    s.add_argument("--mode", default="queue", choices=["queue", "batch"],
-                   help="queue: one request at a time (default); batch: continuous batching")
+    s.add_argument("--mode", default="queue", choices=["queue", "batch", "disaggregated"],
+                   help="queue: one request at a time (default); batch: continuous batching; disaggregated: "
+                   "a prefill worker and a decode worker, the KV cache handed over")
     s.add_argument("--max-queue", type=int, default=64, help="waiting requests before new ones get 429")
     s.add_argument("--max-batch", type=int, default=8, help="sequences sharing a decode step in batch mode")
     s.add_argument("--max-num-batched-tokens", type=int, default=None,

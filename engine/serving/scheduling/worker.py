@@ -27,7 +27,7 @@ from engine.serving.scheduling.work import FINAL, Failed, Job, ModelSpec, Work, 
 
 @dataclass(frozen=True)
 class ServiceOptions:
-    mode: str = "queue"  # "queue" or "batch"
+    mode: str = "queue"  # "queue", "batch" or "disaggregated"
     max_queue: int = 64  # waiting requests before new ones are refused
     max_new_tokens_cap: int = 4096  # most new tokens one request may ask for
     max_batch: int = 8  # sequences sharing a decode step in batch mode
@@ -37,6 +37,11 @@ class ServiceOptions:
 
 
 def _make_scheduler(options: ServiceOptions) -> Scheduler:
+    if options.mode == "disaggregated":  # two worker processes, the threads split between them
+        from engine.serving.scheduling.disaggregated import DisaggregatedScheduler
+
+        return DisaggregatedScheduler(max_queue=options.max_queue, max_new_tokens_cap=options.max_new_tokens_cap,
+                                      max_batch=options.max_batch, threads=options.threads)
     return Scheduler(options.mode, max_queue=options.max_queue, max_new_tokens_cap=options.max_new_tokens_cap,
                      max_batch=options.max_batch, max_num_batched_tokens=options.max_num_batched_tokens)
 

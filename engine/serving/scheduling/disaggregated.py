@@ -1,0 +1,303 @@
+"""Disaggregated prefill and decode: the valley and the bridge as two worker processes, the KV cache carried between.
+
+A long prompt entering the valley stops every rider on the bridge when one engine does both (batch mode shows
+that stall). Here each bend has its own worker, with its own torch threads ("two kinds of cards"): the prefill
+worker runs prompts, the decode worker steps the riders; each prefilled cache crosses in shared memory
+(engine/serving/scheduling/kv_handover.py). The price: the crossing (bytes and seconds, per request) and a side
+that idles while the other works. The coordinator here has the Scheduler's consumer side (start, submit, cancel,
+stop, n_waiting, n_running, finished), so the worker, `engine serve` and the Traffic lab use it unchanged; it
+keeps `timeline` (every worker step) and `handovers` (every cart). Compare DistServe (Zhong et al. 2024),
+Splitwise (Patel et al. 2024) and vLLM's disaggregated prefill.
+"""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import threading
+from collections import deque
+from multiprocessing.connection import Listener
+from pathlib import Path
+
+from engine.core.prompting import check_max_new_tokens
+from engine.errors import EngineError
+from engine.serving.scheduling.disaggregated_workers import DECODE, PREFILL
+from engine.serving.scheduling.kv_handover import block_path, discard_path, new_session, sweep, sweep_orphans
+from engine.serving.scheduling.work import FINAL, Failed, Queued, QueueFull, Request, Work
+
+MODE = "disaggregated"
+NAMES = {PREFILL: "the prefill worker (the valley)", DECODE: "the decode worker (the bridge)"}
+
+
+class _Side:
+    """One worker process seen from the coordinator: its process, its pipe and the thread reading it."""
+
+    def __init__(self, role: str, options: dict, on_message, on_exit, start_timeout: float):
+        self.role, self.dead = role, False
+        self.models: set = set()  # model specs this worker was told to load
+        self.lock = threading.Lock()
+        key = os.urandom(32)
+        listener = Listener(family="AF_UNIX", authkey=key)
+        root = Path(__file__).resolve().parents[3]  # the project folder, so the child imports this engine
+        env = dict(os.environ, TWO_BENDS_WORKER_KEY=key.hex())
+        self.proc = subprocess.Popen([sys.executable, "-m", "engine.serving.scheduling.disaggregated_workers", role,
+                                      listener.address], cwd=root, env=env)
+        accepted: list = []
+        thread = threading.Thread(target=lambda: accepted.append(listener.accept()), daemon=True)
+        thread.start()
+        thread.join(60)
+        listener.close()
+        if not accepted:
+            self.end(0)
+            raise EngineError(f"{NAMES[role]} did not connect within 60 s")
+        self.conn = accepted[0]
+        self.conn.send(options)
+        if not self.conn.poll(start_timeout):
+            self.conn.close()
+            self.end(0)
+            raise EngineError(f"{NAMES[role]} did not get ready within {start_timeout:.0f} s")
+        _, _, self.pid = self.conn.recv()
+        self.reader = threading.Thread(target=self._read, args=(on_message, on_exit), name=f"two-bends-{role}-reader",
+                                       daemon=True)
+        self.reader.start()
+
+    def _read(self, on_message, on_exit) -> None:
+        while True:
+            try:
+                message = self.conn.recv()
+            except (EOFError, OSError):
+                break
+            except Exception:  # a message that does not unpickle is lost; the pipe itself still works
+                continue
+            on_message(self, *message)
+        try:
+            code = self.proc.wait(5)
+        except subprocess.TimeoutExpired:
+            code = None
+        why = "it no longer answers" if code is None else f"killed by signal {-code}" if code < 0 else f"exit code {code}"
+        self.dead = True
+        on_exit(self, why)
+
+    def alive(self) -> bool:
+        return not self.dead and self.proc.poll() is None
+
+    def send(self, kind: str, payload) -> bool:
+        try:
+            with self.lock:
+                self.conn.send((kind, payload))
+            return True
+        except OSError:
+            return False
+
+    def end(self, wait_s: float) -> None:
+        try:
+            self.proc.wait(wait_s)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+
+
+class DisaggregatedScheduler:
+    """The coordinator: one queue, a prefill worker taking one prompt at a time, a decode worker batching riders."""
+
+    mode = MODE
+
+    def __init__(self, *, max_queue: int = 64, max_new_tokens_cap: int = 4096, max_batch: int = 8, threads: int = 0,
+                 start_timeout: float = 600.0):
+        self.max_queue, self.max_new_tokens_cap, self.max_batch = max_queue, max_new_tokens_cap, max_batch
+        total = threads or os.cpu_count() or 2
+        self.threads_per_worker = max(1, total // 2)  # each bend gets its own cores: on 2 cores, one each
+        self.start_timeout = start_timeout
+        self.session = new_session()  # names this coordinator's KV blocks in shared memory
+        self._cond = threading.Condition()
+        self._waiting: deque[Work] = deque()
+        self._works: dict[int, Work] = {}  # sent to a worker and not finished
+        self._where: dict[int, str] = {}  # id -> "prefill", "crossing" or "decode"
+        self._crossing: dict[int, str] = {}  # id -> the block in shared memory while it crosses
+        self._valley_busy = False
+        self._stop = False
+        self._sides: dict[str, _Side | None] = {PREFILL: None, DECODE: None}
+        self.finished = 0
+        self.restarts = 0
+        self.slices: deque[float] = deque(maxlen=256)  # the Scheduler's field; jobs here are never sliced
+        self.timeline: deque[dict] = deque(maxlen=8192)  # every worker step: worker, kind, start, end, ids, ...
+        self.handovers: deque[dict] = deque(maxlen=2048)  # every cart: id, bytes, tokens, write/read/crossing seconds
+        self._thread = threading.Thread(target=self._loop, name="two-bends-disaggregated", daemon=True)
+
+    # --- consumers' side (any thread) -----------------------------------------------------------------------
+    def start(self) -> DisaggregatedScheduler:
+        sweep_orphans()  # carts left by a coordinator that was killed (SIGKILL leaves no time to sweep)
+        for role in (PREFILL, DECODE):
+            self._sides[role] = self._spawn(role)
+        self._thread.start()
+        return self
+
+    def submit(self, work: Work) -> Work:
+        if isinstance(work, Request):
+            check_max_new_tokens(work.max_new_tokens, self.max_new_tokens_cap)
+            work.params.checked()
+        with self._cond:
+            if self._stop:
+                raise EngineError("the server is shutting down; it takes no more requests")
+            if len(self._waiting) >= self.max_queue:
+                raise QueueFull(f"the queue is full ({self.max_queue} requests waiting); try again in a moment",
+                                retry_after=1.0 + len(self._waiting))
+            self._waiting.append(work)
+            self._announce()
+            self._cond.notify_all()
+        return work
+
+    def cancel(self, work: Work) -> None:
+        work.cancel()
+        with self._cond:
+            if work in self._waiting:
+                self._waiting.remove(work)
+                work.emit(Failed("cancelled", cancelled=True))
+                self._announce()
+                return
+            where = self._where.get(work.id)
+        side = self._sides[PREFILL if where == PREFILL else DECODE]
+        if where is not None and side is not None:
+            side.send("cancel", work.id)  # the worker holding it ends it and says so
+
+    def stop(self, timeout: float = 30.0) -> None:
+        """Fail what waits, tell both workers to stop (the bridge fails its riders), end them and sweep shared memory."""
+        with self._cond:
+            self._stop = True
+            for work in self._waiting:
+                work.emit(Failed("the server is shutting down"))
+            self._waiting.clear()
+            self._cond.notify_all()
+        for side in self._sides.values():
+            if side is not None and side.alive():
+                side.send("stop", None)
+        for side in self._sides.values():
+            if side is not None:
+                side.end(timeout / 2)
+                side.reader.join(timeout / 2)
+        if self._thread.is_alive() and self._thread is not threading.current_thread():
+            self._thread.join(timeout)
+        self._fail_where(set(self._works), "the server is shutting down")
+        sweep(self.session)
+
+    @property
+    def n_waiting(self) -> int:
+        return len(self._waiting)
+
+    @property
+    def n_running(self) -> int:
+        return len(self._works)
+
+    def worker_pids(self) -> dict[str, int | None]:
+        return {role: side.pid if side is not None and side.alive() else None for role, side in self._sides.items()}
+
+    # --- the coordinator's thread: hand the next prompt to the valley when it is free and the bridge has room ---
+    def _announce(self) -> None:
+        for i, work in enumerate(self._waiting):
+            work.emit(Queued(i + 1, 0.0))
+
+    def _room(self) -> bool:
+        riders = sum(1 for where in self._where.values() if where != PREFILL)
+        return riders < self.max_batch
+
+    def _loop(self) -> None:
+        while True:
+            with self._cond:
+                while not self._stop and not (self._waiting and not self._valley_busy and self._room()):
+                    self._cond.wait(0.5)
+                if self._stop:
+                    return
+                work = self._waiting.popleft()
+                self._announce()
+                self._valley_busy = True
+                self._works[work.id], self._where[work.id] = work, PREFILL
+            try:
+                for role in (PREFILL, DECODE):  # a worker that died is replaced before the next request
+                    side = self._sides[role]
+                    if side is None or not side.alive():
+                        if side is not None:
+                            side.end(5)
+                        self._sides[role] = self._spawn(role)
+                        self.restarts += 1
+                bridge = self._sides[DECODE]
+                if work.model not in bridge.models:  # the bridge loads the model while the valley does (not at a join)
+                    bridge.models.add(work.model)
+                    bridge.send("load", work.model)
+                if not self._sides[PREFILL].send("work", work):
+                    raise EngineError(f"{NAMES[PREFILL]} stopped unexpectedly")
+            except Exception as exc:
+                self._finish(work.id, Failed(str(exc)))
+                with self._cond:
+                    self._valley_busy = False
+
+    def _spawn(self, role: str) -> _Side:
+        options = dict(threads=self.threads_per_worker, session=self.session, max_batch=self.max_batch)
+        return _Side(role, options, self._on_message, self._on_exit, self.start_timeout)
+
+    # --- the workers' messages (their reader threads) -------------------------------------------------------
+    def _on_message(self, side: _Side, kind: str, key: int, payload) -> None:
+        if kind == "event":
+            if isinstance(payload, FINAL):
+                self._finish(key, payload)
+            elif (work := self._works.get(key)) is not None:
+                work.emit(payload)
+        elif kind == "handover":
+            self._cross(key, payload)
+        elif kind == "joined":
+            with self._cond:
+                self._crossing.pop(key, None)
+                if key in self._where:
+                    self._where[key] = DECODE
+            self.handovers.append(payload)
+        elif kind == "log":
+            self.timeline.append(payload)
+        elif kind == "idle":
+            with self._cond:
+                self._valley_busy = False
+                self._cond.notify_all()
+
+    def _cross(self, key: int, carried) -> None:
+        """A cart leaves the valley: on to the bridge, unless its request was cancelled or the bridge is down."""
+        path = carried.handover.path
+        with self._cond:
+            work = self._works.get(key)
+            if work is not None:
+                self._where[key], self._crossing[key] = "crossing", path
+        bridge = self._sides[DECODE]
+        if work is None or work.cancelled.is_set():
+            discard_path(path)
+            self._finish(key, Failed("cancelled", cancelled=True))
+        elif bridge is None or not bridge.alive() or not bridge.send("join", (work, carried)):
+            discard_path(path)
+            self._finish(key, Failed(f"{NAMES[DECODE]} is not running; this request failed, the next one starts a new one"))
+
+    def _on_exit(self, side: _Side, why: str) -> None:
+        """A worker died: fail what it held (and what was crossing to it), free its carts; the next request restarts it."""
+        if self._stop:
+            return
+        with self._cond:
+            held = {k for k, where in self._where.items() if (where == PREFILL) == (side.role == PREFILL)}
+            if side.role == PREFILL:
+                self._valley_busy = False
+            self._cond.notify_all()
+        self._fail_where(held, f"{NAMES[side.role]} stopped unexpectedly ({why}); this request failed, "
+                               "the next one starts a new worker")
+
+    def _fail_where(self, keys: set[int], message: str) -> None:
+        for key in keys:
+            discard_path(block_path(self.session, key))  # a cart the dead worker packed but never sent
+            self._finish(key, Failed(message))
+
+    def _finish(self, key: int, event) -> None:
+        """The final event of a request or job: delivered once, and everything the coordinator held for it let go."""
+        with self._cond:
+            work = self._works.pop(key, None)
+            self._where.pop(key, None)
+            path = self._crossing.pop(key, None)
+            if work is not None:
+                self.finished += 1
+            self._cond.notify_all()
+        if path is not None:
+            discard_path(path)
+        if work is not None:
+            work.emit(event)
