@@ -16,7 +16,7 @@ from engine.serving.api_server.openai_server import BackgroundServer, create_app
 from engine.serving.scheduling import lab_jobs
 from engine.serving.scheduling import worker as worker_module
 from engine.serving.scheduling.model_pool import ModelPool
-from engine.serving.scheduling.work import Failed, Job, ModelSpec, Progress, Request, drain, result_of
+from engine.serving.scheduling.work import Failed, Job, ModelSpec, Progress, Request, Started, drain, result_of
 from engine.serving.scheduling.worker import LocalService, ProcessService, ServiceOptions
 from tests.serving_helpers import metrics_of
 
@@ -45,8 +45,10 @@ def test_a_killed_worker_fails_what_was_in_flight_and_the_next_request_completes
     service = ProcessService(ServiceOptions(preload=TINY))
     try:
         running = service.submit(long_job())
-        waiting = service.submit(request(8))  # queue mode: waits behind the job
         while not isinstance(running.events.get(timeout=WAIT_S), Progress):  # its first point is measured
+            pass
+        waiting = service.submit(request(240))  # a long answer: the sliced sweep lets it in at its next yield point
+        while not isinstance(waiting.events.get(timeout=WAIT_S), Started):  # now both are in flight
             pass
         os.kill(service.pid, signal.SIGKILL)
         for work in (running, waiting):
