@@ -9,6 +9,10 @@ visitor arriving by a path-style link saw it; here it is off before any request.
 went through that path.
 In room mode (TWO_BENDS_ROOM=1, from `scripts/dashboard.sh --room`) it also fixes the join and teacher codes
 (given, or generated) before any session reads them and prints them with the room's address and its QR code.
+A fast start (issue 19 §3): before it imports Streamlit or anything heavy, the launcher spawns the engine worker
+(engine/serving/scheduling/early_start.py), so the worker's torch import and model load run beside Streamlit's start
+instead of after the first page asked for them; the app's first run adopts that worker. Not in replay mode (no model)
+nor with TWO_BENDS_WORKER=thread (the scheduler then lives in this process).
 Usage: python -m ui.controls.launch [streamlit options, e.g. --server.port 8501]
 """
 import os
@@ -16,16 +20,26 @@ import socket
 import sys
 from pathlib import Path
 
-from streamlit.runtime.pages_manager import PagesManager
-from streamlit.web import cli
-
-from ui.classroom import config
-from ui.room import qr
+from engine.serving.scheduling import early_start  # standard library only: imported before anything heavy
 
 APP = Path(__file__).resolve().parents[2] / "app.py"
 
 
+def engine_worker_wanted(env=os.environ) -> bool:
+    """Whether this dashboard will run an engine worker process (so it is worth spawning one right away)."""
+    return env.get("TWO_BENDS_REPLAY") != "1" and env.get("TWO_BENDS_WORKER", "process") == "process"
+
+
 def main() -> None:
+    early_start.mark("launcher started", early_start.process_started_at())
+    if engine_worker_wanted():
+        early_start.start_early()  # first: its imports and model load overlap everything below
+    from streamlit.runtime.pages_manager import PagesManager
+    from streamlit.web import cli
+
+    from ui.classroom import config
+
+    early_start.mark("streamlit imported")
     if not hasattr(PagesManager, "uses_pages_directory"):  # a Streamlit that renamed it: fail loudly, not silently
         raise SystemExit("this Streamlit has no PagesManager.uses_pages_directory; see ui/controls/launch.py")
     PagesManager.uses_pages_directory = False  # app.py routes every page itself (st.navigation)
@@ -66,6 +80,9 @@ def room_url(args: list[str]) -> str:
 
 def open_room(args: list[str]) -> None:
     """Fix both codes (a chosen one is checked, a missing one generated), then print them, the URL and its QR code."""
+    from ui.classroom import config
+    from ui.room import qr
+
     for name, what in ((config.ENV_JOIN, "join code"), (config.ENV_TEACHER, "teacher code")):
         given = os.environ.get(name, "")
         if given.strip() and (problem := config.problem(given, what)):

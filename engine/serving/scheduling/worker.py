@@ -5,7 +5,8 @@ web UI in the same process (serialising pages and figures) holds Python's GIL be
 stretches every step the page then reports. In a separate process the worker's steps never wait
 for the UI's Python; the UI talks to it through one pipe. `LocalService` runs the same scheduler in
 a thread of the calling process instead (tests, the HTTP server, the CLI). Both expose
-submit / cancel / status and deliver each work item's events to its own queue.
+submit / cancel / status and deliver each work item's events to its own queue. The dashboard's launcher
+spawns the worker before anything else (engine/serving/scheduling/early_start.py): the first ProcessService adopts it.
 """
 from __future__ import annotations
 
@@ -15,12 +16,12 @@ import subprocess
 import sys
 import threading
 from dataclasses import dataclass
-from multiprocessing.connection import Client, Listener
-from pathlib import Path
+from multiprocessing.connection import Client
 
 from engine.errors import EngineError
 from engine.loading.loader import set_threads
-from engine.serving.scheduling import lab_jobs
+from engine.loading.model_store import DEFAULT_MODEL
+from engine.serving.scheduling import early_start, lab_jobs
 from engine.serving.scheduling.scheduler import Scheduler
 from engine.serving.scheduling.work import FINAL, Failed, Job, ModelSpec, Work, result_of
 
@@ -33,6 +34,24 @@ class ServiceOptions:
     max_batch: int = 8  # sequences sharing a decode step in batch mode
     threads: int = 0  # torch threads in the worker (0 = torch's default: every core)
     preload: ModelSpec | None = None  # load this model at start, before the first request
+
+
+def _int_env(env, name: str, default: int) -> int:
+    try:
+        return int(env.get(name, default))
+    except ValueError:
+        return default
+
+
+def options_from_env(env=os.environ) -> ServiceOptions:
+    """The dashboard's settings, from scripts/dashboard.sh's environment variables: the same as
+    ui/engine_link/worker_link.options() (a test keeps the two equal), readable without Streamlit, so the worker
+    the launcher spawns early can start loading before the UI asks for it."""
+    model = env.get("TWO_BENDS_MODEL", DEFAULT_MODEL)
+    return ServiceOptions(mode=env.get("TWO_BENDS_MODE", "queue"), max_queue=_int_env(env, "TWO_BENDS_MAX_QUEUE", 64),
+                          max_new_tokens_cap=_int_env(env, "TWO_BENDS_MAX_NEW_TOKENS", 4096),
+                          max_batch=_int_env(env, "TWO_BENDS_MAX_BATCH", 8),
+                          threads=max(0, _int_env(env, "TWO_BENDS_THREADS", 0)), preload=ModelSpec(model, "auto", "float32"))
 
 
 def _make_scheduler(options: ServiceOptions) -> Scheduler:
@@ -138,25 +157,20 @@ class ProcessService:
         self._start()
 
     def _start(self) -> None:
-        """Start `python -m engine.serving.scheduling.worker ADDRESS` and connect to it over a private local socket.
-
-        A plain subprocess, not multiprocessing's spawn: that would re-import the caller's main script
-        (Streamlit's, pytest's) in the child."""
-        key = os.urandom(32)
-        listener = Listener(family="AF_UNIX", authkey=key)
-        root = Path(__file__).resolve().parents[3]  # the project folder, so the child imports this engine
-        env = dict(os.environ, TWO_BENDS_WORKER_KEY=key.hex())
-        self._proc = subprocess.Popen([sys.executable, "-m", "engine.serving.scheduling.worker", listener.address], cwd=root, env=env)
-        accepted: list = []
-        thread = threading.Thread(target=lambda: accepted.append(listener.accept()), daemon=True)
-        thread.start()
-        thread.join(60)
-        listener.close()
-        if not accepted:
-            self._end_child()
-            raise EngineError("the engine worker process did not connect within 60 s")
-        conn = accepted[0]
-        conn.send(self.options)
+        """Start (or adopt the early-started) `python -m engine.serving.scheduling.worker ADDRESS`, connected
+        over a private local socket, and wait until it has loaded its preload model."""
+        early = early_start.take_early()
+        conn = early_start.adopt(early, self.options) if early is not None else None
+        if conn is not None:
+            self._proc = early.proc
+        else:
+            spawned = early_start.spawn()
+            self._proc = spawned.proc
+            conn = spawned.connection(60)
+            if conn is None:
+                self._end_child()
+                raise EngineError("the engine worker process did not connect within 60 s")
+            conn.send(self.options)
         if not conn.poll(self._start_timeout):
             conn.close()
             self._end_child()
@@ -292,6 +306,15 @@ def make_service(options: ServiceOptions, transport: str = "process"):
     raise EngineError(f"unknown worker transport '{transport}'; use process or thread")
 
 
-if __name__ == "__main__":  # the worker process: python -m engine.serving.scheduling.worker ADDRESS
+if __name__ == "__main__":  # the worker process: python -m engine.serving.scheduling.worker ADDRESS [--options-from-env]
+    early_start.mark("worker process started", early_start.process_started_at())
+    early_start.mark("worker imported torch and the engine")
     connection = Client(sys.argv[1], family="AF_UNIX", authkey=bytes.fromhex(os.environ.pop("TWO_BENDS_WORKER_KEY")))
-    _child_main(connection, connection.recv())
+    if early_start.FROM_ENV in sys.argv[2:]:  # spawned early by the launcher: its settings are the environment's
+        from engine.serving.scheduling import worker  # this module by its import name: the parent unpickles the options
+
+        settings = worker.options_from_env()
+        connection.send(("options", 0, settings))
+    else:
+        settings = connection.recv()
+    _child_main(connection, settings)
