@@ -30,6 +30,7 @@ from fastapi.responses import JSONResponse, Response, StreamingResponse
 from starlette.exceptions import HTTPException
 
 from engine.errors import EngineError
+from engine.serving.api_server import WORKER_DEFAULT  # noqa: F401 (its home is the package, for the CLI's quick parser)
 from engine.serving.api_server import openai_schema as api
 from engine.serving.api_server.openai_schema import ApiError
 from engine.serving.api_server.request_flight import Flight, Served, checked_max_tokens, prompt_ids
@@ -39,7 +40,6 @@ from engine.serving.scheduling.work import Job, ModelSpec, result_of
 from engine.serving.scheduling.work import Request as EngineRequest
 from engine.serving.scheduling.worker import ServiceOptions, make_service
 
-WORKER_DEFAULT = "thread"  # measured: see the module docstring
 DISCONNECT_POLL_S = 0.5  # a non-streamed request checks this often whether its client is still there
 ENV_API_KEY = "TWO_BENDS_API_KEY"  # the key when --api-key is not given (vLLM reads VLLM_API_KEY the same way)
 OPEN_PATHS = ("/health", "/metrics")  # a load balancer's probe and Prometheus need no key (as in vLLM)
