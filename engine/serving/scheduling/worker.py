@@ -15,13 +15,14 @@ import os
 import subprocess
 import sys
 import threading
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from multiprocessing.connection import Client
 
 from engine.errors import EngineError
 from engine.loading.loader import set_threads
 from engine.loading.model_store import DEFAULT_MODEL
 from engine.serving.scheduling import early_start, lab_jobs
+from engine.serving.scheduling.model_pool import ModelPool
 from engine.serving.scheduling.scheduler import Scheduler
 from engine.serving.scheduling.work import FINAL, Failed, Job, ModelSpec, Work, result_of
 
@@ -34,6 +35,9 @@ class ServiceOptions:
     max_batch: int = 8  # sequences sharing a decode step in batch mode
     threads: int = 0  # torch threads in the worker (0 = torch's default: every core)
     preload: ModelSpec | None = None  # load this model at start, before the first request
+    # fast kernels prepacked in the background, runs meanwhile on plain nn.Linear and saying so (model_pool.py); the
+    # dashboard's early-started worker only (a fast start); not part of equality: any such worker may be adopted
+    prepack_in_background: bool = field(default=False, compare=False)
 
 
 def _int_env(env, name: str, default: int) -> int:
@@ -51,12 +55,13 @@ def options_from_env(env=os.environ) -> ServiceOptions:
     return ServiceOptions(mode=env.get("TWO_BENDS_MODE", "queue"), max_queue=_int_env(env, "TWO_BENDS_MAX_QUEUE", 64),
                           max_new_tokens_cap=_int_env(env, "TWO_BENDS_MAX_NEW_TOKENS", 4096),
                           max_batch=_int_env(env, "TWO_BENDS_MAX_BATCH", 8),
-                          threads=max(0, _int_env(env, "TWO_BENDS_THREADS", 0)), preload=ModelSpec(model, "auto", "float32"))
+                          threads=max(0, _int_env(env, "TWO_BENDS_THREADS", 0)), preload=ModelSpec(model, "auto", "float32"),
+                          prepack_in_background=True)
 
 
 def _make_scheduler(options: ServiceOptions) -> Scheduler:
     return Scheduler(options.mode, max_queue=options.max_queue, max_new_tokens_cap=options.max_new_tokens_cap,
-                     max_batch=options.max_batch)
+                     max_batch=options.max_batch, pool=ModelPool(background_kernels=options.prepack_in_background))
 
 
 class LocalService:
