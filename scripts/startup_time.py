@@ -41,6 +41,7 @@ EVENTS = [
     ("worker imported torch + engine", "worker imported torch and the engine"),
     ("Streamlit imported (launcher)", "streamlit imported"),
     ("weights loaded (plain nn.Linear usable)", "weights loaded"),
+    ("model loaded (weights and kernels, no background)", "model loaded (weights and kernels)"),
     ("kernels prepacked (background)", "kernels prepacked"),
 ]
 
