@@ -6,7 +6,8 @@ its warm-up excluded as always). Behind HTTP: `python -m engine serve` (queue mo
 would. The rounds alternate, so the machine's noise falls on both alike; printed side by side with the ratios
 (issue 19 §2b asks for both within 1.1x). Run it under `flock /tmp/tb/bench.lock` on a shared machine.
 
-    .venv/bin/python scripts/serve_vs_inprocess.py [--rounds 3] [--requests 5] [--servers thread,process]
+    .venv/bin/python scripts/serve_vs_inprocess.py [--rounds 3] [--requests 5] [--servers thread process]
+A server may carry environment variables for its process (and its worker's): `--servers thread process:GOMP_SPINCOUNT=0`.
 """
 from __future__ import annotations
 
@@ -44,12 +45,15 @@ def in_process(args) -> tuple[float, list[float]]:
 class Server:
     """`python -m engine serve` with one worker choice, in its own session, always stopped."""
 
-    def __init__(self, worker: str, port: int, args):
+    def __init__(self, variant: str, port: int, args):
+        worker, *settings = variant.split(":")
         self.worker, self.url = worker, f"http://127.0.0.1:{port}"
         self.log = open(f"/tmp/serve_vs_inprocess_{worker}_{port}.log", "w")
         cmd = engine_cmd("serve", "--port", str(port), "--worker", worker, "--threads", str(args.threads),
                          "--kernels", args.kernels)
-        self.proc = subprocess.Popen(cmd, cwd=ROOT, stdout=self.log, stderr=subprocess.STDOUT, start_new_session=True)
+        env = dict(os.environ, **dict(kv.split("=", 1) for kv in settings))
+        self.proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=self.log, stderr=subprocess.STDOUT,
+                                     start_new_session=True)
         end = time.monotonic() + 300
         while time.monotonic() < end and self.proc.poll() is None:
             try:
@@ -89,10 +93,11 @@ def main() -> None:
     p.add_argument("--max-new-tokens", type=int, default=32)
     p.add_argument("--threads", type=int, default=0, help="torch threads, both sides (0 = every core)")
     p.add_argument("--kernels", default="fast", choices=["fast", "plain"])
-    p.add_argument("--servers", default="thread,process", help="worker choices to serve with, comma-separated")
+    p.add_argument("--servers", nargs="+", default=["thread", "process"],
+                   help="worker choices to serve with, each optionally with :NAME=VALUE environment settings")
     p.add_argument("--port", type=int, default=8731)
     args = p.parse_args()
-    workers = [w for w in args.servers.split(",") if w]
+    workers = args.servers
     ttft: dict[str, list[float]] = {"in process": [], **{w: [] for w in workers}}
     itl: dict[str, list[float]] = {k: [] for k in ttft}
     load_before = os.getloadavg()
