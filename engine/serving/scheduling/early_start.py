@@ -4,7 +4,7 @@ A dashboard's start is two long chains: Streamlit (import, server, the browser's
 imports) and the engine worker (Python, torch, the weights, the packed kernels). Started one after the
 other they add up; started together they overlap on two cores. So the launcher calls `start_early()`
 before it imports anything heavy: the child builds its settings from the same environment variables
-the dashboard reads (worker.options_from_env) and starts loading at once. The first ProcessService
+the dashboard reads (options_from_env, below) and starts loading at once. The first ProcessService
 (engine/serving/scheduling/worker.py) adopts that child when its settings are the ones it wanted, and
 starts a fresh one otherwise. Standard library only, on purpose: importing this costs nothing.
 
@@ -129,3 +129,26 @@ def adopt(early: Spawned, wanted) -> object | None:
         early.proc.kill()
     early.proc.wait()
     return None
+
+
+def int_env(name: str, default: int, env=os.environ) -> int:
+    try:
+        return int(env.get(name, default))
+    except ValueError:
+        return default
+
+
+def options_from_env(env=os.environ):
+    """The dashboard's worker settings (worker.ServiceOptions) from scripts/dashboard.sh's environment variables: the
+    same as ui/engine_link/worker_link.options() (a test keeps the two equal), readable without Streamlit, so the
+    early worker can start loading before the UI asks. It also prepacks its kernels in the background."""
+    from engine.loading.model_store import DEFAULT_MODEL
+    from engine.serving.scheduling.work import ModelSpec
+    from engine.serving.scheduling.worker import ServiceOptions
+
+    model = env.get("TWO_BENDS_MODEL", DEFAULT_MODEL)
+    return ServiceOptions(mode=env.get("TWO_BENDS_MODE", "queue"), max_queue=int_env("TWO_BENDS_MAX_QUEUE", 64, env),
+                          max_new_tokens_cap=int_env("TWO_BENDS_MAX_NEW_TOKENS", 4096, env),
+                          max_batch=int_env("TWO_BENDS_MAX_BATCH", 8, env),
+                          threads=max(0, int_env("TWO_BENDS_THREADS", 0, env)),
+                          preload=ModelSpec(model, "auto", "float32"), prepack_in_background=True)

@@ -20,7 +20,6 @@ from multiprocessing.connection import Client
 
 from engine.errors import EngineError
 from engine.loading.loader import set_threads
-from engine.loading.model_store import DEFAULT_MODEL
 from engine.serving.scheduling import early_start, lab_jobs
 from engine.serving.scheduling.model_pool import ModelPool
 from engine.serving.scheduling.scheduler import Scheduler
@@ -40,25 +39,6 @@ class ServiceOptions:
     prepack_in_background: bool = field(default=False, compare=False)
 
 
-def _int_env(env, name: str, default: int) -> int:
-    try:
-        return int(env.get(name, default))
-    except ValueError:
-        return default
-
-
-def options_from_env(env=os.environ) -> ServiceOptions:
-    """The dashboard's settings, from scripts/dashboard.sh's environment variables: the same as
-    ui/engine_link/worker_link.options() (a test keeps the two equal), readable without Streamlit, so the worker
-    the launcher spawns early can start loading before the UI asks for it."""
-    model = env.get("TWO_BENDS_MODEL", DEFAULT_MODEL)
-    return ServiceOptions(mode=env.get("TWO_BENDS_MODE", "queue"), max_queue=_int_env(env, "TWO_BENDS_MAX_QUEUE", 64),
-                          max_new_tokens_cap=_int_env(env, "TWO_BENDS_MAX_NEW_TOKENS", 4096),
-                          max_batch=_int_env(env, "TWO_BENDS_MAX_BATCH", 8),
-                          threads=max(0, _int_env(env, "TWO_BENDS_THREADS", 0)), preload=ModelSpec(model, "auto", "float32"),
-                          prepack_in_background=True)
-
-
 def _make_scheduler(options: ServiceOptions) -> Scheduler:
     return Scheduler(options.mode, max_queue=options.max_queue, max_new_tokens_cap=options.max_new_tokens_cap,
                      max_batch=options.max_batch, pool=ModelPool(background_kernels=options.prepack_in_background))
@@ -71,6 +51,9 @@ class LocalService:
         self.options = options
         set_threads(options.threads)  # process-wide: in the worker process, or the whole process in thread mode
         self.scheduler = _make_scheduler(options).start()
+        nice = early_start.int_env("TWO_BENDS_MODEL_NICE", 0)  # the model's thread (its OpenMP team inherits it)
+        if nice > 0:  # below the server's event loop and its clients: they take the core at once and give it back
+            os.setpriority(os.PRIO_PROCESS, self.scheduler._thread.native_id, nice)
         if options.preload is not None:  # loaded by the scheduler's thread, the only one that touches its ModelPool
             load = Job(model=options.preload, name=lab_jobs.MODEL_DESCRIBE.name,
                        args=(options.preload,), label=f"loading {options.preload.name}")
@@ -316,9 +299,7 @@ if __name__ == "__main__":  # the worker process: python -m engine.serving.sched
     early_start.mark("worker imported torch and the engine")
     connection = Client(sys.argv[1], family="AF_UNIX", authkey=bytes.fromhex(os.environ.pop("TWO_BENDS_WORKER_KEY")))
     if early_start.FROM_ENV in sys.argv[2:]:  # spawned early by the launcher: its settings are the environment's
-        from engine.serving.scheduling import worker  # this module by its import name: the parent unpickles the options
-
-        settings = worker.options_from_env()
+        settings = early_start.options_from_env()  # ServiceOptions by its import name: the parent unpickles them
         connection.send(("options", 0, settings))
     else:
         settings = connection.recv()

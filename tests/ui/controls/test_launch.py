@@ -5,7 +5,7 @@ import sys
 
 import pytest
 
-from engine.serving.scheduling.worker import options_from_env
+from engine.serving.scheduling.early_start import options_from_env
 from tests import ROOT
 from ui.controls import launch
 from ui.engine_link import worker_link

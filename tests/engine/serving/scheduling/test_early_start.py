@@ -5,8 +5,9 @@ import json
 import pytest
 
 from engine.serving.scheduling import early_start
+from engine.serving.scheduling.early_start import options_from_env
 from engine.serving.scheduling.work import ModelSpec, Request, result_of
-from engine.serving.scheduling.worker import ProcessService, ServiceOptions, options_from_env
+from engine.serving.scheduling.worker import ProcessService, ServiceOptions
 
 WAIT_S = 120
 

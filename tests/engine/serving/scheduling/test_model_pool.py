@@ -8,9 +8,10 @@ from torch import nn
 
 import engine
 from engine.serving.scheduling import model_pool
+from engine.serving.scheduling.early_start import options_from_env
 from engine.serving.scheduling.model_pool import ModelPool, describe
 from engine.serving.scheduling.work import ModelSpec
-from engine.serving.scheduling.worker import ServiceOptions, options_from_env
+from engine.serving.scheduling.worker import ServiceOptions
 from engine.techniques.kernels import FAST_LINEARS
 
 FAST = ModelSpec("tiny-llama", "cpu", "float32", "fast")
