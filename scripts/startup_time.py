@@ -28,6 +28,10 @@ sys.path.insert(0, str(ROOT / "scripts"))
 
 import appdriver  # noqa: E402
 
+SIDEBAR_JS = """() => {
+  const bar = document.querySelector("[data-testid='stSidebar']");
+  return !!bar && bar.innerText.includes('Model');
+}"""
 RUN_READY_JS = """() => {
   const bar = document.querySelector("[data-testid='stSidebar']");
   if (!bar || !bar.innerText.includes('kernels:')) return false;
@@ -40,6 +44,7 @@ EVENTS = [
     ("worker process running", "worker process started"),
     ("worker imported torch + engine", "worker imported torch and the engine"),
     ("Streamlit imported (launcher)", "streamlit imported"),
+    ("app.py's modules imported (launcher's thread)", "app modules imported"),
     ("weights loaded (plain nn.Linear usable)", "weights loaded"),
     ("model loaded (weights and kernels, no background)", "model loaded (weights and kernels)"),
     ("kernels prepacked (background)", "kernels prepacked"),
@@ -64,6 +69,8 @@ def one_round(args, browser, root: Path) -> dict[str, float]:
         appdriver.wait_for_port(port, 120)
         times = {"port open (Streamlit serving)": time.time() - start}
         page.goto(f"http://127.0.0.1:{port}")
+        page.wait_for_function(SIDEBAR_JS, timeout=180_000, polling=50)
+        times["sidebar drawn (first script run)"] = time.time() - start
         page.wait_for_function(RUN_READY_JS, timeout=180_000, polling=50)
         times["Run button usable"] = time.time() - start
         kernels = page.locator("[data-testid='stSidebar']").get_by_text("kernels:").first.inner_text()
@@ -87,7 +94,8 @@ def one_round(args, browser, root: Path) -> dict[str, float]:
 
 
 def report(args, rounds: list[dict], what: str) -> None:
-    labels = [label for label, _ in EVENTS] + ["port open (Streamlit serving)", "Run button usable"]
+    labels = [label for label, _ in EVENTS] + ["port open (Streamlit serving)", "sidebar drawn (first script run)",
+                                               "Run button usable"]
     labels = sorted((lb for lb in labels if all(lb in r for r in rounds)), key=lambda lb: statistics.median(r[lb] for r in rounds))
     print(f"\n{what}: seconds from the start, {len(rounds)} rounds\n")
     print("| moment | median s | rounds |")
@@ -103,11 +111,12 @@ def main() -> None:
     p.add_argument("--rounds", type=int, default=3)
     p.add_argument("--full", action="store_true", help="run bash scripts/dashboard.sh (set-up check, engine prepare)")
     p.add_argument("--model", default="smollm2-135m")
-    p.add_argument("--baseline", type=Path, default=None, help="another checkout, measured in alternate rounds")
+    p.add_argument("--baseline", type=Path, action="append", default=[],
+                   help="another checkout, measured in alternate rounds (may be given more than once)")
     args = p.parse_args()
     from playwright.sync_api import sync_playwright
 
-    roots = [ROOT] + ([args.baseline.resolve()] if args.baseline else [])
+    roots = [ROOT] + [b.resolve() for b in args.baseline]
     load_before = os.getloadavg()
     rounds: dict[Path, list[dict]] = {root: [] for root in roots}
     with sync_playwright() as pw:

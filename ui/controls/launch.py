@@ -12,17 +12,55 @@ In room mode (TWO_BENDS_ROOM=1, from `scripts/dashboard.sh --room`) it also fixe
 A fast start (issue 19 §3): before it imports Streamlit or anything heavy, the launcher spawns the engine worker
 (engine/serving/scheduling/early_start.py), so the worker's torch import and model load run beside Streamlit's start
 instead of after the first page asked for them; the app's first run adopts that worker. Not in replay mode (no model)
-nor with TWO_BENDS_WORKER=thread (the scheduler then lives in this process).
+nor with TWO_BENDS_WORKER=thread (the scheduler then lives in this process). And once Streamlit's runtime exists, a
+thread imports app.py's modules while the browser is still loading the page, so the first run finds them imported.
 Usage: python -m ui.controls.launch [streamlit options, e.g. --server.port 8501]
 """
+import importlib
 import os
 import socket
 import sys
+import threading
+import time
 from pathlib import Path
 
 from engine.serving.scheduling import early_start  # standard library only: imported before anything heavy
 
 APP = Path(__file__).resolve().parents[2] / "app.py"
+APP_MODULES = ("ui.controls.demo_panel", "ui.controls.presenter", "ui.controls.widgets", "ui.demo.recorded",
+               "ui.room.code_display", "ui.room.follow", "ui.room.gate")  # what app.py imports (a test keeps this so)
+
+
+def import_app_modules_soon(wait_s: float = 60.0) -> threading.Thread:
+    """In a thread: once Streamlit's runtime exists (so st.cache_* find it), import app.py's modules, and their torch
+    and engine, while the browser loads the page; the first script run then finds them in sys.modules."""
+    def run() -> None:
+        from streamlit.runtime import Runtime
+
+        end = time.monotonic() + wait_s
+        while not Runtime.exists() and time.monotonic() < end:
+            time.sleep(0.02)
+        for name in APP_MODULES:
+            try:
+                importlib.import_module(name)
+            except Exception:  # the script run imports it again and shows the error where it belongs
+                return
+        early_start.mark("app modules imported")
+
+    global _preimport
+    _preimport = threading.Thread(target=run, name="two-bends-preimport", daemon=True)
+    _preimport.start()
+    return _preimport
+
+
+_preimport: threading.Thread | None = None
+
+
+def wait_for_app_modules(timeout: float = 120.0) -> None:
+    """app.py's first line: let the launcher's import thread finish first (two threads importing the same modules
+    could meet in a circular import); at once when the app was not started by this launcher (tests, streamlit run)."""
+    if _preimport is not None:
+        _preimport.join(timeout)
 
 
 def engine_worker_wanted(env=os.environ) -> bool:
@@ -40,6 +78,7 @@ def main() -> None:
     from ui.classroom import config
 
     early_start.mark("streamlit imported")
+    import_app_modules_soon()
     if not hasattr(PagesManager, "uses_pages_directory"):  # a Streamlit that renamed it: fail loudly, not silently
         raise SystemExit("this Streamlit has no PagesManager.uses_pages_directory; see ui/controls/launch.py")
     PagesManager.uses_pages_directory = False  # app.py routes every page itself (st.navigation)
@@ -97,5 +136,5 @@ def open_room(args: list[str]) -> None:
           f"{config.display(os.environ[config.ENV_JOIN])}\n{qr.terminal(url)}", flush=True)
 
 
-if __name__ == "__main__":
-    main()
+if __name__ == "__main__":  # run under its import name, so app.py's `launch` is this same module and its thread
+    importlib.import_module("ui.controls.launch").main()

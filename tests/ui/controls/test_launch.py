@@ -35,3 +35,12 @@ def test_the_early_worker_reads_the_settings_the_dashboard_asks_for(monkeypatch,
     for name, value in env.items():
         monkeypatch.setenv(name, value)
     assert options_from_env() == worker_link.options()
+
+
+def test_the_launcher_imports_what_app_py_imports():
+    import ast
+
+    tree = ast.parse((ROOT / "app.py").read_text())
+    imported = {f"{node.module}.{alias.name}" for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)
+                for alias in node.names if node.module.startswith("ui.")}
+    assert set(launch.APP_MODULES) == imported - {"ui.controls.launch"}
