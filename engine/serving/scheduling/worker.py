@@ -51,9 +51,6 @@ class LocalService:
         self.options = options
         set_threads(options.threads)  # process-wide: in the worker process, or the whole process in thread mode
         self.scheduler = _make_scheduler(options).start()
-        nice = early_start.int_env("TWO_BENDS_MODEL_NICE", 0)  # the model's thread (its OpenMP team inherits it)
-        if nice > 0:  # below the server's event loop and its clients: they take the core at once and give it back
-            os.setpriority(os.PRIO_PROCESS, self.scheduler._thread.native_id, nice)
         if options.preload is not None:  # loaded by the scheduler's thread, the only one that touches its ModelPool
             load = Job(model=options.preload, name=lab_jobs.MODEL_DESCRIBE.name,
                        args=(options.preload,), label=f"loading {options.preload.name}")
