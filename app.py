@@ -1,9 +1,12 @@
 """Two Bends: the entry point. Routes the pages and draws the shared sidebar (layout only)."""
-import streamlit as st
+from ui.controls import launch
 
-from ui.controls import demo_panel, presenter, widgets
-from ui.demo import recorded
-from ui.room import code_display, follow, gate
+launch.wait_for_app_modules()  # the launcher imports the modules below while the browser loads the page
+import streamlit as st  # noqa: E402
+
+from ui.controls import demo_panel, presenter, widgets  # noqa: E402
+from ui.demo import recorded  # noqa: E402
+from ui.room import code_display, follow, gate  # noqa: E402
 
 st.set_page_config(page_title="Two Bends — prefill and decode", page_icon=":material/landscape:", layout="wide")
 role = gate.admit()  # room mode: nothing below runs until this session entered the join code

@@ -73,14 +73,14 @@ def _printable(text: str) -> str:
 
 def cmd_prepare(args) -> int:
     """Convert and cache the bundled model ahead of time (the dashboard and tests call this)."""
-    from engine.loading.loader import load_model
     from engine.loading.model_store import ALIASES, BUNDLED, CACHE_FOLDER, cache_root, clean_stale_conversions
 
     cached = cache_root() / CACHE_FOLDER
     clean_stale_conversions()
     if ALIASES.get(args.model.lower()) == BUNDLED and (cached / "COMPLETE").is_file():
-        print(f"bundled model already converted: {cached}")
+        print(f"bundled model already converted: {cached}")  # no torch imported: dashboard.sh's every start
         return 0
+    from engine.loading.loader import load_model
 
     lm = load_model(args.model, "cpu", "float32", progress=_progress)
     print(f"{lm.name}: {lm.config.n_params / 1e6:.1f} M parameters, loaded in {lm.load_seconds:.2f} s")
@@ -153,7 +153,7 @@ def _measure_traffic(args, api_key: str, show) -> int:
 
 
 def _add_serve_args(s: argparse.ArgumentParser) -> None:
-    from engine.serving.api_server.openai_server import WORKER_DEFAULT
+    from engine.serving.api_server import WORKER_DEFAULT
 
     s.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1: this machine only)")
     s.add_argument("--port", type=int, default=8000)

@@ -16,10 +16,12 @@ import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-
-import torch
+from typing import TYPE_CHECKING
 
 from engine.errors import EngineError
+
+if TYPE_CHECKING:  # torch is imported where weights are read: `engine prepare` on a cached model needs none of it
+    import torch
 
 Progress = Callable[[str, float], None]  # (message, fraction done in [0, 1])
 
@@ -135,6 +137,7 @@ def _convert_bundled(target: Path, progress: Progress) -> None:
 
 
 def _convert_into(gguf: Path, tmp: Path, target: Path, progress: Progress) -> None:
+    import torch
     from safetensors.torch import save_file
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
@@ -170,6 +173,7 @@ def load_bundled(progress: Progress | None = None) -> Checkpoint:
 
 
 def _load_transformers(source: str, name: str, progress: Progress, local_only: bool = False) -> Checkpoint:
+    import torch
     from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
 
     progress(f"Loading {name} with transformers", 0.2)

@@ -9,23 +9,76 @@ visitor arriving by a path-style link saw it; here it is off before any request.
 went through that path.
 In room mode (TWO_BENDS_ROOM=1, from `scripts/dashboard.sh --room`) it also fixes the join and teacher codes
 (given, or generated) before any session reads them and prints them with the room's address and its QR code.
+A fast start (issue 19 §3): before it imports Streamlit or anything heavy, the launcher spawns the engine worker
+(engine/serving/scheduling/early_start.py), so the worker's torch import and model load run beside Streamlit's start
+instead of after the first page asked for them; the app's first run adopts that worker. Not in replay mode (no model)
+nor with TWO_BENDS_WORKER=thread (the scheduler then lives in this process). And once Streamlit's runtime exists, a
+thread imports app.py's modules while the browser is still loading the page, so the first run finds them imported.
 Usage: python -m ui.controls.launch [streamlit options, e.g. --server.port 8501]
 """
+import importlib
 import os
 import socket
 import sys
+import threading
+import time
 from pathlib import Path
 
-from streamlit.runtime.pages_manager import PagesManager
-from streamlit.web import cli
-
-from ui.classroom import config
-from ui.room import qr
+from engine.serving.scheduling import early_start  # standard library only: imported before anything heavy
 
 APP = Path(__file__).resolve().parents[2] / "app.py"
+APP_MODULES = ("ui.controls.demo_panel", "ui.controls.presenter", "ui.controls.widgets", "ui.demo.recorded",
+               "ui.room.code_display", "ui.room.follow", "ui.room.gate")  # what app.py imports (a test keeps this so)
+
+
+def import_app_modules_soon(wait_s: float = 60.0) -> threading.Thread:
+    """In a thread: once Streamlit's runtime exists (so st.cache_* find it), import app.py's modules, and their torch
+    and engine, while the browser loads the page; the first script run then finds them in sys.modules."""
+    def run() -> None:
+        from streamlit.runtime import Runtime
+
+        end = time.monotonic() + wait_s
+        while not Runtime.exists() and time.monotonic() < end:
+            time.sleep(0.02)
+        for name in APP_MODULES:
+            try:
+                importlib.import_module(name)
+            except Exception:  # the script run imports it again and shows the error where it belongs
+                return
+        early_start.mark("app modules imported")
+
+    global _preimport
+    _preimport = threading.Thread(target=run, name="two-bends-preimport", daemon=True)
+    _preimport.start()
+    return _preimport
+
+
+_preimport: threading.Thread | None = None
+
+
+def wait_for_app_modules(timeout: float = 120.0) -> None:
+    """app.py's first line: let the launcher's import thread finish first (two threads importing the same modules
+    could meet in a circular import); at once when the app was not started by this launcher (tests, streamlit run)."""
+    if _preimport is not None:
+        _preimport.join(timeout)
+
+
+def engine_worker_wanted(env=os.environ) -> bool:
+    """Whether this dashboard will run an engine worker process (so it is worth spawning one right away)."""
+    return env.get("TWO_BENDS_REPLAY") != "1" and env.get("TWO_BENDS_WORKER", "process") == "process"
 
 
 def main() -> None:
+    early_start.mark("launcher started", early_start.process_started_at())
+    if engine_worker_wanted():
+        early_start.start_early()  # first: its imports and model load overlap everything below
+    from streamlit.runtime.pages_manager import PagesManager
+    from streamlit.web import cli
+
+    from ui.classroom import config
+
+    early_start.mark("streamlit imported")
+    import_app_modules_soon()
     if not hasattr(PagesManager, "uses_pages_directory"):  # a Streamlit that renamed it: fail loudly, not silently
         raise SystemExit("this Streamlit has no PagesManager.uses_pages_directory; see ui/controls/launch.py")
     PagesManager.uses_pages_directory = False  # app.py routes every page itself (st.navigation)
@@ -66,6 +119,9 @@ def room_url(args: list[str]) -> str:
 
 def open_room(args: list[str]) -> None:
     """Fix both codes (a chosen one is checked, a missing one generated), then print them, the URL and its QR code."""
+    from ui.classroom import config
+    from ui.room import qr
+
     for name, what in ((config.ENV_JOIN, "join code"), (config.ENV_TEACHER, "teacher code")):
         given = os.environ.get(name, "")
         if given.strip() and (problem := config.problem(given, what)):
@@ -80,5 +136,5 @@ def open_room(args: list[str]) -> None:
           f"{config.display(os.environ[config.ENV_JOIN])}\n{qr.terminal(url)}", flush=True)
 
 
-if __name__ == "__main__":
-    main()
+if __name__ == "__main__":  # run under its import name, so app.py's `launch` is this same module and its thread
+    importlib.import_module("ui.controls.launch").main()

@@ -25,6 +25,7 @@ from streamlit.runtime.scriptrunner_utils.script_run_context import get_script_r
 from engine.core.capture import BUDGET_BYTES
 from engine.errors import EngineError
 from engine.loading.model_store import DEFAULT_MODEL
+from engine.serving.scheduling import early_start
 from engine.serving.scheduling import lab_jobs as jobs
 from engine.serving.scheduling.lab_jobs import LabJob
 from engine.serving.scheduling.work import FINAL, Done, Failed, Job, ModelSpec, Progress, Queued, Started, Work
@@ -38,25 +39,10 @@ JANITOR_EVERY_S = 2.0  # how often closed sessions are looked for
 GRACE_S = 4.0  # a session must stay gone this long before its work is cancelled (a reconnect keeps it)
 
 
-def _int_env(name: str, default: int) -> int:
-    try:
-        return int(os.environ.get(name, default))
-    except ValueError:
-        return default
-
-
-def _budget_env() -> int | str | None:
-    """Batch mode's token budget per step; unset = whole prefills; a bad value goes on to the scheduler's one-line error."""
-    raw = os.environ.get("TWO_BENDS_MAX_NUM_BATCHED_TOKENS", "").strip()
-    return None if not raw else int(raw) if raw.lstrip("-").isdigit() else raw
-
-
 def options() -> ServiceOptions:
-    model = os.environ.get("TWO_BENDS_MODEL", DEFAULT_MODEL)
-    return ServiceOptions(mode=os.environ.get("TWO_BENDS_MODE", "queue"), max_queue=_int_env("TWO_BENDS_MAX_QUEUE", 64),
-                          max_new_tokens_cap=_int_env("TWO_BENDS_MAX_NEW_TOKENS", 4096),
-                          max_batch=_int_env("TWO_BENDS_MAX_BATCH", 8), threads=max(0, _int_env("TWO_BENDS_THREADS", 0)),
-                          preload=ModelSpec(model, "auto", "float32"), max_num_batched_tokens=_budget_env())
+    """The engine worker's settings from scripts/dashboard.sh's environment (read in one place, for the early worker
+    too: engine/serving/scheduling/early_start.py)."""
+    return early_start.options_from_env(os.environ, prepack_in_background=False)
 
 
 class _Link:

@@ -12,6 +12,11 @@ The scheduler runs in a thread of this process by default: measured no worse tha
 pickle, pipe and reader thread per event cost more than the event loop's few microseconds of Python per token
 (the numbers: README, "Serving"). `--worker process` keeps the other choice, and
 `scripts/bench_serving.py --servers ours,ours-process --mode batch` repeats the comparison.
+Behind HTTP as fast as in process (issue 19 §2b): `scripts/serve_vs_inprocess.py` times the same request through
+`engine generate` and through this server (`engine measure`, one client) in alternate rounds; on the 2-core VM
+(2026-12-01) the thread's medians were 1.04x in-process TTFT and ITL, the child process's 1.05x and 1.01x; the
+event loop's own CPU per token measured 0.9 ms (per-thread /proc schedstat). Pinning the model's OpenMP threads
+(OMP_PROC_BIND=close, OMP_PLACES=cores) made it worse (1.52x, 1.39x): the event loop then shares a pinned core.
 """
 from __future__ import annotations
 
@@ -30,6 +35,7 @@ from fastapi.responses import JSONResponse, Response, StreamingResponse
 from starlette.exceptions import HTTPException
 
 from engine.errors import EngineError
+from engine.serving.api_server import WORKER_DEFAULT  # noqa: F401 (its home is the package, for the CLI's quick parser)
 from engine.serving.api_server import openai_schema as api
 from engine.serving.api_server.openai_schema import ApiError
 from engine.serving.api_server.request_flight import Flight, Served, checked_max_tokens, prompt_ids
@@ -39,7 +45,6 @@ from engine.serving.scheduling.work import Job, ModelSpec, result_of
 from engine.serving.scheduling.work import Request as EngineRequest
 from engine.serving.scheduling.worker import ServiceOptions, make_service
 
-WORKER_DEFAULT = "thread"  # measured: see the module docstring
 DISCONNECT_POLL_S = 0.5  # a non-streamed request checks this often whether its client is still there
 ENV_API_KEY = "TWO_BENDS_API_KEY"  # the key when --api-key is not given (vLLM reads VLLM_API_KEY the same way)
 OPEN_PATHS = ("/health", "/metrics")  # a load balancer's probe and Prometheus need no key (as in vLLM)

@@ -2,6 +2,11 @@
 
 `ModelInfo` is what consumers may know about a model without touching it: its config, tokenizer
 (for counting and fitting prompts) and sizes. It pickles, so it crosses to the dashboard's process.
+
+With `background_kernels` (the dashboard's worker, for a fast start: issue 19 §3) a model asked for with fast
+kernels is loaded with plain nn.Linear first, and its fast kernels are prepacked in a background thread. Until they
+are ready the pool hands out the plain model under a label that says so: a run started meanwhile is timed on plain
+nn.Linear, and its Trace's kernels say exactly that. Once they are ready, the next `get` returns the fast model.
 """
 from __future__ import annotations
 
@@ -12,6 +17,7 @@ from dataclasses import dataclass, replace
 from engine.core.config import ModelConfig
 from engine.errors import EngineError
 from engine.loading.loader import load_model
+from engine.serving.scheduling.early_start import mark
 from engine.serving.scheduling.work import ModelSpec
 from engine.techniques.kernels import with_kernels
 
@@ -32,8 +38,31 @@ class ModelInfo:
 
 
 def describe(lm, spec: ModelSpec) -> ModelInfo:
+    kernels = lm.kernels
+    if getattr(lm, "prepacking", None):  # described while its kernels were being prepared (the dashboard's start)
+        kernels = (f"{lm.prepacking} (prepacked in the background at start; a run before that used plain nn.Linear, "
+                   "and its Timing says so)")
     return ModelInfo(spec, lm.name, str(lm.device), lm.dtype_name, lm.config, lm.tokenizer, lm.weight_bytes,
-                     lm.kernels, lm.load_seconds)
+                     kernels, lm.load_seconds)
+
+
+class _Packing:
+    """The fast kernels of a loaded plain model, prepared in a background thread; `stand_in` runs meanwhile."""
+
+    def __init__(self, plain, kernels: str):
+        self.plain, self.result, self.error = plain, None, None
+        self.stand_in = replace(plain, kernels=f"plain nn.Linear: the {kernels} kernels were still being prepacked "
+                                               "in the background when this started")
+        self.stand_in.prepacking = kernels  # for describe
+        self.thread = threading.Thread(target=self._run, args=(kernels,), name="two-bends-prepack", daemon=True)
+        self.thread.start()
+
+    def _run(self, kernels: str) -> None:
+        try:
+            self.result = with_kernels(self.plain, kernels)  # reads the shared weights only: safe beside a run
+            mark("kernels prepacked")
+        except Exception as exc:  # the next get loads the model the ordinary way and says what failed
+            self.error = exc
 
 
 class ModelPool:
@@ -42,11 +71,13 @@ class ModelPool:
     The first thread that asks for a model owns the pool; any other thread is refused, so a load
     started elsewhere (a preload, a script) can never run beside the scheduler's work on the device."""
 
-    def __init__(self, loader=load_model, max_models: int = MAX_MODELS):
+    def __init__(self, loader=load_model, max_models: int = MAX_MODELS, background_kernels: bool = False):
         self._loader = loader
         self._models: OrderedDict[ModelSpec, object] = OrderedDict()
         self._max = max_models
         self.owner: threading.Thread | None = None  # the thread that may call get (set on its first call)
+        self.background_kernels = background_kernels  # plain weights first, fast kernels prepacked in a thread
+        self._packing: dict[ModelSpec, _Packing] = {}
 
     def _check_thread(self) -> None:
         me = threading.current_thread()
@@ -58,18 +89,45 @@ class ModelPool:
 
     def get(self, spec: ModelSpec, progress=None):
         self._check_thread()
+        self._collect()
         if spec in self._models:
             self._models.move_to_end(spec)
             return self._models[spec]
+        if spec in self._packing:  # its kernels are not ready yet: the plain model, labelled so
+            return self._packing[spec].stand_in
         twin = next((lm for s, lm in self._models.items() if replace(s, kernels=spec.kernels) == spec), None)
         if twin is not None:  # the same weights with the other kernels: share them, only re-pack
             lm = with_kernels(twin, spec.kernels)
+        elif self.background_kernels and spec.kernels != "plain":
+            plain = self._loader(spec.name, device=spec.device, dtype=spec.dtype, progress=progress, kernels="plain")
+            mark("weights loaded")
+            self._store(replace(spec, kernels="plain"), plain)
+            self._packing[spec] = _Packing(plain, spec.kernels)
+            return self._packing[spec].stand_in
         else:
             lm = self._loader(spec.name, device=spec.device, dtype=spec.dtype, progress=progress, kernels=spec.kernels)
+            mark("model loaded (weights and kernels)")
+        self._store(spec, lm)
+        return lm
+
+    def _store(self, spec: ModelSpec, lm) -> None:
         self._models[spec] = lm
         while len(self._models) > self._max:
             self._models.popitem(last=False)
-        return lm
+
+    def _collect(self) -> None:
+        """Kernels finished in the background take the place of their stand-ins."""
+        for spec, packing in list(self._packing.items()):
+            if not packing.thread.is_alive():
+                del self._packing[spec]
+                if packing.result is not None:
+                    self._store(spec, packing.result)
+
+    def wait_for_kernels(self, timeout: float | None = None) -> None:
+        """Block until every background prepacking finished (the scheduler's thread, or a test's own pool)."""
+        for packing in list(self._packing.values()):
+            packing.thread.join(timeout)
+        self._collect()
 
     def loaded(self, spec: ModelSpec) -> bool:
         return spec in self._models

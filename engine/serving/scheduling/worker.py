@@ -5,7 +5,8 @@ web UI in the same process (serialising pages and figures) holds Python's GIL be
 stretches every step the page then reports. In a separate process the worker's steps never wait
 for the UI's Python; the UI talks to it through one pipe. `LocalService` runs the same scheduler in
 a thread of the calling process instead (tests, the HTTP server, the CLI). Both expose
-submit / cancel / status and deliver each work item's events to its own queue.
+submit / cancel / status and deliver each work item's events to its own queue. The dashboard's launcher
+spawns the worker before anything else (engine/serving/scheduling/early_start.py): the first ProcessService adopts it.
 """
 from __future__ import annotations
 
@@ -14,13 +15,13 @@ import os
 import subprocess
 import sys
 import threading
-from dataclasses import dataclass
-from multiprocessing.connection import Client, Listener
-from pathlib import Path
+from dataclasses import dataclass, field
+from multiprocessing.connection import Client
 
 from engine.errors import EngineError
 from engine.loading.loader import set_threads
-from engine.serving.scheduling import lab_jobs
+from engine.serving.scheduling import early_start, lab_jobs
+from engine.serving.scheduling.model_pool import ModelPool
 from engine.serving.scheduling.scheduler import Scheduler
 from engine.serving.scheduling.work import FINAL, Failed, Job, ModelSpec, Work, result_of
 
@@ -34,6 +35,9 @@ class ServiceOptions:
     max_num_batched_tokens: int | None = None  # batch mode's token budget per step (chunked prefill); None: whole prefills
     threads: int = 0  # torch threads in the worker (0 = torch's default: every core)
     preload: ModelSpec | None = None  # load this model at start, before the first request
+    # fast kernels prepacked in the background, runs meanwhile on plain nn.Linear and saying so (model_pool.py); the
+    # dashboard's early-started worker only (a fast start); not part of equality: any such worker may be adopted
+    prepack_in_background: bool = field(default=False, compare=False)
 
 
 def _make_scheduler(options: ServiceOptions) -> Scheduler:
@@ -43,7 +47,8 @@ def _make_scheduler(options: ServiceOptions) -> Scheduler:
         return DisaggregatedScheduler(max_queue=options.max_queue, max_new_tokens_cap=options.max_new_tokens_cap,
                                       max_batch=options.max_batch, threads=options.threads)
     return Scheduler(options.mode, max_queue=options.max_queue, max_new_tokens_cap=options.max_new_tokens_cap,
-                     max_batch=options.max_batch, max_num_batched_tokens=options.max_num_batched_tokens)
+                     max_batch=options.max_batch, max_num_batched_tokens=options.max_num_batched_tokens,
+                     pool=ModelPool(background_kernels=options.prepack_in_background))
 
 
 class LocalService:
@@ -145,25 +150,20 @@ class ProcessService:
         self._start()
 
     def _start(self) -> None:
-        """Start `python -m engine.serving.scheduling.worker ADDRESS` and connect to it over a private local socket.
-
-        A plain subprocess, not multiprocessing's spawn: that would re-import the caller's main script
-        (Streamlit's, pytest's) in the child."""
-        key = os.urandom(32)
-        listener = Listener(family="AF_UNIX", authkey=key)
-        root = Path(__file__).resolve().parents[3]  # the project folder, so the child imports this engine
-        env = dict(os.environ, TWO_BENDS_WORKER_KEY=key.hex())
-        self._proc = subprocess.Popen([sys.executable, "-m", "engine.serving.scheduling.worker", listener.address], cwd=root, env=env)
-        accepted: list = []
-        thread = threading.Thread(target=lambda: accepted.append(listener.accept()), daemon=True)
-        thread.start()
-        thread.join(60)
-        listener.close()
-        if not accepted:
-            self._end_child()
-            raise EngineError("the engine worker process did not connect within 60 s")
-        conn = accepted[0]
-        conn.send(self.options)
+        """Start (or adopt the early-started) `python -m engine.serving.scheduling.worker ADDRESS`, connected
+        over a private local socket, and wait until it has loaded its preload model."""
+        early = early_start.take_early()
+        conn = early_start.adopt(early, self.options) if early is not None else None
+        if conn is not None:
+            self._proc = early.proc
+        else:
+            spawned = early_start.spawn()
+            self._proc = spawned.proc
+            conn = spawned.connection(60)
+            if conn is None:
+                self._end_child()
+                raise EngineError("the engine worker process did not connect within 60 s")
+            conn.send(self.options)
         if not conn.poll(self._start_timeout):
             conn.close()
             self._end_child()
@@ -299,6 +299,13 @@ def make_service(options: ServiceOptions, transport: str = "process"):
     raise EngineError(f"unknown worker transport '{transport}'; use process or thread")
 
 
-if __name__ == "__main__":  # the worker process: python -m engine.serving.scheduling.worker ADDRESS
+if __name__ == "__main__":  # the worker process: python -m engine.serving.scheduling.worker ADDRESS [--options-from-env]
+    early_start.mark("worker process started", early_start.process_started_at())
+    early_start.mark("worker imported torch and the engine")
     connection = Client(sys.argv[1], family="AF_UNIX", authkey=bytes.fromhex(os.environ.pop("TWO_BENDS_WORKER_KEY")))
-    _child_main(connection, connection.recv())
+    if early_start.FROM_ENV in sys.argv[2:]:  # spawned early by the launcher: its settings are the environment's
+        settings = early_start.options_from_env()  # ServiceOptions by its import name: the parent unpickles them
+        connection.send(("options", 0, settings))
+    else:
+        settings = connection.recv()
+    _child_main(connection, settings)

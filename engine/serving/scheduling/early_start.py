@@ -1,0 +1,161 @@
+"""Start the engine worker's process first, so its imports and model load run beside the UI's own start-up.
+
+A dashboard's start is two long chains: Streamlit (import, server, the browser's first page, the app's
+imports) and the engine worker (Python, torch, the weights, the packed kernels). Started one after the
+other they add up; started together they overlap on two cores. So the launcher calls `start_early()`
+before it imports anything heavy: the child builds its settings from the same environment variables
+the dashboard reads (options_from_env, below) and starts loading at once. The first ProcessService
+(engine/serving/scheduling/worker.py) adopts that child when its settings are the ones it wanted, and
+starts a fresh one otherwise. Standard library only, on purpose: importing this costs nothing.
+
+`mark(event)` writes start-up timestamps (one JSON line each) to the file named by TWO_BENDS_STARTUP_LOG,
+which scripts/startup_time.py reads for its split (Streamlit import, worker spawn, torch import, weights,
+prepacking); without that variable it does nothing.
+"""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import threading
+import time
+from dataclasses import dataclass, field
+from multiprocessing.connection import Listener
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[3]  # the project folder, so the child imports this engine
+FROM_ENV = "--options-from-env"  # the child builds its ServiceOptions from the environment and sends them back
+ENV_LOG = "TWO_BENDS_STARTUP_LOG"
+
+
+def mark(event: str, at: float | None = None) -> None:
+    """Append {event, t (wall clock), pid} to $TWO_BENDS_STARTUP_LOG, if set (scripts/startup_time.py)."""
+    path = os.environ.get(ENV_LOG)
+    if not path:
+        return
+    line = json.dumps({"event": event, "t": time.time() if at is None else at, "pid": os.getpid()})
+    try:
+        with open(path, "a") as f:
+            f.write(line + "\n")
+    except OSError:
+        pass  # a measurement aid must never stop the program
+
+
+def process_started_at() -> float | None:
+    """Wall-clock time this process was created (Linux /proc, 10 ms ticks), None elsewhere."""
+    try:
+        ticks = int(Path("/proc/self/stat").read_text().rsplit(")", 1)[1].split()[19])  # field 22: starttime
+        age = time.clock_gettime(time.CLOCK_BOOTTIME) - ticks / os.sysconf("SC_CLK_TCK")
+        return time.time() - age
+    except (OSError, ValueError, IndexError, AttributeError):
+        return None
+
+
+@dataclass
+class Spawned:
+    """A worker process just started, and the private socket it will connect to."""
+    proc: subprocess.Popen
+    listener: Listener
+    accepted: list = field(default_factory=list)
+    thread: threading.Thread | None = None
+
+    def connection(self, timeout: float):
+        """The child's connection once it connected (None after `timeout` s); the listener is closed either way."""
+        self.thread.join(timeout)
+        self.listener.close()
+        return self.accepted[0] if self.accepted else None
+
+
+def spawn(*extra: str) -> Spawned:
+    """Start `python -m engine.serving.scheduling.worker ADDRESS [extra]`; it connects back with a one-time key.
+
+    A plain subprocess, not multiprocessing's spawn: that would re-import the caller's main script
+    (Streamlit's, pytest's) in the child."""
+    key = os.urandom(32)
+    listener = Listener(family="AF_UNIX", authkey=key)
+    env = dict(os.environ, TWO_BENDS_WORKER_KEY=key.hex())
+    proc = subprocess.Popen([sys.executable, "-m", "engine.serving.scheduling.worker", listener.address, *extra],
+                            cwd=ROOT, env=env)
+    spawned = Spawned(proc, listener)
+
+    def accept() -> None:
+        try:
+            spawned.accepted.append(listener.accept())
+        except OSError:  # closed before the child connected (it died, or nobody waited for it)
+            pass
+
+    spawned.thread = threading.Thread(target=accept, name="two-bends-worker-accept", daemon=True)
+    spawned.thread.start()
+    return spawned
+
+
+_early: Spawned | None = None
+_lock = threading.Lock()
+
+
+def start_early() -> None:
+    """Spawn the worker now (once per process), loading the model the environment names; see the module docstring."""
+    global _early
+    with _lock:
+        if _early is None:
+            mark("worker spawned")
+            _early = spawn(FROM_ENV)
+
+
+def take_early() -> Spawned | None:
+    """The worker start_early spawned, handed over once (None when there is none, or it was taken)."""
+    global _early
+    with _lock:
+        spawned, _early = _early, None
+    return spawned
+
+
+def adopt(early: Spawned, wanted) -> object | None:
+    """The early worker's connection when it runs the ServiceOptions `wanted`; else it is ended and None returned
+    (the caller starts a fresh worker)."""
+    conn = early.connection(60)
+    theirs = None
+    if conn is not None and conn.poll(60):
+        try:
+            kind, _, theirs = conn.recv()  # ("options", 0, ServiceOptions), sent as soon as it connected
+        except Exception:  # gone (EOFError, OSError), or options this process cannot read: start a fresh one
+            theirs = None
+    if theirs == wanted:
+        return conn
+    if conn is not None:
+        conn.close()
+    if early.proc.poll() is None:
+        early.proc.kill()
+    early.proc.wait()
+    return None
+
+
+def int_env(name: str, default: int, env=os.environ) -> int:
+    try:
+        return int(env.get(name, default))
+    except ValueError:
+        return default
+
+
+def budget_env(env=os.environ) -> int | str | None:
+    """Batch mode's token budget per step; unset = whole prefills; a bad value goes on to the scheduler's one-line error."""
+    raw = env.get("TWO_BENDS_MAX_NUM_BATCHED_TOKENS", "").strip()
+    return None if not raw else int(raw) if raw.lstrip("-").isdigit() else raw
+
+
+def options_from_env(env=os.environ, prepack_in_background: bool = True):
+    """The dashboard's worker settings (worker.ServiceOptions) from scripts/dashboard.sh's environment variables: the
+    one place they are read (ui/engine_link/worker_link.options() calls it), readable without Streamlit, so the
+    early worker can start loading before the UI asks; that one prepacks its kernels in the background."""
+    from engine.loading.model_store import DEFAULT_MODEL
+    from engine.serving.scheduling.work import ModelSpec
+    from engine.serving.scheduling.worker import ServiceOptions
+
+    model = env.get("TWO_BENDS_MODEL", DEFAULT_MODEL)
+    return ServiceOptions(mode=env.get("TWO_BENDS_MODE", "queue"), max_queue=int_env("TWO_BENDS_MAX_QUEUE", 64, env),
+                          max_new_tokens_cap=int_env("TWO_BENDS_MAX_NEW_TOKENS", 4096, env),
+                          max_batch=int_env("TWO_BENDS_MAX_BATCH", 8, env),
+                          threads=max(0, int_env("TWO_BENDS_THREADS", 0, env)),
+                          preload=ModelSpec(model, "auto", "float32"), max_num_batched_tokens=budget_env(env),
+                          prepack_in_background=prepack_in_background)

@@ -1,0 +1,70 @@
+"""The model pool's background prepacking (engine/serving/scheduling/model_pool.py, the dashboard's fast start): a run
+started before the fast kernels are ready runs on plain nn.Linear and its Trace says so; once they are ready the pool
+hands out the fast model; describe says what happened at start."""
+import threading
+
+import pytest
+from torch import nn
+
+import engine
+from engine.serving.scheduling import model_pool
+from engine.serving.scheduling.early_start import options_from_env
+from engine.serving.scheduling.model_pool import ModelPool, describe
+from engine.serving.scheduling.work import ModelSpec
+from engine.serving.scheduling.worker import ServiceOptions
+from engine.techniques.kernels import FAST_LINEARS
+
+FAST = ModelSpec("tiny-llama", "cpu", "float32", "fast")
+
+
+def _linears(lm) -> set[type]:
+    return {type(m) for m in lm.model.blocks.modules() if isinstance(m, (nn.Linear, *FAST_LINEARS))}
+
+
+@pytest.fixture
+def held_packing(monkeypatch):
+    """Prepacking that waits until the test releases it (so 'still prepacking' is certain, not a race)."""
+    release = threading.Event()
+    real = model_pool.with_kernels
+
+    def slow(lm, kernels):
+        assert release.wait(60)
+        return real(lm, kernels)
+
+    monkeypatch.setattr(model_pool, "with_kernels", slow)
+    yield release
+    release.set()
+
+
+def test_a_run_before_the_fast_kernels_are_ready_uses_plain_and_says_so(held_packing):
+    pool = ModelPool(background_kernels=True)
+    lm = pool.get(FAST)
+    assert _linears(lm) == {nn.Linear}  # the plain model...
+    assert "plain nn.Linear" in lm.kernels and "still being prepacked" in lm.kernels  # ...and its label says so
+    trace = engine.generate(lm, [1, 2, 3, 4], 3, ignore_eos=True)
+    assert trace.env["kernels"] == lm.kernels  # the run's record names the kernels it actually ran on
+    assert pool.get(FAST) is lm  # asked again while packing: the same stand-in, no second load
+    assert "prepacked in the background at start" in describe(lm, FAST).kernels
+
+    held_packing.set()
+    pool.wait_for_kernels(60)
+    fast = pool.get(FAST)
+    assert fast.kernel_choice == "fast" and fast.kernels == engine.load_model("tiny-llama", "cpu").kernels
+    assert fast.model.blocks[0].attn.qkv.weight is lm.model.blocks[0].attn.qkv.weight  # the same weights, loaded once
+    assert pool.get(ModelSpec("tiny-llama", "cpu", "float32", "plain")).kernel_choice == "plain"
+
+
+def test_without_background_kernels_the_pool_loads_fast_kernels_before_it_answers():
+    calls = []
+
+    def loader(name, **kw):
+        calls.append(kw["kernels"])
+        return engine.load_model(name, **kw)
+
+    lm = ModelPool(loader).get(FAST)
+    assert calls == ["fast"] and lm.kernel_choice == "fast" and "still" not in lm.kernels
+
+
+def test_only_the_dashboards_early_worker_prepacks_in_the_background():
+    assert options_from_env().prepack_in_background and not ServiceOptions().prepack_in_background
+    assert ServiceOptions(prepack_in_background=True) == ServiceOptions()  # the UI's options still adopt that worker

@@ -1,0 +1,46 @@
+"""The launcher (ui/controls/launch.py): it imports nothing heavy before it has spawned the engine worker, spawns one only
+when the dashboard will use it, and the worker it spawns reads the same settings the dashboard asks for."""
+import subprocess
+import sys
+
+import pytest
+
+from engine.serving.scheduling.early_start import options_from_env
+from tests import ROOT
+from ui.controls import launch
+from ui.engine_link import worker_link
+
+
+def test_the_launcher_imports_neither_torch_nor_streamlit_before_it_spawns_the_worker():
+    code = "import sys, ui.controls.launch; print(sorted({'torch', 'streamlit', 'transformers'} & set(sys.modules)))"
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "[]"
+
+
+@pytest.mark.parametrize("env, wanted", [({}, True), ({"TWO_BENDS_WORKER": "process"}, True),
+                                         ({"TWO_BENDS_WORKER": "thread"}, False), ({"TWO_BENDS_REPLAY": "1"}, False)])
+def test_a_worker_is_spawned_early_only_when_the_dashboard_uses_one(env, wanted):
+    assert launch.engine_worker_wanted(env) is wanted
+
+
+@pytest.mark.parametrize("env", [{}, {"TWO_BENDS_MODE": "batch", "TWO_BENDS_MAX_BATCH": "3", "TWO_BENDS_THREADS": "1",
+                                      "TWO_BENDS_MAX_QUEUE": "9", "TWO_BENDS_MAX_NEW_TOKENS": "77",
+                                      "TWO_BENDS_MODEL": "tiny-gpt2"}])
+def test_the_early_worker_reads_the_settings_the_dashboard_asks_for(monkeypatch, env):
+    """worker_link.options() decides what the dashboard's worker runs; the early worker must agree, or it is wasted."""
+    for name in ("TWO_BENDS_MODE", "TWO_BENDS_MAX_BATCH", "TWO_BENDS_THREADS", "TWO_BENDS_MAX_QUEUE",
+                 "TWO_BENDS_MAX_NEW_TOKENS", "TWO_BENDS_MODEL"):
+        monkeypatch.delenv(name, raising=False)
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    assert options_from_env() == worker_link.options()
+
+
+def test_the_launcher_imports_what_app_py_imports():
+    import ast
+
+    tree = ast.parse((ROOT / "app.py").read_text())
+    imported = {f"{node.module}.{alias.name}" for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)
+                for alias in node.names if node.module.startswith("ui.")}
+    assert set(launch.APP_MODULES) == imported - {"ui.controls.launch"}
