@@ -5,6 +5,7 @@ import threading
 import pytest
 
 from engine.errors import EngineError
+from engine.labs import traffic
 from engine.labs.traffic import NOT_YET, run_traffic
 from engine.perfmodel.goodput import SLO, goodput, throughput
 from engine.perfmodel.workload import Lengths, Workload, preset
@@ -35,6 +36,36 @@ def test_queue_and_batch_serve_the_same_burst_completely(tiny_llama):
     assert decode_tokens == sum(r.output_tokens - 1 for r in batch.requests)
 
 
+def test_chunked_timeline_shows_a_long_prompt_cut_into_pieces_riding_along(tiny_llama):
+    w = Workload(Lengths(40), Lengths(6), request_rate=math.inf, num_requests=3, name="long")
+    run = run_traffic(tiny_llama, w, ["chunked"], seed=1, max_batch=4, max_num_batched_tokens=16)
+    chunked = run.policies[0]
+    assert chunked.available and all(not r.error and len(r.token_s) == 6 for r in chunked.requests)
+    for r in chunked.requests:  # 40 prompt tokens in steps of at most 16: at least 3 chunks, covering the prompt
+        pieces = [c for s in chunked.steps for c in s.chunks if c[0] == r.index]
+        assert len(pieces) >= 3 and sum(n for _, _, n in pieces) == 40
+        assert [first for _, first, _ in pieces] == sorted(first for _, first, _ in pieces)
+    assert any(s.chunks and s.riders for s in chunked.steps)  # a chunk shared a step with riders
+    assert all(len(s.riders) + sum(n for _, _, n in s.chunks) <= 16 for s in chunked.steps)
+    assert sum(len(s.riders) for s in chunked.steps) == sum(r.output_tokens - 1 for r in chunked.requests)
+
+
+def test_disaggregated_serves_every_request_with_two_lanes_and_a_cart_each(tiny_llama):
+    run = run_traffic(tiny_llama, BURST, ["disaggregated", "batch"], seed=3)
+    disagg, batch = run.policies
+    assert disagg.available and disagg.note == ""
+    assert [r.output_tokens for r in disagg.requests] == [r.output_tokens for r in batch.requests]
+    for r in disagg.requests:
+        assert not r.error and r.ttft_s is not None and len(r.token_s) == r.output_tokens
+    assert {s.worker for s in disagg.steps} == {"prefill", "decode"}
+    assert sorted(i for s in disagg.steps if s.kind == "prefill" for i in s.requests) == list(range(BURST.num_requests))
+    assert sum(len(s.riders) for s in disagg.steps if s.kind == "decode") == \
+        sum(r.output_tokens - 1 for r in disagg.requests)
+    crossed = [r.index for r in disagg.requests if r.output_tokens > 1]
+    assert [h.index for h in disagg.handovers] == crossed
+    assert all(h.bytes > 0 and h.crossing_s > 0 for h in disagg.handovers)
+
+
 def test_poisson_arrivals_wait_for_their_moment(tiny_llama):
     w = preset("code", prompt=Lengths(8), output=Lengths(3), request_rate=50.0, num_requests=4)
     run = run_traffic(tiny_llama, w, ["batch"], seed=0)
@@ -43,13 +74,12 @@ def test_poisson_arrivals_wait_for_their_moment(tiny_llama):
         assert r.started_s >= r.arrived_s - 1e-3  # nothing starts before it arrives
 
 
-def test_policies_the_engine_lacks_say_so_and_the_rest_run(tiny_llama):
-    run = run_traffic(tiny_llama, BURST, ["chunked", "batch", "disaggregated"], seed=0)
+def test_policies_the_engine_lacks_say_so_and_the_rest_run(tiny_llama, monkeypatch):
+    monkeypatch.setitem(traffic.POLICIES, "chunked", ("+ chunked prefill", dict(mode="batch", future_knob=1)))
+    run = run_traffic(tiny_llama, BURST, ["chunked", "batch"], seed=0)
     by = {p.policy: p for p in run.policies}
     assert by["batch"].available and len(by["batch"].requests) == BURST.num_requests
-    for name in ("chunked", "disaggregated"):
-        p = by[name]
-        assert (not p.available and p.note == f"{name}: {NOT_YET}") or len(p.requests) == BURST.num_requests
+    assert not by["chunked"].available and by["chunked"].note == f"chunked: {NOT_YET}"
 
 
 @pytest.mark.parametrize("policies, workload, match", [
