@@ -250,10 +250,11 @@ def _replay(sched: Scheduler, lm, plan: list[Arrival], prompts: list[list[int]],
                 told = time.perf_counter()
                 if not tell(finished):
                     return _cancel(sched, reqs)
+        sched.stop()  # first: a worker's last step is logged after its last token went out
         _collect(run, events, sched, {r.id: r.index for r in reqs}, t0)
         return True
     finally:
-        sched.stop()
+        sched.stop()  # again on cancel or error (a second stop does nothing)
 
 
 def _cancel(sched: Scheduler, reqs: list[Request]) -> bool:

@@ -9,6 +9,7 @@ from engine.labs import traffic
 from engine.labs.traffic import NOT_YET, run_traffic
 from engine.perfmodel.goodput import SLO, goodput, throughput
 from engine.perfmodel.workload import Lengths, Workload, preset
+from engine.serving.scheduling.kv_handover import leftovers
 from engine.serving.scheduling.scheduler import Scheduler
 from engine.serving.scheduling.work import Job, ModelSpec, result_of
 
@@ -107,6 +108,56 @@ def test_cancel_stops_the_run_and_its_scheduler(tiny_llama):
     run = run_traffic(tiny_llama, BURST, ["queue", "batch"], progress=progress)
     assert run.cancelled and [p.policy for p in run.policies] == ["queue"] and run.policies[0].note == "cancelled"
     assert threading.active_count() == before  # the policy's scheduler thread has ended
+
+
+def _capture_schedulers(monkeypatch) -> list:
+    made, original = [], traffic.make_scheduler
+
+    def make(*args, **kwargs):
+        made.append(original(*args, **kwargs))
+        return made[-1]
+    monkeypatch.setattr(traffic, "make_scheduler", make)
+    return made
+
+
+def _gone(sched) -> bool:
+    """Both worker processes ended and no KV cart of this coordinator left in shared memory."""
+    sides = [s for s in sched._sides.values() if s is not None]
+    return len(sides) == 2 and all(s.proc.poll() is not None for s in sides) and not leftovers(sched.session)
+
+
+def test_disaggregated_workers_stop_and_carts_are_swept_when_cancelled(tiny_llama, monkeypatch):
+    made, calls = _capture_schedulers(monkeypatch), []
+
+    def progress(message, fraction):
+        calls.append(fraction)
+        return len(calls) < 3
+    run = run_traffic(tiny_llama, BURST, ["disaggregated"], progress=progress)
+    assert run.cancelled and run.policies[0].note == "cancelled"
+    assert _gone(made[0])
+
+
+def test_disaggregated_workers_stop_when_the_model_does_not_load(tiny_llama, monkeypatch):
+    made = _capture_schedulers(monkeypatch)
+    monkeypatch.setattr(traffic, "model_spec", lambda lm: ModelSpec("no-such-model", "cpu"))
+    run = run_traffic(tiny_llama, BURST, ["disaggregated", "batch"])
+    disagg, batch = run.policies
+    assert not disagg.available and "unknown model 'no-such-model'" in disagg.note and "\n" not in disagg.note
+    assert len(batch.requests) == BURST.num_requests and not run.cancelled
+    assert _gone(made[0])
+
+
+def test_disaggregated_runs_as_a_lab_job_in_the_engine_worker():
+    sched = Scheduler().start()
+    try:
+        job = sched.submit(Job(model=ModelSpec("tiny-llama", "cpu"), name="traffic.run", args=(BURST, ["disaggregated"]),
+                               kwargs={"seed": 2, "max_batch": 2}))
+        run = result_of(job, timeout=180)
+        disagg = run.policies[0]
+        assert disagg.available and all(not r.error and r.first_s is not None for r in disagg.requests)
+        assert len(disagg.handovers) == sum(r.output_tokens > 1 for r in disagg.requests)
+    finally:
+        sched.stop()
 
 
 def test_runs_as_a_registered_lab_job():
