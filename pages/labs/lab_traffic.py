@@ -76,8 +76,13 @@ with c[0]:
 with c[1]:
     theme_toggle.plotly_chart(fig_traffic.itl_figure(result, slo), width="stretch", theme=None)
 theme_toggle.plotly_chart(fig_traffic.goodput_figure(result, slo), width="stretch", theme=None)
+for run in tt.handover_runs(result):
+    st.subheader("The KV cart crossing (disaggregated)")
+    st.caption(tt.HANDOVER_HELP)
+    st.dataframe(tt.handover_table(run), hide_index=True, width="stretch")
 ran = tt.ran_policies(result)
 if ran:
     shown = st.radio("Step timeline of", ran, key=state.TRAFFIC_TIMELINE, horizontal=True, format_func=tt.POLICY_CHOICES.get)
-    st.caption(tt.TIMELINE_HELP)
-    theme_toggle.plotly_chart(fig_traffic.timeline_figure(tt.policy_run(result, shown)), width="stretch", theme=None)
+    run = tt.policy_run(result, shown)
+    st.caption(tt.timeline_help(run))
+    theme_toggle.plotly_chart(fig_traffic.timeline_figure(run), width="stretch", theme=None)
