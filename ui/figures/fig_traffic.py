@@ -119,7 +119,7 @@ def rows_figure(run: PolicyRun) -> go.Figure:
                          height=max(300, 26 * len(rows) + 140))
     fig.update_layout(**layout, barmode="overlay", bargap=0.25)
     fig.update_yaxes(categoryorder="array", categoryarray=list(rows.values())[::-1])
-    return fig
+    return _legend_below_axis_title(fig)
 
 
 def lanes_figure(run: PolicyRun) -> go.Figure:
@@ -155,4 +155,12 @@ def lanes_figure(run: PolicyRun) -> go.Figure:
                          height=360)
     fig.update_layout(**layout, barmode="overlay")
     fig.update_yaxes(categoryorder="array", categoryarray=list(LANES))
+    return _legend_below_axis_title(fig)
+
+
+def _legend_below_axis_title(fig: go.Figure) -> go.Figure:
+    """A short chart's legend at a fixed distance under the plot (a fraction of a short plot lands on the x title)."""
+    margin = fig.layout.margin
+    plot_px = max(fig.layout.height - (margin.t or 0) - (margin.b or 0), 1)
+    fig.update_layout(legend_y=-80 / plot_px)
     return fig

@@ -104,7 +104,7 @@ def findings(result: TrafficRun, slo: SLO) -> str:
     for p in result.policies:
         if p.handovers:
             hs = p.handovers
-            lines.append(f"{p.label}: {len(hs)} KV carts crossed between the workers, on average "
+            lines.append(f"KV handover ({p.label}): {len(hs)} KV carts crossed between the workers, on average "
                          f"{sum(h.bytes for h in hs) / len(hs) / 1024:,.1f} KiB and "
                          f"{sum(h.crossing_s for h in hs) / len(hs) * MS:,.1f} ms each (write + read "
                          f"{sum(h.write_s + h.read_s for h in hs) / len(hs) * MS:,.2f} ms of it).")
