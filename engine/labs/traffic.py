@@ -5,9 +5,10 @@ the same moments for every policy). Each policy gets a fresh Scheduler of its ow
 time; every event is stamped on the scheduler's thread the moment it is emitted, so the numbers are the
 engine's, not a busy consumer's. From those stamps: TTFT (arrival -> first token, queueing included, as vLLM's
 benchmark counts it), the gaps between tokens (ITL), an Outcome per request for goodput (DistServe), and the
-step timeline: which prefills ran alone and which riders crossed the bridge together in each decode step.
-Policies plug in by name; chunked prefill (Sarathi-Serve, vLLM's --max-num-batched-tokens) and disaggregated
-prefill/decode (DistServe, Splitwise) say "not in this engine yet" until the scheduler accepts them.
+step timeline (engine/labs/traffic_steps.py): which riders and which prefill chunks shared each step.
+Policies plug in by name: queue, continuous batching, chunked prefill (Sarathi-Serve, vLLM's
+--max-num-batched-tokens) and disaggregated prefill/decode (DistServe, Splitwise: two worker processes started
+for the policy, stopped and their shared memory swept when it ends, is cancelled or fails).
 """
 from __future__ import annotations
 
@@ -18,8 +19,10 @@ from dataclasses import dataclass, field
 
 from engine.core.sampling import SamplingParams
 from engine.errors import EngineError
+from engine.labs.traffic_steps import HandoverRun, StepRun, from_events, from_step_log, from_timeline
 from engine.perfmodel.goodput import Outcome
 from engine.perfmodel.workload import Arrival, Workload, arrivals
+from engine.serving.scheduling.disaggregated import DisaggregatedScheduler
 from engine.serving.scheduling.model_pool import ModelPool
 from engine.serving.scheduling.scheduler import Scheduler
 from engine.serving.scheduling.work import Done, Failed, FirstToken, ModelSpec, Request, Started, Token
@@ -65,15 +68,6 @@ class RequestRun:
 
 
 @dataclass
-class StepRun:
-    """One engine step: a prefill (one request) or a decode step (the riders that crossed together)."""
-    kind: str  # "prefill" or "decode"
-    start_s: float
-    end_s: float
-    requests: list[int]
-
-
-@dataclass
 class PolicyRun:
     policy: str
     label: str
@@ -81,6 +75,7 @@ class PolicyRun:
     note: str = ""  # why it did not run (not in this engine yet), or that it was cancelled
     requests: list[RequestRun] = field(default_factory=list)
     steps: list[StepRun] = field(default_factory=list)
+    handovers: list[HandoverRun] = field(default_factory=list)  # disaggregated: one KV cart per request that crossed
 
     def outcomes(self) -> list[Outcome]:
         return [r.outcome() for r in self.requests]
@@ -108,7 +103,16 @@ class _Stamped(Request):
     __eq__, __hash__ = object.__eq__, object.__hash__  # identity: the scheduler looks requests up in its lists
 
     def emit(self, event) -> None:
-        self.sink.put((self.index, time.perf_counter(), event))
+        if self.sink is None:  # a copy in a disaggregated worker: its events go back through the pipe
+            super().emit(event)
+        else:
+            self.sink.put((self.index, time.perf_counter(), event))
+
+    def __getstate__(self) -> dict:
+        return {k: v for k, v in super().__getstate__().items() if k != "sink"}
+
+    def __setstate__(self, state: dict) -> None:
+        super().__setstate__(dict(state, sink=None))
 
 
 def check_policies(policies: list[str]) -> list[str]:
@@ -120,10 +124,13 @@ def check_policies(policies: list[str]) -> list[str]:
     return list(dict.fromkeys(policies))  # each once, in the order given
 
 
-def make_scheduler(policy: str, lm, *, max_batch: int, max_num_batched_tokens: int, max_queue: int) -> Scheduler:
-    """A fresh Scheduler for `policy` holding `lm`; EngineError(NOT_YET ...) when this engine lacks the policy."""
+def make_scheduler(policy: str, lm, *, max_batch: int, max_num_batched_tokens: int, max_queue: int):
+    """A fresh scheduler for `policy`: a Scheduler holding `lm`, or a DisaggregatedScheduler (not started: its
+    two workers load the model by name when it starts); EngineError(NOT_YET ...) when this engine lacks the policy."""
     _, kwargs = POLICIES[policy]
     kwargs = {k: (max_num_batched_tokens if v is None else v) for k, v in kwargs.items()}
+    if kwargs.get("mode") == DisaggregatedScheduler.mode:
+        return DisaggregatedScheduler(max_queue=max_queue, max_batch=max_batch)
     pool = ModelPool(loader=lambda *a, **k: lm)
     try:
         return Scheduler(max_batch=max_batch, max_queue=max_queue, pool=pool, **kwargs)
@@ -133,6 +140,11 @@ def make_scheduler(policy: str, lm, *, max_batch: int, max_num_batched_tokens: i
         if "unknown scheduling mode" in str(exc):
             raise EngineError(f"{policy}: {NOT_YET}") from None
         raise
+
+
+def model_spec(lm) -> ModelSpec:
+    """The spec that loads `lm` again (a disaggregated worker loads its own copy by name)."""
+    return ModelSpec(getattr(lm, "source", None) or lm.name, lm.device.type, str(lm.dtype).removeprefix("torch."))
 
 
 def check_lengths(lm, plan: list[Arrival]) -> None:
@@ -184,7 +196,12 @@ def run_traffic(lm, workload: Workload, policies: list[str], seed: int = 0, max_
         def tell(done: int, k=k, policy=policy) -> bool:
             return report(f"{policy}: {done}/{len(plan)} requests served", (k + done / len(plan)) / len(policies))
 
-        if not tell(0) or not _replay(sched, lm, plan, prompts, run, tell):
+        try:
+            served = tell(0) and _replay(sched, lm, plan, prompts, run, tell)
+        except EngineError as exc:  # this policy could not serve (its workers failed): say so, run the next
+            run.available, run.note, run.requests, run.steps = False, str(exc), [], []
+            continue
+        if not served:
             run.note, result.cancelled = "cancelled", True
             break
     return result
@@ -193,14 +210,16 @@ def run_traffic(lm, workload: Workload, policies: list[str], seed: int = 0, max_
 def _replay(sched: Scheduler, lm, plan: list[Arrival], prompts: list[list[int]], run: PolicyRun, tell) -> bool:
     """Feed the arrivals at their moments, collect the stamped events; False if cancelled."""
     sink: queue.Queue = queue.Queue()
-    spec = ModelSpec(lm.name)
+    spec = model_spec(lm)
     params = SamplingParams(ignore_eos=True)
-    sched.start()
     try:
+        sched.start()  # inside: a disaggregated start that fails half way still stops the worker it started
         warm = _Stamped(model=spec, prompt_ids=prompts[0][:8], max_new_tokens=2, params=params, index=-1, sink=sink)
         sched.submit(warm)  # first-call costs (allocations, warm-up) belong to no request
-        while not isinstance(sink.get(timeout=IDLE_LIMIT_S)[2], (Done, Failed)):
+        while not isinstance(warmed := sink.get(timeout=IDLE_LIMIT_S)[2], (Done, Failed)):
             pass
+        if isinstance(warmed, Failed):  # e.g. a disaggregated worker could not load the model
+            raise EngineError(warmed.message)
         t0 = time.perf_counter()
         reqs = [_Stamped(model=spec, prompt_ids=ids, max_new_tokens=a.output_tokens, params=params, index=i,
                          sink=sink, arrival=t0 + a.at_s) for i, (a, ids) in enumerate(zip(plan, prompts))]
@@ -231,10 +250,11 @@ def _replay(sched: Scheduler, lm, plan: list[Arrival], prompts: list[list[int]],
                 told = time.perf_counter()
                 if not tell(finished):
                     return _cancel(sched, reqs)
-        _collect(run, events)
+        sched.stop()  # first: a worker's last step is logged after its last token went out
+        _collect(run, events, sched, {r.id: r.index for r in reqs}, t0)
         return True
     finally:
-        sched.stop()
+        sched.stop()  # again on cancel or error (a second stop does nothing)
 
 
 def _cancel(sched: Scheduler, reqs: list[Request]) -> bool:
@@ -243,12 +263,10 @@ def _cancel(sched: Scheduler, reqs: list[Request]) -> bool:
     return False
 
 
-def _collect(run: PolicyRun, events: list[tuple[int, float, object]]) -> None:
-    """Per-request times and the step timeline, from the events in the order the engine emitted them.
-
-    A decode step emits one Token per rider, back to back, each saying how many riders shared it: the next
-    `riders` tokens are that step's."""
-    left = 0
+def _collect(run: PolicyRun, events: list[tuple[int, float, object]], sched, index_of: dict[int, int],
+             t0: float) -> None:
+    """Per-request times from the events in the order the engine emitted them; the steps from the scheduler's own
+    record where it keeps one (disaggregated: timeline and handovers; batch: step_log), else from the events."""
     for index, at, event in events:
         req = run.requests[index]
         if isinstance(event, Started):
@@ -256,17 +274,13 @@ def _collect(run: PolicyRun, events: list[tuple[int, float, object]]) -> None:
         elif isinstance(event, FirstToken):
             req.first_s = at
             req.token_s.append(at)
-            run.steps.append(StepRun("prefill", req.started_s if req.started_s is not None else at, at, [index]))
         elif isinstance(event, Token):
             req.token_s.append(at)
-            if left > 0:
-                run.steps[-1].requests.append(index)
-                run.steps[-1].end_s = at
-                left -= 1
-            else:
-                busy = max(event.step.seconds - event.step.stall_seconds, 0.0)
-                run.steps.append(StepRun("decode", at - busy, at, [index]))
-                left = event.step.riders - 1
         elif isinstance(event, Failed):
             req.error = event.message
-
+    if isinstance(sched, DisaggregatedScheduler):
+        from_timeline(run, list(sched.timeline), list(sched.handovers), index_of, t0)
+    elif sched.mode == "batch":
+        from_step_log(run, list(sched.step_log), index_of, t0)
+    else:
+        from_events(run, events)

@@ -34,12 +34,12 @@ n_out = c[2].number_input("Output tokens (mean)", 1, 1024, key=state.TRAFFIC_OUT
 out_spread = c[3].number_input("Output spread", 0.0, 2.0, step=0.1, key=state.TRAFFIC_OUTPUT_SPREAD)
 n_req = c[4].number_input("Requests", 1, 256, key=state.TRAFFIC_REQUESTS)
 seed = c[5].number_input("Seed", 0, 10_000, key=state.TRAFFIC_SEED)
-c = st.columns([3, 1, 1, 1])
-policies = c[0].multiselect("Policies to compare (same arrivals)", list(tt.POLICY_CHOICES), key=state.TRAFFIC_POLICIES,
-                            format_func=tt.POLICY_CHOICES.get)
-slo_ttft = c[1].number_input("SLO: TTFT ≤ ms", 1.0, 600_000.0, key=state.TRAFFIC_SLO_TTFT)
-slo_tpot = c[2].number_input("SLO: TPOT ≤ ms", 1.0, 60_000.0, key=state.TRAFFIC_SLO_TPOT)
-chunk = c[3].number_input("Chunk budget (tokens/step)", 1, 8192, key=state.TRAFFIC_CHUNK, disabled="chunked" not in policies,
+policies = st.multiselect("Policies to compare (same arrivals)", list(tt.POLICY_CHOICES), key=state.TRAFFIC_POLICIES,
+                          format_func=tt.POLICY_CHOICES.get)
+c = st.columns(3)
+slo_ttft = c[0].number_input("SLO: TTFT ≤ ms", 1.0, 600_000.0, key=state.TRAFFIC_SLO_TTFT)
+slo_tpot = c[1].number_input("SLO: TPOT ≤ ms", 1.0, 60_000.0, key=state.TRAFFIC_SLO_TPOT)
+chunk = c[2].number_input("Chunk budget (tokens/step)", 1, 8192, key=state.TRAFFIC_CHUNK, disabled="chunked" not in policies,
                           help="chunked prefill: prompt tokens + decode tokens per engine step (vLLM's --max-num-batched-tokens)")
 
 inputs = dict(burst=burst, rate=rate, burstiness=burstiness, prompt_tokens=n_prompt, prompt_spread=prompt_spread,
@@ -76,8 +76,13 @@ with c[0]:
 with c[1]:
     theme_toggle.plotly_chart(fig_traffic.itl_figure(result, slo), width="stretch", theme=None)
 theme_toggle.plotly_chart(fig_traffic.goodput_figure(result, slo), width="stretch", theme=None)
+for run in tt.handover_runs(result):
+    st.subheader("The KV cart crossing (disaggregated)")
+    st.caption(tt.HANDOVER_HELP)
+    st.dataframe(tt.handover_table(run), hide_index=True, width="stretch")
 ran = tt.ran_policies(result)
 if ran:
     shown = st.radio("Step timeline of", ran, key=state.TRAFFIC_TIMELINE, horizontal=True, format_func=tt.POLICY_CHOICES.get)
-    st.caption(tt.TIMELINE_HELP)
-    theme_toggle.plotly_chart(fig_traffic.timeline_figure(tt.policy_run(result, shown)), width="stretch", theme=None)
+    run = tt.policy_run(result, shown)
+    st.caption(tt.timeline_help(run))
+    theme_toggle.plotly_chart(fig_traffic.timeline_figure(run), width="stretch", theme=None)

@@ -1,4 +1,5 @@
-"""The Traffic lab in a real browser (headless Chromium, tiny model): a short burst replayed per policy, no exception."""
+"""The Traffic lab in a real browser (headless Chromium, tiny model): a short burst replayed per policy, disaggregated
+included (its two workers started from inside the dashboard's engine worker process), no exception."""
 import os
 
 import pytest
@@ -26,11 +27,21 @@ def test_a_short_burst_is_compared_across_policies():
                 box.fill(value)
                 box.press("Enter")
                 appdriver.settle(page)
+            policies = page.locator("[data-testid='stMultiSelect']").filter(has_text="Policies to compare")
+            policies.locator("input").click()
+            page.get_by_role("option", name="disaggregated", exact=True).click()
+            page.keyboard.press("Escape")
+            appdriver.settle(page)
             page.get_by_role("button", name="▶ Run traffic").click()
             page.get_by_text("Best goodput").first.wait_for(timeout=180_000)
             appdriver.settle(page)
-            assert "4 requests of the 'chat' kind, all at once" in page.locator("body").inner_text()
+            body = page.locator("body").inner_text()
+            assert "4 requests of the 'chat' kind, all at once" in body
+            assert "KV carts crossed between the workers" in body and "The KV cart crossing" in body
             assert page.locator("[data-testid='stPlotlyChart']").count() == 4  # TTFT, ITL, goodput, timeline
+            page.get_by_text("disaggregated", exact=True).last.click()  # the timeline of the two workers
+            appdriver.settle(page)
+            page.get_by_text("The two workers side by side", exact=False).first.wait_for(timeout=60_000)
             assert appdriver.exception_text(page) is None
         finally:
             browser.close()

@@ -12,6 +12,8 @@ from ui.figures.theme import DECODE_COLOR, ESTIMATE_DASH, NEUTRAL_COLOR, PREFILL
 
 MS = 1000.0
 POLICY_COLORS = {"queue": NEUTRAL_COLOR, "batch": DECODE_COLOR, "chunked": "#2E9E6A", "disaggregated": "#8E44AD"}
+CART_COLOR = "#8E44AD"  # the KV cart crossing between the workers
+LANES = ("prefill worker (valley)", "decode worker (bridge)")
 MAX_TIMELINE_STEPS = 4000  # beyond this the timeline shows the first steps only (a browser draws each bar)
 
 
@@ -61,7 +63,29 @@ def goodput_figure(result: TrafficRun, slo: SLO) -> go.Figure:
 
 
 def timeline_figure(run: PolicyRun) -> go.Figure:
-    """One row per request: waiting (grey), prefill (orange), each decode step it rode (blue)."""
+    """The steps of one policy: the two workers' lanes in disaggregated mode, else one row per request."""
+    if any(s.worker for s in run.steps):
+        return lanes_figure(run)
+    return rows_figure(run)
+
+
+def _chunk_words(chunk, rows) -> str:
+    index, first, n = chunk
+    return f"{rows[index]} prompt tokens {first + 1}–{first + n}"
+
+
+def _step_words(step, rows) -> str:
+    if step.kind == "prefill" and not step.chunks:
+        return "prefill: " + ", ".join(rows[j] for j in step.requests)
+    riders = step.riders
+    words = [f"{len(riders)} rider(s): " + ", ".join(rows[j] for j in riders[:12])] if riders else []
+    words += ["prefill chunk: " + _chunk_words(c, rows) for c in step.chunks]
+    return "<br>".join(words)
+
+
+def rows_figure(run: PolicyRun) -> go.Figure:
+    """One row per request: waiting (grey), each prefill piece (orange: the whole prompt, or one chunk of it),
+    each decode step it rode (blue); the hover names everyone who shared the step."""
     rows = {r.index: f"#{r.index + 1}" for r in run.requests}
     wait_x, wait_base, wait_y = [], [], []
     for r in run.requests:
@@ -73,21 +97,70 @@ def timeline_figure(run: PolicyRun) -> go.Figure:
     fig.add_bar(x=wait_x, base=wait_base, y=wait_y, orientation="h", name="waiting", marker_color="#C8C8C8",
                 hovertemplate="waited %{x:.1f} ms<extra></extra>")
     steps = run.steps[:MAX_TIMELINE_STEPS]
+    chunked = any(len(s.chunks) and (s.riders or s.chunks[0][1] > 0) for s in steps)
+    bars = {"prefill": ([], [], [], []), "decode": ([], [], [], [])}
+    for s in steps:
+        width, words = max(s.end_s - s.start_s, 0.0) * MS, _step_words(s, rows)
+        for i in s.requests:
+            prefill = s.kind == "prefill" or any(c[0] == i for c in s.chunks)
+            x, base, y, text = bars["prefill" if prefill else "decode"]
+            x.append(width)
+            base.append(s.start_s * MS)
+            y.append(rows[i])
+            text.append(words)
     for kind, color in (("prefill", PREFILL_COLOR), ("decode", DECODE_COLOR)):
-        x, base, y, text = [], [], [], []
-        for s in steps:
-            if s.kind != kind:
-                continue
-            for i in s.requests:
-                x.append(max(s.end_s - s.start_s, 0.0) * MS)
-                base.append(s.start_s * MS)
-                y.append(rows[i])
-                text.append(f"{len(s.requests)} rider(s): " + ", ".join(rows[j] for j in s.requests[:12]))
-        fig.add_bar(x=x, base=base, y=y, orientation="h", name=kind, marker_color=color, text=text,
-                    textposition="none", hovertemplate="%{text}<br>%{x:.1f} ms<extra></extra>")
+        x, base, y, text = bars[kind]
+        name = "prefill chunk" if kind == "prefill" and chunked else kind
+        fig.add_bar(x=x, base=base, y=y, orientation="h", name=name, marker_color=color, text=text,
+                    textposition="none", marker_line=dict(color="white", width=1),
+                    hovertemplate="%{text}<br>%{x:.1f} ms<extra></extra>")
     cut = f" (first {MAX_TIMELINE_STEPS} steps)" if len(run.steps) > MAX_TIMELINE_STEPS else ""
     layout = base_layout(f"Engine steps — {run.label}{cut}", "time since the first arrival (ms)", "request",
                          height=max(300, 26 * len(rows) + 140))
     fig.update_layout(**layout, barmode="overlay", bargap=0.25)
     fig.update_yaxes(categoryorder="array", categoryarray=list(rows.values())[::-1])
+    return _legend_below_axis_title(fig)
+
+
+def lanes_figure(run: PolicyRun) -> go.Figure:
+    """Disaggregated: the prefill worker's lane (the valley) under the decode worker's (the bridge); each KV cart
+    drawn as a line from where the valley packed it to where the bridge took it in."""
+    rows = {r.index: f"#{r.index + 1}" for r in run.requests}
+    lane = {"prefill": LANES[0], "decode": LANES[1]}
+    steps = run.steps[:MAX_TIMELINE_STEPS]
+    fig = go.Figure()
+    for kind, color, name in (("prefill", PREFILL_COLOR, "prefill"), ("handover", CART_COLOR, "pack the cart"),
+                              ("join", CART_COLOR, "unpack the cart"), ("decode", DECODE_COLOR, "decode step")):
+        chosen = [s for s in steps if s.kind == kind]
+        text = [_step_words(s, rows) if kind in ("prefill", "decode") else
+                f"{rows[s.requests[0]]}: {s.bytes / 1024:,.1f} KiB" for s in chosen]
+        fig.add_bar(x=[max(s.end_s - s.start_s, 0.0) * MS for s in chosen], base=[s.start_s * MS for s in chosen],
+                    y=[lane[s.worker] for s in chosen], orientation="h", name=name, marker_color=color, text=text,
+                    textposition="none", marker_line=dict(color="white", width=1), width=0.5,
+                    hovertemplate="%{text}<br>%{x:.2f} ms<extra></extra>")
+    packed = {s.requests[0]: s for s in steps if s.kind == "handover"}
+    joined = {s.requests[0]: s for s in steps if s.kind == "join"}
+    x, y, text = [], [], []
+    for h in run.handovers:
+        if h.index in packed and h.index in joined:
+            words = (f"cart {rows[h.index]}: {h.bytes / 1024:,.1f} KiB of KV cache ({h.tokens} tokens), "
+                     f"{h.crossing_s * MS:.1f} ms from prefill end to the bridge")
+            x += [packed[h.index].start_s * MS, joined[h.index].end_s * MS, None]
+            y += [LANES[0], LANES[1], None]
+            text += [words, words, None]
+    fig.add_scatter(x=x, y=y, text=text, mode="lines+markers", name="KV handover", line=dict(color=CART_COLOR, width=2),
+                    marker=dict(size=7), hovertemplate="%{text}<extra></extra>")
+    cut = f" (first {MAX_TIMELINE_STEPS} steps)" if len(run.steps) > MAX_TIMELINE_STEPS else ""
+    layout = base_layout(f"The two workers side by side — {run.label}{cut}", "time since the first arrival (ms)", "",
+                         height=360)
+    fig.update_layout(**layout, barmode="overlay")
+    fig.update_yaxes(categoryorder="array", categoryarray=list(LANES))
+    return _legend_below_axis_title(fig)
+
+
+def _legend_below_axis_title(fig: go.Figure) -> go.Figure:
+    """A short chart's legend at a fixed distance under the plot (a fraction of a short plot lands on the x title)."""
+    margin = fig.layout.margin
+    plot_px = max(fig.layout.height - (margin.t or 0) - (margin.b or 0), 1)
+    fig.update_layout(legend_y=-80 / plot_px)
     return fig

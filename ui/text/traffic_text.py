@@ -27,6 +27,16 @@ INTRO = (
     "*disaggregated* prefill/decode are the industry's two answers to that stall. Each request is judged "
     "against your SLOs: **goodput** counts only the requests per second that met both, next to raw throughput.")
 CANCEL_HELP = "Stops the policy being measured; nothing of an unfinished run is kept."
+LANES_HELP = ("The two workers side by side: below, the prefill worker (the valley) runs one prompt at a time (orange) "
+              "and packs its KV cache into a cart (purple); above, the decode worker (the bridge) unpacks each cart "
+              "into its batch (purple) and steps the riders (blue). Each purple line is one cart crossing; the bridge "
+              "never stops for a prompt, and each side idles while it waits for the other.")
+CHUNKED_HELP = ("Each row is a request: grey while it waits, orange each chunk of its prompt, blue each decode step it "
+                "rode. With chunked prefill a long prompt is cut into pieces that share the bridge's steps with the "
+                "riders (hover a bar: who shared that step), so no rider waits for a whole prompt.")
+HANDOVER_HELP = ("Disaggregated prefill/decode: each prefilled request's KV cache crosses from the prefill worker to "
+                 "the decode worker in shared memory. The price per request: the bytes carried, the time to write and "
+                 "read them, and the crossing (prefill end to joining the bridge's batch, waiting for a step included).")
 TIMELINE_HELP = ("Each row is a request: grey while it waits, orange its prefill (the valley), blue each decode step "
                  "it rode (the bridge). Read a vertical line: the riders crossing together in that step; "
                  "a gap in a blue row is another request's prefill holding the bridge.")
@@ -91,6 +101,13 @@ def findings(result: TrafficRun, slo: SLO) -> str:
     if missing:
         lines.append(f"Not in this engine yet: {', '.join(missing)}.")
     lines += [f"{p.label} could not run: {p.note}" for p in result.policies if not p.available and not p.note.endswith(NOT_YET)]
+    for p in result.policies:
+        if p.handovers:
+            hs = p.handovers
+            lines.append(f"KV handover ({p.label}): {len(hs)} KV carts crossed between the workers, on average "
+                         f"{sum(h.bytes for h in hs) / len(hs) / 1024:,.1f} KiB and "
+                         f"{sum(h.crossing_s for h in hs) / len(hs) * MS:,.1f} ms each (write + read "
+                         f"{sum(h.write_s + h.read_s for h in hs) / len(hs) * MS:,.2f} ms of it).")
     if result.cancelled:
         lines.append("The run was cancelled: the policies after the cancelled one were not measured.")
     return "  \n".join(lines)
@@ -133,3 +150,21 @@ def ran_policies(result: TrafficRun) -> list[str]:
 
 def policy_run(result: TrafficRun, policy: str) -> PolicyRun:
     return next(p for p in result.policies if p.policy == policy)
+
+
+def timeline_help(run: PolicyRun) -> str:
+    if any(s.worker for s in run.steps):
+        return LANES_HELP
+    return CHUNKED_HELP if any(s.chunks and (s.riders or s.chunks[0][1] > 0) for s in run.steps) else TIMELINE_HELP
+
+
+def handover_table(run: PolicyRun) -> pd.DataFrame:
+    """One row per KV cart: which request, how many tokens and bytes, the copies and the whole crossing."""
+    prompts = {r.index: r.prompt_tokens for r in run.requests}
+    return pd.DataFrame([{"request": f"#{h.index + 1}", "prompt tokens": prompts.get(h.index, h.tokens),
+                          "KV cache (KiB)": h.bytes / 1024, "write (ms)": h.write_s * MS, "read (ms)": h.read_s * MS,
+                          "crossing (ms)": h.crossing_s * MS} for h in run.handovers]).round(2)
+
+
+def handover_runs(result: TrafficRun) -> list[PolicyRun]:
+    return [p for p in result.policies if p.handovers]

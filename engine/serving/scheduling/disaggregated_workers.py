@@ -200,6 +200,7 @@ class HandedBatch(Batch):
         seq = Rider(req, trace, lm)
         if carried.generator_state is not None and seq.generator is not None:
             seq.generator.set_state(torch.frombuffer(bytearray(carried.generator_state), dtype=torch.uint8))
+        seq.prefilled = len(req.prompt_ids)  # its prompt is in the cart: no chunk of it runs here
         seq.append(carried.first_token)  # streamed by the valley already
         grow = now(lm.device)
         self._room_for(seq.reserved_len)

@@ -5,9 +5,11 @@ import threading
 import pytest
 
 from engine.errors import EngineError
+from engine.labs import traffic
 from engine.labs.traffic import NOT_YET, run_traffic
 from engine.perfmodel.goodput import SLO, goodput, throughput
 from engine.perfmodel.workload import Lengths, Workload, preset
+from engine.serving.scheduling.kv_handover import leftovers
 from engine.serving.scheduling.scheduler import Scheduler
 from engine.serving.scheduling.work import Job, ModelSpec, result_of
 
@@ -35,6 +37,36 @@ def test_queue_and_batch_serve_the_same_burst_completely(tiny_llama):
     assert decode_tokens == sum(r.output_tokens - 1 for r in batch.requests)
 
 
+def test_chunked_timeline_shows_a_long_prompt_cut_into_pieces_riding_along(tiny_llama):
+    w = Workload(Lengths(40), Lengths(6), request_rate=math.inf, num_requests=3, name="long")
+    run = run_traffic(tiny_llama, w, ["chunked"], seed=1, max_batch=4, max_num_batched_tokens=16)
+    chunked = run.policies[0]
+    assert chunked.available and all(not r.error and len(r.token_s) == 6 for r in chunked.requests)
+    for r in chunked.requests:  # 40 prompt tokens in steps of at most 16: at least 3 chunks, covering the prompt
+        pieces = [c for s in chunked.steps for c in s.chunks if c[0] == r.index]
+        assert len(pieces) >= 3 and sum(n for _, _, n in pieces) == 40
+        assert [first for _, first, _ in pieces] == sorted(first for _, first, _ in pieces)
+    assert any(s.chunks and s.riders for s in chunked.steps)  # a chunk shared a step with riders
+    assert all(len(s.riders) + sum(n for _, _, n in s.chunks) <= 16 for s in chunked.steps)
+    assert sum(len(s.riders) for s in chunked.steps) == sum(r.output_tokens - 1 for r in chunked.requests)
+
+
+def test_disaggregated_serves_every_request_with_two_lanes_and_a_cart_each(tiny_llama):
+    run = run_traffic(tiny_llama, BURST, ["disaggregated", "batch"], seed=3)
+    disagg, batch = run.policies
+    assert disagg.available and disagg.note == ""
+    assert [r.output_tokens for r in disagg.requests] == [r.output_tokens for r in batch.requests]
+    for r in disagg.requests:
+        assert not r.error and r.ttft_s is not None and len(r.token_s) == r.output_tokens
+    assert {s.worker for s in disagg.steps} == {"prefill", "decode"}
+    assert sorted(i for s in disagg.steps if s.kind == "prefill" for i in s.requests) == list(range(BURST.num_requests))
+    assert sum(len(s.riders) for s in disagg.steps if s.kind == "decode") == \
+        sum(r.output_tokens - 1 for r in disagg.requests)
+    crossed = [r.index for r in disagg.requests if r.output_tokens > 1]
+    assert [h.index for h in disagg.handovers] == crossed
+    assert all(h.bytes > 0 and h.crossing_s > 0 for h in disagg.handovers)
+
+
 def test_poisson_arrivals_wait_for_their_moment(tiny_llama):
     w = preset("code", prompt=Lengths(8), output=Lengths(3), request_rate=50.0, num_requests=4)
     run = run_traffic(tiny_llama, w, ["batch"], seed=0)
@@ -43,13 +75,12 @@ def test_poisson_arrivals_wait_for_their_moment(tiny_llama):
         assert r.started_s >= r.arrived_s - 1e-3  # nothing starts before it arrives
 
 
-def test_policies_the_engine_lacks_say_so_and_the_rest_run(tiny_llama):
-    run = run_traffic(tiny_llama, BURST, ["chunked", "batch", "disaggregated"], seed=0)
+def test_policies_the_engine_lacks_say_so_and_the_rest_run(tiny_llama, monkeypatch):
+    monkeypatch.setitem(traffic.POLICIES, "chunked", ("+ chunked prefill", dict(mode="batch", future_knob=1)))
+    run = run_traffic(tiny_llama, BURST, ["chunked", "batch"], seed=0)
     by = {p.policy: p for p in run.policies}
     assert by["batch"].available and len(by["batch"].requests) == BURST.num_requests
-    for name in ("chunked", "disaggregated"):
-        p = by[name]
-        assert (not p.available and p.note == f"{name}: {NOT_YET}") or len(p.requests) == BURST.num_requests
+    assert not by["chunked"].available and by["chunked"].note == f"chunked: {NOT_YET}"
 
 
 @pytest.mark.parametrize("policies, workload, match", [
@@ -77,6 +108,56 @@ def test_cancel_stops_the_run_and_its_scheduler(tiny_llama):
     run = run_traffic(tiny_llama, BURST, ["queue", "batch"], progress=progress)
     assert run.cancelled and [p.policy for p in run.policies] == ["queue"] and run.policies[0].note == "cancelled"
     assert threading.active_count() == before  # the policy's scheduler thread has ended
+
+
+def _capture_schedulers(monkeypatch) -> list:
+    made, original = [], traffic.make_scheduler
+
+    def make(*args, **kwargs):
+        made.append(original(*args, **kwargs))
+        return made[-1]
+    monkeypatch.setattr(traffic, "make_scheduler", make)
+    return made
+
+
+def _gone(sched) -> bool:
+    """Both worker processes ended and no KV cart of this coordinator left in shared memory."""
+    sides = [s for s in sched._sides.values() if s is not None]
+    return len(sides) == 2 and all(s.proc.poll() is not None for s in sides) and not leftovers(sched.session)
+
+
+def test_disaggregated_workers_stop_and_carts_are_swept_when_cancelled(tiny_llama, monkeypatch):
+    made, calls = _capture_schedulers(monkeypatch), []
+
+    def progress(message, fraction):
+        calls.append(fraction)
+        return len(calls) < 3
+    run = run_traffic(tiny_llama, BURST, ["disaggregated"], progress=progress)
+    assert run.cancelled and run.policies[0].note == "cancelled"
+    assert _gone(made[0])
+
+
+def test_disaggregated_workers_stop_when_the_model_does_not_load(tiny_llama, monkeypatch):
+    made = _capture_schedulers(monkeypatch)
+    monkeypatch.setattr(traffic, "model_spec", lambda lm: ModelSpec("no-such-model", "cpu"))
+    run = run_traffic(tiny_llama, BURST, ["disaggregated", "batch"])
+    disagg, batch = run.policies
+    assert not disagg.available and "unknown model 'no-such-model'" in disagg.note and "\n" not in disagg.note
+    assert len(batch.requests) == BURST.num_requests and not run.cancelled
+    assert _gone(made[0])
+
+
+def test_disaggregated_runs_as_a_lab_job_in_the_engine_worker():
+    sched = Scheduler().start()
+    try:
+        job = sched.submit(Job(model=ModelSpec("tiny-llama", "cpu"), name="traffic.run", args=(BURST, ["disaggregated"]),
+                               kwargs={"seed": 2, "max_batch": 2}))
+        run = result_of(job, timeout=180)
+        disagg = run.policies[0]
+        assert disagg.available and all(not r.error and r.first_s is not None for r in disagg.requests)
+        assert len(disagg.handovers) == sum(r.output_tokens > 1 for r in disagg.requests)
+    finally:
+        sched.stop()
 
 
 def test_runs_as_a_registered_lab_job():

@@ -4,7 +4,7 @@ import math
 import pytest
 
 from engine.errors import EngineError
-from engine.labs.traffic import PolicyRun, RequestRun, StepRun, TrafficRun
+from engine.labs.traffic import HandoverRun, PolicyRun, RequestRun, StepRun, TrafficRun
 from engine.perfmodel.goodput import SLO
 from engine.perfmodel.workload import arrivals, shaped
 from ui.figures import fig_traffic
@@ -66,3 +66,48 @@ def test_a_policy_the_engine_refused_says_why_not_not_yet():
     run.policies[2].note = "the chunk budget must be a whole number of tokens >= 1, not 0"
     words = tt.findings(run, SLO(1, 1))
     assert "Not in this engine yet" not in words and "+ chunked prefill could not run: the chunk budget" in words
+
+
+def _disaggregated() -> PolicyRun:
+    return PolicyRun("disaggregated", "disaggregated prefill/decode", requests=[
+        RequestRun(0, 0.0, 8, 3, started_s=0.0, first_s=0.1, token_s=[0.1, 0.2, 0.3]),
+        RequestRun(1, 0.0, 8, 1, started_s=0.1, first_s=0.2, token_s=[0.2])],
+        steps=[StepRun("prefill", 0.0, 0.1, [0], [(0, 0, 8)], "prefill"),
+               StepRun("handover", 0.1, 0.11, [0], worker="prefill", bytes=4096),
+               StepRun("prefill", 0.11, 0.2, [1], [(1, 0, 8)], "prefill"),
+               StepRun("join", 0.12, 0.13, [0], worker="decode", bytes=4096),
+               StepRun("decode", 0.13, 0.2, [0], worker="decode"), StepRun("decode", 0.2, 0.3, [0], worker="decode")],
+        handovers=[HandoverRun(0, 4096, 8, 0.002, 0.001, 0.03)])
+
+
+def test_the_disaggregated_timeline_draws_both_lanes_and_each_cart_between_them():
+    fig = fig_traffic.timeline_figure(_disaggregated())
+    by = {t.name: t for t in fig.data}
+    prefill_lane, decode_lane = fig_traffic.LANES
+    assert set(by["prefill"].y) == {prefill_lane} and len(by["prefill"].y) == 2
+    assert set(by["decode step"].y) == {decode_lane} and list(by["unpack the cart"].y) == [decode_lane]
+    assert list(by["pack the cart"].y) == [prefill_lane]
+    cart = by["KV handover"]  # from where the valley packed it (100 ms) to where the bridge took it in (130 ms)
+    assert list(cart.x) == [pytest.approx(100.0), pytest.approx(130.0), None]
+    assert list(cart.y) == [prefill_lane, decode_lane, None] and "4.0 KiB" in cart.text[0]
+    run = _run()
+    run.policies[1] = _disaggregated()
+    words = tt.findings(run, SLO(1, 1))
+    assert "1 KV carts crossed between the workers, on average 4.0 KiB and 30.0 ms each" in words
+    table = tt.handover_table(run.policies[1])
+    assert list(table["request"]) == ["#1"] and table["KV cache (KiB)"][0] == 4.0 and table["crossing (ms)"][0] == 30.0
+    assert tt.timeline_help(run.policies[1]) == tt.LANES_HELP
+
+
+def test_the_chunked_timeline_draws_each_chunk_on_its_request_and_names_who_shared_the_step():
+    run = PolicyRun("chunked", "+ chunked prefill", requests=[
+        RequestRun(0, 0.0, 4, 3, started_s=0.0, first_s=0.1, token_s=[0.1, 0.2, 0.3]),
+        RequestRun(1, 0.0, 40, 2, started_s=0.1, first_s=0.3, token_s=[0.3, 0.4])],
+        steps=[StepRun("prefill", 0.0, 0.1, [0], [(0, 0, 4)]), StepRun("decode", 0.1, 0.2, [0, 1], [(1, 0, 20)]),
+               StepRun("decode", 0.2, 0.3, [0, 1], [(1, 20, 20)]), StepRun("decode", 0.3, 0.4, [1])])
+    waiting, prefill, decode = fig_traffic.timeline_figure(run).data
+    assert prefill.name == "prefill chunk" and list(prefill.y) == ["#1", "#2", "#2"]
+    assert list(decode.y) == ["#1", "#1", "#2"]
+    assert prefill.text[1] == "1 rider(s): #1<br>prefill chunk: #2 prompt tokens 1–20"
+    assert prefill.text[2].endswith("#2 prompt tokens 21–40")
+    assert tt.timeline_help(run) == tt.CHUNKED_HELP and tt.timeline_help(_run().policies[1]) == tt.TIMELINE_HELP
