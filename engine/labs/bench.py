@@ -22,6 +22,7 @@ from engine.errors import EngineError
 from engine.labs.hardware import measure_peaks, measure_read_bandwidth
 from engine.labs.sweeps import prompt_ids_of_length
 from engine.loading.loader import load_model
+from engine.loading.model_store import cache_root
 from engine.perfmodel.flops import decode_step_bytes, prefill_flops
 
 
@@ -191,9 +192,13 @@ def run_bench(args) -> None:
     from engine.techniques.kernels import with_kernels
 
     fast = load_model(args.model, args.device, args.dtype, kernels="fast")
+    if getattr(args, "remeasure_kernels", False):  # time the candidate kernels again and replace the cached choice
+        fast = with_kernels(fast, "fast", cache_root(), remeasure=True)
     plain = with_kernels(fast, "plain")
     print(f"# {fast.name} | {fast.device} {fast.dtype_name} | torch {torch.__version__} | {torch.get_num_threads()} "
           f"threads | {time.strftime('%Y-%m-%d')} | fast = {fast.kernels}")
+    if fast.kernel_why:
+        print(f"# kernels chosen by measurement: {fast.kernel_why}")
     hf = hf_reference(fast)
     peaks = measure_peaks(fast.device, fast.dtype, fast.config)
     if fast.dtype != torch.float32:  # the fast path may widen to float32 GEMMs: the ceiling is the better of the two

@@ -29,11 +29,12 @@ class ModelInfo:
     weight_bytes: int
     kernels: str
     load_seconds: float
+    kernel_why: str = ""  # fast on CPU: the measured ms of each candidate kernel (engine/techniques/kernel_choice.py)
 
 
 def describe(lm, spec: ModelSpec) -> ModelInfo:
     return ModelInfo(spec, lm.name, str(lm.device), lm.dtype_name, lm.config, lm.tokenizer, lm.weight_bytes,
-                     lm.kernels, lm.load_seconds)
+                     lm.kernels, lm.load_seconds, getattr(lm, "kernel_why", ""))
 
 
 class ModelPool:
