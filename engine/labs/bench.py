@@ -265,4 +265,4 @@ def _rows(args, fast, plain, hf, vllm, peaks, read) -> None:
     if fast.device.type == "cpu" and not args.quick:
         imp, load = cold_load_seconds(args.model)
         print(f"# cold start from the cache in a fresh process: import {imp:.2f} s, load_model {load:.2f} s "
-              "(prepacking the fast kernels included)")
+              "(the fast kernels' cached choice read and prepacked)")

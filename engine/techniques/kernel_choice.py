@@ -4,10 +4,11 @@ Which kernel streams weights best depends on the chip: oneDNN's prepacked inner 
 2-core AVX2 EPYC and lost it by ~20 % on an AVX-512 Xeon, where plain `F.linear` (MKL) already reads the
 weights at the memory's speed. So, like oneDNN/cuBLAS autotuning or torch.compile's `max-autotune`, the
 first load on a machine times every candidate per phase — decode (one row: matrix-vector products over
-the model's weights) and prefill (PREFILL_ROWS rows: matrix products) — for a fraction of a second, picks
-the fastest, and remembers the choice in a small JSON file next to the model cache, keyed by the CPU's
-model and flags, the torch version, the threads, the dtype and the model's shapes. Plain F.linear is
-always a candidate and wins ties (within MARGIN), so "fast" is never slower than plain by construction.
+the model's weights) and prefill (PREFILL_ROWS rows: matrix products) — for a fraction of a second (best
+of a few rounds, the candidates taking turns), picks the fastest, and remembers the choice in a small JSON
+file next to the model cache, keyed by the CPU's model and flags, the torch version, the threads, the dtype
+and the model's shapes. Plain F.linear is always a candidate and wins ties (within MARGIN), so "fast" is
+never slower than plain by construction.
 """
 from __future__ import annotations
 
@@ -16,7 +17,6 @@ import json
 import math
 import os
 import platform
-import statistics
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -207,7 +207,7 @@ def _phase_ms(phase: str, kernels: list[str], linears: list[nn.Linear], scale: f
             t = _time_pass(k, prepared[k])
             if r:
                 times[k].append(t)
-    return {k: 1000 * scale * statistics.median(v) for k, v in times.items()}
+    return {k: 1000 * scale * min(v) for k, v in times.items()}  # the best round: other programs only ever add time
 
 
 def measure(model: nn.Module, dtype: torch.dtype) -> Choice:
