@@ -191,10 +191,12 @@ def run_bench(args) -> None:
         raise EngineError(f"--repeats must be at least 1 (got {args.repeats})")
     from engine.techniques.kernels import with_kernels
 
-    fast = load_model(args.model, args.device, args.dtype, kernels="fast")
     if getattr(args, "remeasure_kernels", False):  # time the candidate kernels again and replace the cached choice
-        fast = with_kernels(fast, "fast", cache_root(), remeasure=True)
-    plain = with_kernels(fast, "plain")
+        plain = load_model(args.model, args.device, args.dtype, kernels="plain")
+        fast = with_kernels(plain, "fast", cache_root(), remeasure=True)
+    else:
+        fast = load_model(args.model, args.device, args.dtype, kernels="fast")
+        plain = with_kernels(fast, "plain")
     print(f"# {fast.name} | {fast.device} {fast.dtype_name} | torch {torch.__version__} | {torch.get_num_threads()} "
           f"threads | {time.strftime('%Y-%m-%d')} | fast = {fast.kernels}")
     if fast.kernel_why:
