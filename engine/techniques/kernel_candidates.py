@@ -8,6 +8,10 @@ and read. No hand-written kernels: each is one call into a library PyTorch ships
               (`torch.ops.mkldnn._reorder_linear_weight`; what torch.compile's freezing does on CPU)
   onednn      the same oneDNN inner product on the plain weights (no packed copy)
   mkl-packed  MKL's packed GEMM (`cblas_sgemm_pack`, float32 only), the weights packed once per phase's rows
+  aten-gemv   bfloat16/float16 decode through ATen's own matrix-vector kernel (float32 accumulation, vectorised)
+              with oneDNN switched off for the call: where the CPU has AVX-512, F.linear sends bfloat16 to
+              oneDNN's matmul, which streamed the weights at under half the speed of ATen's GEMV on an EPYC
+              (one row only: a decode batch's few rows go to plain F.linear)
   widened     bfloat16/float16 weights widened to float32 for one float32 GEMM (prefill only: the widening
               costs a write and a read of every weight, which only a wide product pays back)
 """
@@ -33,6 +37,7 @@ CANDIDATES = {
     "prepacked": Candidate("oneDNN prepacked", ("decode", "prefill"), (torch.float32, *_HALF)),
     "onednn": Candidate("oneDNN on plain weights", ("decode", "prefill"), (torch.float32, *_HALF)),
     "mkl-packed": Candidate("MKL packed GEMM", ("decode", "prefill"), (torch.float32,)),
+    "aten-gemv": Candidate("ATen GEMV (oneDNN off)", ("decode",), _HALF),
     "widened": Candidate("float32 GEMM from widened weights", ("prefill",), _HALF),
 }
 
@@ -57,6 +62,15 @@ def apply(kernel: str, x2: torch.Tensor, weight: torch.Tensor, bias: torch.Tenso
         return torch.ops.mkldnn._linear_pointwise(x2, weight, bias, "none", [], "")
     if kernel == "mkl-packed":
         return torch.ops.mkl._mkl_linear(x2, extras[0], weight, bias, x2.shape[0])
+    if kernel == "aten-gemv":
+        if x2.shape[0] != 1:  # ATen's kernel is for one row; a batch's rows would each read the weights again
+            return F.linear(x2, weight, bias)
+        enabled = torch._C._get_mkldnn_enabled()  # process-wide, as torch.backends.mkldnn.flags() is: set and put back
+        torch._C._set_mkldnn_enabled(False)
+        try:
+            return F.linear(x2, weight, bias)
+        finally:
+            torch._C._set_mkldnn_enabled(enabled)
     if kernel == "widened":
         b = None if bias is None else bias.float()
         return F.linear(x2.float(), weight.float(), b).to(x2.dtype)

@@ -162,3 +162,23 @@ def test_bench_says_what_was_measured_and_can_measure_again(tmp_path):
     line = next(x for x in out.stdout.splitlines() if x.startswith("# kernels chosen by measurement: "))
     assert "decode step's matmuls: " in line and "plain" in line and "measured now" in line
     assert (tmp_path / CACHE_FILE).is_file()
+
+
+@pytest.mark.parametrize("kernel", [k for k in CANDIDATES if available(k, torch.bfloat16) and k != "plain"])
+def test_each_bfloat16_candidate_stays_close_to_plain(monkeypatch, tmp_path, kernel):
+    """bfloat16 rounds differently per kernel (accumulation order): logits close, not bit-equal; decode and prompts."""
+    from engine.core.generate import decode_step, new_cache, prefill
+
+    plain = engine.load_model("tiny-llama", device="cpu", dtype="bfloat16", kernels="plain")
+    _fake(monkeypatch, decode={kernel: 0.001}, prefill={kernel: 0.001})
+    fast = with_kernels(plain, "fast", tmp_path, remeasure=True)
+    assert CANDIDATES[kernel].words in fast.kernels
+    ids = torch.tensor([list(range(3, 40))])
+
+    def logits(lm):
+        cache = new_cache(lm, 1, 41)
+        first = prefill(lm, ids, cache)
+        return first, decode_step(lm, first.argmax(-1, keepdim=True), cache)
+
+    for got, want in zip(logits(fast), logits(plain)):
+        assert float((got - want).norm() / want.norm()) < 0.02, kernel
