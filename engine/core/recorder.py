@@ -15,7 +15,8 @@ from engine.core.trace import Trace, environment
 def start_trace(lm, prompt_ids: list[int], settings: dict, batch_size: int = 1, warmup_seconds: float = 0.0) -> Trace:
     """An empty trace for `prompt_ids` with everything known before the first token."""
     return Trace(model=lm.name, device=str(lm.device), dtype=lm.dtype_name, prompt_ids=list(prompt_ids), output_ids=[],
-                 text="", prefill_seconds=0.0, steps=[], env=environment(lm.device) | {"kernels": lm.kernels},
+                 text="", prefill_seconds=0.0, steps=[], env=environment(lm.device) | {"kernels": lm.kernels,
+                                                                         "kernels_measured": getattr(lm, "kernel_why", "")},
                  batch_size=batch_size, warmup_seconds=warmup_seconds,
                  kv_bytes_per_token=lm.config.kv_bytes_per_token(lm.dtype.itemsize), weight_bytes=lm.weight_bytes,
                  n_params=lm.config.n_params, settings=dict(settings), config=lm.config.to_dict())

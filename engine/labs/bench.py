@@ -22,6 +22,7 @@ from engine.errors import EngineError
 from engine.labs.hardware import measure_peaks, measure_read_bandwidth
 from engine.labs.sweeps import prompt_ids_of_length
 from engine.loading.loader import load_model
+from engine.loading.model_store import cache_root
 from engine.perfmodel.flops import decode_step_bytes, prefill_flops
 
 
@@ -190,10 +191,16 @@ def run_bench(args) -> None:
         raise EngineError(f"--repeats must be at least 1 (got {args.repeats})")
     from engine.techniques.kernels import with_kernels
 
-    fast = load_model(args.model, args.device, args.dtype, kernels="fast")
-    plain = with_kernels(fast, "plain")
+    if getattr(args, "remeasure_kernels", False):  # time the candidate kernels again and replace the cached choice
+        plain = load_model(args.model, args.device, args.dtype, kernels="plain")
+        fast = with_kernels(plain, "fast", cache_root(), remeasure=True)
+    else:
+        fast = load_model(args.model, args.device, args.dtype, kernels="fast")
+        plain = with_kernels(fast, "plain")
     print(f"# {fast.name} | {fast.device} {fast.dtype_name} | torch {torch.__version__} | {torch.get_num_threads()} "
           f"threads | {time.strftime('%Y-%m-%d')} | fast = {fast.kernels}")
+    if fast.kernel_why:
+        print(f"# kernels chosen by measurement: {fast.kernel_why}")
     hf = hf_reference(fast)
     peaks = measure_peaks(fast.device, fast.dtype, fast.config)
     if fast.dtype != torch.float32:  # the fast path may widen to float32 GEMMs: the ceiling is the better of the two
@@ -260,4 +267,4 @@ def _rows(args, fast, plain, hf, vllm, peaks, read) -> None:
     if fast.device.type == "cpu" and not args.quick:
         imp, load = cold_load_seconds(args.model)
         print(f"# cold start from the cache in a fresh process: import {imp:.2f} s, load_model {load:.2f} s "
-              "(prepacking the fast kernels included)")
+              "(the fast kernels' cached choice read and prepacked)")

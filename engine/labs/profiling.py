@@ -19,7 +19,7 @@ from engine.core.clock import now
 from engine.core.generate import decode_loop, decode_step, new_cache, prefill
 
 MATMUL_OPS = {"aten::mm", "aten::addmm", "aten::bmm", "aten::baddbmm", "aten::mv", "aten::addmv", "aten::dot",
-              "aten::_weight_int8pack_mm", "mkldnn::_linear_pointwise"}  # the last: the fast kernels' prepacked linear
+              "aten::_weight_int8pack_mm", "mkldnn::_linear_pointwise", "mkl::_mkl_linear"}  # the last two: fast kernels
 KIND_GEMM, KIND_GEMV = "GEMM (matrix × matrix)", "GEMV (matrix × vector)"
 KIND_ATTN, KIND_OTHER, KIND_OUTSIDE = "attention kernel", "other ops", "outside ops (Python, dispatch)"
 KINDS = (KIND_GEMM, KIND_GEMV, KIND_ATTN, KIND_OTHER, KIND_OUTSIDE)

@@ -9,7 +9,7 @@ import torch
 from engine.core.config import ModelConfig
 from engine.core.model import Transformer
 from engine.errors import EngineError
-from engine.loading.model_store import DEFAULT_MODEL, Progress, load_checkpoint
+from engine.loading.model_store import DEFAULT_MODEL, Progress, cache_root, load_checkpoint
 from engine.loading.weights import load_into
 
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
@@ -27,6 +27,7 @@ class LoadedModel:
     source: str = ""  # what load_model was given (name, HF id or folder), to load the same weights again
     kernels: str = "plain"  # what the linear layers' matmuls run, in words (engine/techniques/kernels.py)
     kernel_choice: str = "plain"  # what was asked for: "plain" (nn.Linear) or "fast" (best library kernels here)
+    kernel_why: str = ""  # fast on CPU: each candidate kernel's measured ms (engine/techniques/kernel_choice.py)
 
     @property
     def dtype_name(self) -> str:
@@ -100,7 +101,8 @@ def load_model(name_or_path: str = DEFAULT_MODEL, device: str = "auto", dtype: s
                progress: Progress | None = None, kernels: str = "fast") -> LoadedModel:
     """Load a model ready for `prefill`, `decode_step` and `generate`.
 
-    kernels: "fast" (default: the best library kernels for this device and dtype) or "plain" (nn.Linear).
+    kernels: "fast" (default: the library kernels measured fastest on this machine, the measurement cached
+    beside the model cache) or "plain" (nn.Linear).
     """
     from engine.techniques.kernels import KERNELS, with_kernels
 
@@ -115,7 +117,9 @@ def load_model(name_or_path: str = DEFAULT_MODEL, device: str = "auto", dtype: s
     if tokenizer.eos_token_id is not None and tokenizer.eos_token_id not in cfg.eos_token_ids:
         cfg = replace(cfg, eos_token_ids=(*cfg.eos_token_ids, tokenizer.eos_token_id))
     model = build_model(cfg, ckpt.state_dict, dev, dt)
-    lm = with_kernels(LoadedModel(model, tokenizer, cfg, ckpt.name, dev, dt, 0.0, str(name_or_path)), kernels)
+    if progress and kernels == "fast" and dev.type == "cpu":
+        progress(f"{ckpt.name}: choosing matmul kernels (measured once per machine, then cached)", 0.95)
+    lm = with_kernels(LoadedModel(model, tokenizer, cfg, ckpt.name, dev, dt, 0.0, str(name_or_path)), kernels, cache_root())
     if progress:
         progress(f"{ckpt.name} ready on {dev.type} ({dtype}, {lm.kernels})", 1.0)
     return replace(lm, load_seconds=time.perf_counter() - start)

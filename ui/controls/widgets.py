@@ -117,9 +117,9 @@ def sidebar() -> RunRequest:
         cols[0].selectbox("Device", ["auto", "cpu", "cuda", "mps"], key=state.DEVICE, disabled=state.DEVICE in locked)
         cols[1].selectbox("Dtype", ["float32", "bfloat16", "float16"], key=state.DTYPE, disabled=state.DTYPE in locked)
         st.radio("Matmul kernels", ["fast", "plain"], key=state.KERNELS, horizontal=True, disabled=state.KERNELS in locked,
-                 help="fast: the best library kernels for this device and dtype (on CPU, oneDNN with weights "
-                      "prepacked once). plain: nn.Linear, the readable teaching path. Same weights, same maths; "
-                      "in float32 the same tokens.")
+                 help="fast: the library kernels measured fastest on this machine, per phase (on CPU the first "
+                      "load times plain F.linear, oneDNN and MKL at this model's shapes and remembers the winner). "
+                      "plain: nn.Linear, the readable teaching path. Same weights, same maths; in float32 the same tokens.")
         if locked:
             st.caption(":material/lock: Model settings are the teacher's in this room.")
         lm = current_model()
@@ -128,6 +128,8 @@ def sidebar() -> RunRequest:
             params = f"{n / 1e6:,.0f} M" if n >= 1e6 else f"{n / 1e3:,.0f} K"
             st.caption(f"In use: **{lm.device}** · **{lm.dtype}** · {params} parameters · "
                        f"context {lm.config.max_seq_len:,} tokens · kernels: {lm.kernels}")
+            if getattr(lm, "kernel_why", ""):
+                st.caption(f"Why these kernels — {lm.kernel_why}")
         request.lm = lm
 
         labels = {ex.key: ex.label for ex in prompts.examples()}

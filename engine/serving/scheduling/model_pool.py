@@ -35,6 +35,7 @@ class ModelInfo:
     weight_bytes: int
     kernels: str
     load_seconds: float
+    kernel_why: str = ""  # fast on CPU: the measured ms of each candidate kernel (engine/techniques/kernel_choice.py)
 
 
 def describe(lm, spec: ModelSpec) -> ModelInfo:
@@ -43,7 +44,7 @@ def describe(lm, spec: ModelSpec) -> ModelInfo:
         kernels = (f"{lm.prepacking} (prepacked in the background at start; a run before that used plain nn.Linear, "
                    "and its Timing says so)")
     return ModelInfo(spec, lm.name, str(lm.device), lm.dtype_name, lm.config, lm.tokenizer, lm.weight_bytes,
-                     kernels, lm.load_seconds)
+                     kernels, lm.load_seconds, getattr(lm, "kernel_why", ""))
 
 
 class _Packing:

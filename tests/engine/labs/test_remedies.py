@@ -89,7 +89,7 @@ def test_int8_weight_roundtrip():
 def test_int8_model_close_to_float(tiny_llama):
     qlm, kernel = quantize_model(tiny_llama)
     assert isinstance(qlm.model.lm_head, Int8Linear) and isinstance(qlm.model.blocks[0].mlp.down, Int8Linear)
-    assert isinstance(tiny_llama.model.blocks[0].mlp.down, FAST_LINEARS)  # the original (fast kernels) is untouched
+    assert isinstance(tiny_llama.model.blocks[0].mlp.down, (*FAST_LINEARS, torch.nn.Linear))  # the original is untouched
     assert matrix_bytes(qlm.model) < 0.3 * matrix_bytes(tiny_llama.model)
     prompts = [tiny_llama.tokenizer.encode(COPY_PROMPT), tiny_llama.tokenizer.encode("def add(a, b):")]
     agree = compare_logits(tiny_llama, qlm, prompts)

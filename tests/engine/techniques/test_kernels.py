@@ -1,5 +1,6 @@
 """The two kernel paths (engine/techniques/kernels.py): fast gives nn.Linear's numbers in float32 (the same
-greedy tokens), stays within a bound in bfloat16, shares the weights, and is what the user asked for."""
+greedy tokens), stays within a bound in bfloat16, shares the weights, and is what the user asked for.
+Which kernels fast runs is measured per machine (test_kernel_choice.py); here they are forced where it matters."""
 import subprocess
 import sys
 
@@ -11,6 +12,7 @@ from engine.core.generate import new_cache, prefill
 from engine.errors import EngineError
 from engine.serving.scheduling.model_pool import ModelPool
 from engine.serving.scheduling.work import ModelSpec
+from engine.techniques import kernel_choice
 from engine.techniques.kernels import FAST_LINEARS, with_kernels
 
 PROMPTS = ["Write a short poem about the sea.", "What is a KV cache? Answer in two sentences.",
@@ -26,8 +28,15 @@ def _fast_layers(lm) -> int:
     return sum(isinstance(m, FAST_LINEARS) for m in lm.model.modules())
 
 
+@pytest.fixture
+def prepacked_wins(monkeypatch, tmp_path):
+    """A machine where oneDNN prepacked measures fastest in both phases (a cache of its own)."""
+    monkeypatch.setenv("TWO_BENDS_CACHE", str(tmp_path))
+    monkeypatch.setattr(kernel_choice, "_time_pass", lambda kernel, mats: 0.001 if kernel == "prepacked" else 1.0)
+
+
 @pytest.mark.parametrize("name", ["tiny-llama", "tiny-gpt2"])
-def test_fast_and_plain_agree_on_both_architectures(name):
+def test_fast_and_plain_agree_on_both_architectures(name, prepacked_wins):
     fast = engine.load_model(name, device="cpu")  # fast is the default
     plain = with_kernels(fast, "plain")
     assert (fast.kernel_choice, plain.kernel_choice) == ("fast", "plain")
@@ -39,7 +48,8 @@ def test_fast_and_plain_agree_on_both_architectures(name):
     assert a.output_ids == b.output_ids and a.env["kernels"] == fast.kernels and b.env["kernels"] == "plain"
 
 
-def test_twins_share_the_weights_and_leave_each_other_alone(tiny_llama):
+def test_twins_share_the_weights_and_leave_each_other_alone(prepacked_wins):
+    tiny_llama = engine.load_model("tiny-llama", device="cpu")
     plain = with_kernels(tiny_llama, "plain")
     assert plain.weight_bytes == tiny_llama.weight_bytes
     assert plain.model.blocks[0].attn.qkv.weight is tiny_llama.model.blocks[0].attn.qkv.weight  # no copy
@@ -52,7 +62,7 @@ def test_twins_share_the_weights_and_leave_each_other_alone(tiny_llama):
 
 
 def test_smollm_fast_float32_gives_the_same_greedy_tokens(smollm):
-    assert smollm.kernels.startswith("fast: oneDNN prepacked float32"), smollm.kernels
+    assert smollm.kernels.startswith("fast: ") and "plain" in smollm.kernel_why, smollm.kernels
     plain = with_kernels(smollm, "plain")
     for prompt in PROMPTS:
         a = engine.generate(smollm, prompt, 32, chat=True, ignore_eos=True)
@@ -66,7 +76,7 @@ def test_smollm_fast_bfloat16_stays_within_a_bound_of_plain(smollm):
     """bfloat16 fast (oneDNN bf16, or bf16 GEMV + float32 GEMM for prompts) vs plain bfloat16, both against float32."""
     plain16 = engine.load_model("smollm2-135m", device="cpu", dtype="bfloat16", kernels="plain")
     fast16 = with_kernels(plain16, "fast")
-    assert fast16.kernels.startswith("fast") and _fast_layers(fast16) > 0
+    assert fast16.kernels.startswith("fast: ") and "plain" in fast16.kernel_why
     ids = engine.generate(smollm, PROMPTS[1], 1, chat=True).prompt_ids
     ref = _logits(with_kernels(smollm, "plain"), ids)
 
@@ -82,7 +92,7 @@ def test_smollm_fast_bfloat16_stays_within_a_bound_of_plain(smollm):
     assert a.output_ids[:3] == b.output_ids[:3]
 
 
-def test_pool_loads_the_weights_once_for_both_paths():
+def test_pool_loads_the_weights_once_for_both_paths(prepacked_wins):
     calls = []
 
     def loader(name, **kw):
@@ -108,6 +118,6 @@ def test_cli_says_which_kernels_ran():
 
     plain, fast = run("--kernels", "plain"), run()
     assert plain.returncode == 0 and fast.returncode == 0, plain.stderr + fast.stderr
-    assert "kernels plain)" in plain.stdout and "kernels fast: oneDNN" in fast.stdout
+    assert "kernels plain)" in plain.stdout and "kernels fast: " in fast.stdout
     bad = run("--kernels", "turbo")
     assert bad.returncode == 2 and "invalid choice: 'turbo'" in bad.stderr

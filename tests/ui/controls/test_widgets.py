@@ -53,3 +53,10 @@ def test_the_glossary_is_in_the_replay_only_sidebar(make_app, monkeypatch):
     at = make_app().run()
     assert not at.exception
     assert any("**TTFT** (time to first token)" in m.value for m in at.sidebar.markdown)
+
+
+def test_the_sidebar_says_which_kernels_were_measured_fastest(make_app):
+    at = make_app().run()
+    assert not at.exception
+    captions = "\n".join(c.value for c in at.sidebar.caption)
+    assert "kernels: fast: " in captions and "Why these kernels — decode step's matmuls: " in captions

@@ -1,0 +1,227 @@
+"""Kernels chosen by measurement: time each library matmul at this model's shapes on this CPU, keep the fastest.
+
+Which kernel streams weights best depends on the chip: oneDNN's prepacked inner product won decode on a
+2-core AVX2 EPYC and lost it by ~20 % on an AVX-512 Xeon, where plain `F.linear` (MKL) already reads the
+weights at the memory's speed. So, like oneDNN/cuBLAS autotuning or torch.compile's `max-autotune`, the
+first load on a machine times every candidate per phase — decode (one row: matrix-vector products over
+the model's weights) and prefill (PREFILL_ROWS rows: matrix products) — for a fraction of a second (best
+of a few rounds, the candidates taking turns), picks the fastest, and remembers the choice in a small JSON
+file next to the model cache, keyed by the CPU's model and flags, the torch version, the threads, the dtype
+and the model's shapes. Plain F.linear is always a candidate and wins ties (within MARGIN), so "fast" is
+never slower than plain by construction.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import os
+import platform
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import torch
+from torch import nn
+
+from engine.techniques.kernel_candidates import CANDIDATES, apply, available, prepare
+
+PHASES = ("decode", "prefill")
+PREFILL_ROWS = 128  # the prompt length prefill is timed at (a wide matrix product, bound by arithmetic)
+DECODE_BYTES = 64e6  # decode is timed over enough whole layers to leave the CPU's caches (then scaled to all)
+MARGIN = 0.03  # a candidate must beat plain F.linear by more than this to be chosen (timing noise)
+REPEATS = {"decode": 5, "prefill": 3}
+CACHE_FILE = "kernel-choice.json"
+
+
+def default_cache_dir() -> Path:
+    """The model cache's folder (engine/loading/model_store.cache_root: techniques sit below loading)."""
+    return Path(os.environ.get("TWO_BENDS_CACHE") or Path.home() / ".cache" / "two-bends")
+
+
+@dataclass
+class Choice:
+    decode: str  # the kernel for a few rows (decode steps)
+    prefill: str  # the kernel for wide prompts
+    ms: dict  # {"decode": {kernel: ms of all the model's matmuls for one step}, "prefill": {kernel: ms at PREFILL_ROWS}}
+    seconds: float = 0.0  # how long the measuring took, on the run that measured
+    cached: bool = False  # True: read back from the cache file, nothing measured in this process
+    note: str = ""  # e.g. why the cache file was not used
+
+    def label(self) -> str:
+        """Short, for the sidebar and the Trace: what each phase runs."""
+        if self.decode == self.prefill:
+            return f"fast: {CANDIDATES[self.decode].words} (measured fastest here)"
+        return f"fast: {CANDIDATES[self.decode].words} for decode, {CANDIDATES[self.prefill].words} for prompts (measured)"
+
+    def why(self) -> str:
+        """The measured ms of each candidate, fastest first: 'decode matmuls: plain 20.8 ms vs prepacked 40.0 ms'."""
+        parts = []
+        for phase, what in (("decode", "decode step's matmuls"), ("prefill", f"prefill {PREFILL_ROWS} tokens' matmuls")):
+            times = sorted(self.ms.get(phase, {}).items(), key=lambda kv: kv[1])
+            parts.append(f"{what}: " + " vs ".join(f"{name} {_ms(ms)} ms" for name, ms in times))
+        how = "cached from an earlier measurement on this CPU" if self.cached else f"measured now in {self.seconds:.2f} s"
+        return f"{'; '.join(parts)} ({how}{'; ' + self.note if self.note else ''})"
+
+
+def _ms(ms: float) -> str:
+    return f"{ms:.1f}" if ms >= 10 else f"{ms:.2g}"
+
+
+def pick(ms: dict[str, float]) -> str:
+    """The fastest kernel; plain F.linear stays unless another beats it by more than MARGIN."""
+    best = min(ms, key=ms.get)
+    if "plain" in ms and ms[best] > ms["plain"] * (1 - MARGIN):
+        return "plain"
+    return best
+
+
+# ------------------------------------------------------------------------------------------------
+# The key: what makes an earlier measurement valid here
+# ------------------------------------------------------------------------------------------------
+def cpu_identity() -> tuple[str, str]:
+    """(CPU model name, a digest of its instruction-set flags) from /proc/cpuinfo; platform's words elsewhere."""
+    name, flags = platform.processor() or platform.machine(), torch.backends.cpu.get_cpu_capability()
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            key, _, value = line.partition(":")
+            if key.strip() == "model name" and name == (platform.processor() or platform.machine()):
+                name = value.strip()
+            elif key.strip() in ("flags", "Features"):
+                flags = " ".join(sorted(value.split()))
+                break
+    except OSError:
+        pass
+    return name, hashlib.sha256(flags.encode()).hexdigest()[:16]
+
+
+def shapes(model: nn.Module) -> list[list[int]]:
+    """[out, in, count] of every nn.Linear in the model, sorted: the matrices the kernels will read."""
+    count: dict[tuple[int, int], int] = {}
+    for m in model.modules():
+        if isinstance(m, nn.Linear):
+            count[m.out_features, m.in_features] = count.get((m.out_features, m.in_features), 0) + 1
+    return sorted([o, i, n] for (o, i), n in count.items())
+
+
+def cache_key(model: nn.Module, dtype: torch.dtype) -> dict:
+    cpu, flags = cpu_identity()
+    return {"cpu": cpu, "flags": flags, "torch": torch.__version__, "threads": torch.get_num_threads(),
+            "dtype": str(dtype).removeprefix("torch."), "shapes": shapes(model)}
+
+
+def _key_id(key: dict) -> str:
+    return hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()[:20]
+
+
+# ------------------------------------------------------------------------------------------------
+# The cache file: {key id: {"key": ..., "choice": ...}}; unreadable means empty, never a crash
+# ------------------------------------------------------------------------------------------------
+def _read(path: Path) -> tuple[dict, str]:
+    if not path.exists():
+        return {}, ""
+    try:
+        data = json.loads(path.read_text())
+        if not isinstance(data, dict):
+            raise ValueError("not a JSON object")
+        return data, ""
+    except (OSError, ValueError) as exc:
+        return {}, f"the cache file {path.name} was unreadable ({type(exc).__name__}), so measured again"
+
+
+def _valid(entry, key: dict) -> Choice | None:
+    try:
+        c = entry["choice"]
+        choice = Choice(c["decode"], c["prefill"], {p: {k: float(v) for k, v in c["ms"][p].items()} for p in PHASES})
+        ok = entry["key"] == key and choice.decode in CANDIDATES and choice.prefill in CANDIDATES
+        return choice if ok else None
+    except (KeyError, TypeError, ValueError, AttributeError):
+        return None
+
+
+def _write(path: Path, key: dict, choice: Choice) -> None:
+    """Add this choice to the file, written aside and renamed into place; a cache that cannot be written is skipped."""
+    data, _ = _read(path)
+    record = asdict(choice) | {"cached": False, "note": ""}
+    data[_key_id(key)] = {"key": key, "choice": record, "when": time.strftime("%Y-%m-%d %H:%M:%S")}
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+        tmp.write_text(json.dumps(data, indent=1))
+        os.replace(tmp, path)
+    except OSError:
+        pass
+
+
+def choose(model: nn.Module, dtype: torch.dtype, cache_dir: Path | None = None, remeasure: bool = False) -> Choice:
+    """The kernels for this model on this CPU: from the cache file when its key matches, else measured (and cached)."""
+    path = (cache_dir or default_cache_dir()) / CACHE_FILE
+    key = cache_key(model, dtype)
+    data, note = _read(path)
+    if not remeasure and (found := _valid(data.get(_key_id(key)), key)) is not None:
+        found.cached = True
+        return found
+    choice = measure(model, dtype)
+    choice.note = note
+    _write(path, key, choice)
+    return choice
+
+
+# ------------------------------------------------------------------------------------------------
+# The measurement: every candidate on the same matrices, taking turns, median of a few rounds
+# ------------------------------------------------------------------------------------------------
+def _sample(model: nn.Module) -> tuple[list[nn.Linear], float, list[nn.Linear], nn.Linear | None]:
+    """(linears of the first layers, layers they stand for per layer timed, the head...): decode reads at least
+    DECODE_BYTES of whole layers so the weights come from memory, not cache; layers are alike, so scale up."""
+    blocks = list(getattr(model, "blocks", []))
+    head = getattr(model, "lm_head", None)
+    if not blocks:  # not our Transformer: time every Linear once
+        linears = [m for m in model.modules() if isinstance(m, nn.Linear)]
+        return linears, 1.0, linears, None
+    per_block = [[m for m in b.modules() if isinstance(m, nn.Linear)] for b in blocks]
+    block_bytes = sum(m.weight.numel() * m.weight.element_size() for m in per_block[0]) or 1
+    k = min(len(blocks), max(1, math.ceil(DECODE_BYTES / block_bytes)))
+    decode = [m for ms in per_block[:k] for m in ms]
+    return decode, len(blocks) / k, per_block[0], head if isinstance(head, nn.Linear) else None
+
+
+@torch.inference_mode()
+def _time_pass(kernel: str, mats: list) -> float:
+    """Seconds for one pass of `kernel` over the prepared matrices, each (input, weight, bias, extras)."""
+    start = time.perf_counter()
+    for x, weight, bias, extras in mats:
+        apply(kernel, x, weight, bias, extras)
+    return time.perf_counter() - start
+
+
+def _phase_ms(phase: str, kernels: list[str], linears: list[nn.Linear], scale: float, dtype: torch.dtype) -> dict[str, float]:
+    rows = 1 if phase == "decode" else PREFILL_ROWS
+    if not linears:
+        return {k: 0.0 for k in kernels}
+    gen = torch.Generator().manual_seed(0)
+    xs = {m.in_features: torch.randn(rows, m.in_features, generator=gen).to(dtype) for m in linears}  # (M, K) each
+    prepared = {k: [(xs[m.in_features], m.weight, m.bias, prepare(k, m.weight, rows)) for m in linears] for k in kernels}
+    times: dict[str, list[float]] = {k: [] for k in kernels}
+    for r in range(REPEATS[phase] + 1):  # round 0 warms up (first-call costs belong to no phase)
+        for k in kernels[r % len(kernels):] + kernels[: r % len(kernels)]:
+            t = _time_pass(k, prepared[k])
+            if r:
+                times[k].append(t)
+    return {k: 1000 * scale * min(v) for k, v in times.items()}  # the best round: other programs only ever add time
+
+
+def measure(model: nn.Module, dtype: torch.dtype) -> Choice:
+    """Time every candidate that works for this dtype here, per phase, and pick the fastest of each."""
+    start = time.perf_counter()
+    decode_linears, scale, prefill_linears, head = _sample(model)
+    ms = {}
+    for phase in PHASES:
+        kernels = [k for k in CANDIDATES if phase in CANDIDATES[k].phases and available(k, dtype)]
+        if phase == "decode":
+            ms[phase] = _phase_ms(phase, kernels, decode_linears, scale, dtype)
+            if head is not None:  # the head is read once per step: timed on its own, added once
+                ms[phase] = {k: v + _phase_ms(phase, [k], [head], 1.0, dtype)[k] for k, v in ms[phase].items()}
+        else:
+            n_blocks = len(getattr(model, "blocks", [])) or 1
+            ms[phase] = _phase_ms(phase, kernels, prefill_linears, n_blocks if head is not None else 1.0, dtype)
+    return Choice(pick(ms["decode"]), pick(ms["prefill"]), ms, time.perf_counter() - start)

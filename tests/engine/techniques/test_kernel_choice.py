@@ -1,0 +1,184 @@
+"""Kernels chosen by measurement (engine/techniques/kernel_choice.py): the selection rule, the cache beside the
+model cache (reused, re-measured when its key changes, ignored when corrupt), and fast = plain's tokens whatever wins."""
+import json
+
+import pytest
+import torch
+
+import engine
+from engine.serving.scheduling.model_pool import describe
+from engine.serving.scheduling.work import ModelSpec
+from engine.techniques import kernel_choice
+from engine.techniques.kernel_candidates import CANDIDATES, available
+from engine.techniques.kernel_choice import CACHE_FILE, MARGIN, pick
+from engine.techniques.kernels import FAST_LINEARS, ChosenLinear, with_kernels
+
+
+@pytest.fixture(scope="module")
+def plain_llama():
+    return engine.load_model("tiny-llama", device="cpu", kernels="plain")
+
+
+class FakeClock:
+    """Stands in for kernel_choice._time_pass: seconds per (phase, kernel) from a table, and counts the passes."""
+
+    def __init__(self, decode: dict, prefill: dict):
+        self.table, self.calls = {"decode": decode, "prefill": prefill}, 0
+
+    def __call__(self, kernel, mats):
+        self.calls += 1
+        phase = "decode" if mats[0][0].shape[0] == 1 else "prefill"  # each entry is (input (M, K), weight, bias, extras)
+        return self.table[phase].get(kernel, 1.0)
+
+
+def _fake(monkeypatch, decode: dict, prefill: dict) -> FakeClock:
+    clock = FakeClock(decode, prefill)
+    monkeypatch.setattr(kernel_choice, "_time_pass", clock)
+    return clock
+
+
+def test_plain_wins_unless_beaten_by_more_than_the_noise():
+    assert pick({"plain": 10.0, "prepacked": 10.0 * (1 - MARGIN / 2), "onednn": 11.0}) == "plain"
+    assert pick({"plain": 10.0, "prepacked": 8.0, "onednn": 7.0}) == "onednn"
+    assert pick({"plain": 10.0, "prepacked": 12.0}) == "plain"  # the slower prepacked of an AVX-512 Xeon's decode
+
+
+def test_the_fastest_per_phase_is_chosen_and_built(monkeypatch, tmp_path, plain_llama):
+    _fake(monkeypatch, decode={"plain": 0.020, "prepacked": 0.040, "onednn": 0.030, "mkl-packed": 0.025},
+          prefill={"plain": 0.160, "prepacked": 0.080, "onednn": 0.120, "mkl-packed": 0.100})
+    fast = with_kernels(plain_llama, "fast", tmp_path)
+    assert fast.kernels == "fast: plain F.linear for decode, oneDNN prepacked for prompts (measured)"
+    qkv = fast.model.blocks[0].attn.qkv
+    assert isinstance(qkv, ChosenLinear) and (qkv.decode, qkv.prefill) == ("plain", "prepacked")
+    # decode: one pass over both layers + one over the head; prefill: one layer's pass x 2 layers
+    assert "step's matmuls: plain 40.0 ms vs mkl-packed 50.0 ms vs onednn 60.0 ms vs prepacked 80.0 ms" in fast.kernel_why
+    assert "matmuls: prepacked 160.0 ms vs mkl-packed 200.0 ms vs onednn 240.0 ms vs plain 320.0 ms" in fast.kernel_why
+    assert "measured now" in fast.kernel_why
+
+
+def test_plain_everywhere_means_the_plain_model_itself(monkeypatch, tmp_path, plain_llama):
+    _fake(monkeypatch, decode={"plain": 0.020, "prepacked": 0.040}, prefill={"plain": 0.100, "prepacked": 0.101})
+    fast = with_kernels(plain_llama, "fast", tmp_path)
+    assert fast.model is plain_llama.model and fast.kernel_choice == "fast"
+    assert fast.kernels == "fast: plain F.linear (measured fastest here)"
+    assert not any(isinstance(m, FAST_LINEARS) for m in fast.model.modules())
+
+
+def test_the_choice_is_cached_and_reused(monkeypatch, tmp_path, plain_llama):
+    clock = _fake(monkeypatch, decode={"plain": 0.02, "onednn": 0.01}, prefill={"plain": 0.1, "onednn": 0.2})
+    first = with_kernels(plain_llama, "fast", tmp_path)
+    measured = clock.calls
+    assert measured > 0 and (tmp_path / CACHE_FILE).is_file()
+    second = with_kernels(plain_llama, "fast", tmp_path)
+    assert clock.calls == measured  # no second measurement
+    assert second.kernels == first.kernels and "cached from an earlier measurement" in second.kernel_why
+    again = with_kernels(plain_llama, "fast", tmp_path, remeasure=True)  # bench --remeasure-kernels
+    assert clock.calls > measured and "measured now" in again.kernel_why
+
+
+def test_a_changed_key_measures_again(monkeypatch, tmp_path, plain_llama):
+    clock = _fake(monkeypatch, decode={"plain": 0.02}, prefill={"plain": 0.1})
+    with_kernels(plain_llama, "fast", tmp_path)
+    calls = clock.calls
+    monkeypatch.setattr(kernel_choice, "cpu_identity", lambda: ("Another CPU", "0123456789abcdef"))
+    with_kernels(plain_llama, "fast", tmp_path)
+    assert clock.calls > calls
+    calls = clock.calls
+    bf16 = engine.load_model("tiny-llama", device="cpu", dtype="bfloat16", kernels="plain")
+    with_kernels(bf16, "fast", tmp_path)  # another dtype: another key
+    assert clock.calls > calls
+    entries = json.loads((tmp_path / CACHE_FILE).read_text())
+    assert len(entries) == 3 and {e["key"]["dtype"] for e in entries.values()} == {"float32", "bfloat16"}
+
+
+@pytest.mark.parametrize("content", ["{not json", "[1, 2]", json.dumps({"x": {"key": 1, "choice": "plain"}})])
+def test_a_corrupt_cache_file_is_ignored_and_replaced(monkeypatch, tmp_path, plain_llama, content):
+    (tmp_path / CACHE_FILE).write_text(content)
+    clock = _fake(monkeypatch, decode={"plain": 0.02}, prefill={"plain": 0.1})
+    fast = with_kernels(plain_llama, "fast", tmp_path)
+    assert clock.calls > 0 and fast.kernel_choice == "fast"
+    json.loads((tmp_path / CACHE_FILE).read_text())  # written back whole
+    calls = clock.calls
+    with_kernels(plain_llama, "fast", tmp_path)
+    assert clock.calls == calls
+
+
+def test_a_cache_that_cannot_be_written_is_skipped(monkeypatch, tmp_path, plain_llama):
+    blocker = tmp_path / "file"
+    blocker.write_text("not a folder")
+    _fake(monkeypatch, decode={"plain": 0.02}, prefill={"plain": 0.1})
+    assert with_kernels(plain_llama, "fast", blocker / "sub").kernel_choice == "fast"
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_every_candidate_here_agrees_with_plain(dtype):
+    """Whatever wins on a machine must give nn.Linear's answer: the probe checks it before timing."""
+    names = [k for k in CANDIDATES if available(k, dtype)]
+    assert "plain" in names
+
+
+@pytest.mark.parametrize("name", ["tiny-llama", "tiny-gpt2"])
+def test_fast_gives_plain_greedy_tokens_whichever_kernel_wins(monkeypatch, tmp_path, name):
+    plain = engine.load_model(name, device="cpu", kernels="plain")
+    ids = list(range(3, 40))
+    want = engine.generate(plain, ids, 12, ignore_eos=True).output_ids
+    for kernel in [k for k in CANDIDATES if available(k, torch.float32) and k != "plain"]:
+        _fake(monkeypatch, decode={kernel: 0.001}, prefill={kernel: 0.001})
+        fast = with_kernels(plain, "fast", tmp_path, remeasure=True)
+        assert {(m.decode, m.prefill) for m in fast.model.modules() if isinstance(m, ChosenLinear)} == {(kernel, kernel)}
+        assert engine.generate(fast, ids, 12, ignore_eos=True).output_ids == want, kernel
+        assert engine.generate(fast, ids + ids, 4, ignore_eos=True).output_ids == \
+            engine.generate(plain, ids + ids, 4, ignore_eos=True).output_ids, kernel  # a prompt wider than WIDE_ROWS
+
+
+def test_the_chosen_kernels_are_reported(monkeypatch, tmp_path, plain_llama):
+    _fake(monkeypatch, decode={"plain": 0.02, "prepacked": 0.01}, prefill={"plain": 0.1})
+    fast = with_kernels(plain_llama, "fast", tmp_path)
+    trace = engine.generate(fast, [5, 6, 7], 2, ignore_eos=True)
+    assert trace.env["kernels"] == fast.kernels and trace.env["kernels_measured"] == fast.kernel_why
+    assert "prepacked 20.0 ms vs plain 40.0 ms" in trace.env["kernels_measured"]
+    info = describe(fast, ModelSpec("tiny-llama", "cpu", "float32", "fast"))  # what the sidebar shows
+    assert info.kernels == fast.kernels and info.kernel_why == fast.kernel_why
+    assert with_kernels(fast, "plain").kernel_why == ""
+
+
+def test_a_real_measurement_on_a_tiny_model(tmp_path, plain_llama):
+    """No fake clock: every candidate is timed, plain among them, and the winner is one of them."""
+    choice = kernel_choice.choose(plain_llama.model, plain_llama.dtype, tmp_path)
+    assert "plain" in choice.ms["decode"] and "plain" in choice.ms["prefill"]
+    assert choice.decode in choice.ms["decode"] and choice.prefill in choice.ms["prefill"]
+    assert all(v > 0 for phase in choice.ms.values() for v in phase.values())
+
+
+def test_bench_says_what_was_measured_and_can_measure_again(tmp_path):
+    import os
+    import subprocess
+    import sys
+
+    env = os.environ | {"TWO_BENDS_CACHE": str(tmp_path)}
+    out = subprocess.run([sys.executable, "-m", "engine", "bench", "--quick", "--repeats", "1", "--model", "tiny-llama",
+                          "--no-vllm", "--remeasure-kernels"], capture_output=True, text=True, timeout=600, env=env)
+    assert out.returncode == 0, out.stderr
+    line = next(x for x in out.stdout.splitlines() if x.startswith("# kernels chosen by measurement: "))
+    assert "decode step's matmuls: " in line and "plain" in line and "measured now" in line
+    assert (tmp_path / CACHE_FILE).is_file()
+
+
+@pytest.mark.parametrize("kernel", [k for k in CANDIDATES if available(k, torch.bfloat16) and k != "plain"])
+def test_each_bfloat16_candidate_stays_close_to_plain(monkeypatch, tmp_path, kernel):
+    """bfloat16 rounds differently per kernel (accumulation order): logits close, not bit-equal; decode and prompts."""
+    from engine.core.generate import decode_step, new_cache, prefill
+
+    plain = engine.load_model("tiny-llama", device="cpu", dtype="bfloat16", kernels="plain")
+    _fake(monkeypatch, decode={kernel: 0.001}, prefill={kernel: 0.001})
+    fast = with_kernels(plain, "fast", tmp_path, remeasure=True)
+    assert CANDIDATES[kernel].words in fast.kernels
+    ids = torch.tensor([list(range(3, 40))])
+
+    def logits(lm):
+        cache = new_cache(lm, 1, 41)
+        first = prefill(lm, ids, cache)
+        return first, decode_step(lm, first.argmax(-1, keepdim=True), cache)
+
+    for got, want in zip(logits(fast), logits(plain)):
+        assert float((got - want).norm() / want.norm()) < 0.02, kernel
