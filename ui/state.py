@@ -194,3 +194,6 @@ POLL_CSV = "poll_csv"
 POLL_SAVE = "poll_save_question"  # a written question, downloaded as a file for assets/polls/
 POLL_CHOICE = "poll_choice_"  # + the poll's serial: this session's answer
 POLL_ERROR = "poll_error"  # one line from the last answer that could not be taken
+
+# quiet timing (ui/controls/widgets.py): no live chart and no streamed text while the model runs, drawn at the end
+QUIET_TIMING = "sb_quiet_timing"

@@ -79,9 +79,9 @@ class CpuWaitMeter:
     every timed interval, and `read_seconds` says what they cost in all (`reads` of them).
     """
 
-    def __init__(self, tasks: str = TASKS):
-        self.tasks = tasks
-        self.reason = missing_reason(tasks)
+    def __init__(self, tasks: str | None = None):
+        self.tasks = tasks or TASKS  # looked up here, so a test can point the module at a fake /proc
+        self.reason = missing_reason(self.tasks)
         self.available = not self.reason
         self.read_seconds = 0.0
         self.reads = 0

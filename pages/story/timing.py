@@ -72,6 +72,7 @@ with table_col:
     # a static table: the definitions wrap instead of being cut off at the column's edge
     st.table(runs.metrics_table(summary, server=trace.source == "server").style.format({"value": "{:,.2f}"})
              .hide(axis="index"))
+    st.markdown(run_numbers.cpu_wait_note(trace, quiet=bool(trace.settings.get("quiet_timing"))))
 with steps_col:
     st.markdown("**Token by token**")
     steps = runs.steps_table(trace)

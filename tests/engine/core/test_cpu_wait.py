@@ -73,7 +73,6 @@ def test_a_run_records_its_wait_per_step_and_in_total(tiny_llama):
 
 def test_a_run_without_schedstat_says_so(tiny_llama, monkeypatch):
     monkeypatch.setattr(cpu_wait, "TASKS", "/nonexistent/task")
-    monkeypatch.setattr(CpuWaitMeter.__init__, "__defaults__", ("/nonexistent/task",))
     trace = engine.generate(tiny_llama, "The valley and the bridge", 4, ignore_eos=True)
     assert trace.cpu_wait_seconds is None and "not measured" in trace.cpu_wait_note
     assert all(s.cpu_wait_seconds == 0.0 for s in trace.steps)
