@@ -52,7 +52,7 @@ def tree_cpu(root: int, name_part: str) -> float:
         except (OSError, IndexError, ValueError):
             continue
     return total
-WAIT = re.compile(r"waited ([\d,]+(?:\.\d+)?) ms per token for a CPU")
+WAIT = re.compile(r"waited for a CPU ([\d,]+(?:\.\d+)?) ms per token, ([\d,]+(?:\.\d+)?) ms in prefill")
 
 
 def cli_once(text: str, model: str) -> dict:
@@ -61,14 +61,15 @@ def cli_once(text: str, model: str) -> dict:
                          capture_output=True, text=True, check=True, cwd=appdriver.ROOT)
     trace = Trace.from_json(out.stdout)
     wait = trace.decode_cpu_wait_seconds / len(trace.steps) if trace.steps and trace.cpu_wait_seconds is not None else 0.0
-    return dict(tpot=summarize(trace).tpot_s * 1e3, wait=wait * 1e3, ttft=trace.prefill_seconds * 1e3)
+    return dict(tpot=summarize(trace).tpot_s * 1e3, wait=wait * 1e3, ttft=trace.prefill_seconds * 1e3,
+                ttft_wait=trace.prefill_cpu_wait_seconds * 1e3)
 
 
-def shown_wait_ms(page) -> float | None:
-    """The CPU wait per token the run panel's 'Run finished' line states; None when it states none."""
+def shown_wait_ms(page) -> tuple[float | None, float | None]:
+    """The CPU wait per token and in prefill the run panel's 'Run finished' line states; None when it states none."""
     labels = page.locator("[data-testid='stExpander'] summary").filter(has_text="Run finished")
     match = WAIT.search(labels.first.inner_text()) if labels.count() else None
-    return float(match.group(1).replace(",", "")) if match else None
+    return tuple(float(g.replace(",", "")) for g in match.groups()) if match else (None, None)
 
 
 def page_once(page, server_pid: int) -> dict:
@@ -78,8 +79,9 @@ def page_once(page, server_pid: int) -> dict:
     time.sleep(0.5)
     appdriver.wait_for_result(page, 600_000)
     cpu = {k: tree_cpu(roots[k], v) - before[k] for k, v in CPU_OF.items()}
-    return dict(tpot=appdriver.shown_ms(page, "TPOT"), wait=shown_wait_ms(page), ttft=appdriver.shown_ms(page, "TTFT"),
-                cpu=cpu)
+    wait, ttft_wait = shown_wait_ms(page)
+    return dict(tpot=appdriver.shown_ms(page, "TPOT"), wait=wait, ttft=appdriver.shown_ms(page, "TTFT"),
+                ttft_wait=ttft_wait, cpu=cpu)
 
 
 def measure(config: str, rounds: int, model: str) -> dict:
@@ -100,8 +102,9 @@ def measure(config: str, rounds: int, model: str) -> dict:
             pages.append(page_once(page, server.pid))
             clis.append(cli_once(text, model))
             p, c = pages[-1], clis[-1]
-            print(f"  {config} round {r + 1}: page TPOT {p['tpot']:.1f} ms, wait {p['wait']} | CLI TPOT {c['tpot']:.1f}"
-                  f" ms, wait {c['wait']:.1f} | CPU s per page run: "
+            print(f"  {config} round {r + 1}: page TPOT {p['tpot']:.1f} ms, wait {p['wait']}, TTFT {p['ttft']:.1f} ms, "
+                  f"wait {p['ttft_wait']} | CLI TPOT {c['tpot']:.1f} ms, wait {c['wait']:.1f}, TTFT {c['ttft']:.1f} ms, "
+                  f"wait {c['ttft_wait']:.1f} | CPU s per page run: "
                   + " ".join(f"{k} {v:.2f}" for k, v in p["cpu"].items()), flush=True)
         browser.close()
     med = lambda runs, key: statistics.median(r[key] or 0.0 for r in runs)  # noqa: E731
@@ -109,7 +112,8 @@ def measure(config: str, rounds: int, model: str) -> dict:
                 page_net=statistics.median(p["tpot"] - (p["wait"] or 0.0) for p in pages),
                 cli_tpot=med(clis, "tpot"), cli_wait=med(clis, "wait"),
                 cli_net=statistics.median(c["tpot"] - c["wait"] for c in clis), page_ttft=med(pages, "ttft"),
-                cli_ttft=med(clis, "ttft"), waits_shown=sum(p["wait"] is not None for p in pages), rounds=rounds,
+                cli_ttft=med(clis, "ttft"), page_ttft_wait=med(pages, "ttft_wait"), cli_ttft_wait=med(clis, "ttft_wait"),
+                waits_shown=sum(p["wait"] is not None for p in pages), rounds=rounds,
                 cpu={k: statistics.median(p["cpu"][k] for p in pages) for k in CPU_OF})
 
 
@@ -124,12 +128,13 @@ def main() -> None:
           f"{args.rounds} alternating rounds (page, CLI), medians | {args.model}, 64 -> 32 tokens")
     rows = [measure(c.strip(), args.rounds, args.model) for c in args.configs.split(",")]
     print(f"{'configuration':<10} {'page TPOT':>9} {'its wait':>8} {'page-wait':>9} {'CLI TPOT':>8} {'CLI wait':>8} "
-          f"{'page/CLI':>8} {'(page-wait)/CLI':>15} {'both less their wait':>20}  page/CLI TTFT")
+          f"{'page/CLI':>8} {'(page-wait)/CLI':>15} {'both less their wait':>20}  TTFT: page (its wait) / CLI (its wait)")
     for r in rows:
         print(f"{r['config']:<10} {r['page_tpot']:>9.1f} {r['page_wait']:>8.1f} {r['page_net']:>9.1f} "
               f"{r['cli_tpot']:>8.1f} {r['cli_wait']:>8.1f} {r['page_tpot'] / r['cli_tpot']:>8.2f} "
               f"{r['page_net'] / r['cli_tpot']:>15.2f} {r['page_net'] / r['cli_net']:>20.2f}  "
-              f"{r['page_ttft'] / r['cli_ttft']:.2f}   (wait shown in "
+              f"{r['page_ttft']:.1f} ({r['page_ttft_wait']:.1f}) / {r['cli_ttft']:.1f} ({r['cli_ttft_wait']:.1f}) = "
+              f"{r['page_ttft'] / r['cli_ttft']:.2f}x   (wait shown in "
               f"{r['waits_shown']}/{r['rounds']} runs; CPU s per page run: "
               + " ".join(f"{k} {v:.2f}" for k, v in r["cpu"].items()) + ")")
     if args.json:

@@ -148,8 +148,9 @@ def sidebar() -> RunRequest:
         request.quiet = st.toggle(
             "Quiet timing (draw at the end)", key=state.QUIET_TIMING,
             help="Nothing is drawn while the model runs: no live chart, no streamed text, no moving progress bar; "
-                 "both are drawn when the run ends. The page's own drawing then takes no CPU from the model "
-                 "(each run says how long it waited for a CPU, next to TTFT and TPOT).")
+                 "both are drawn when the run ends, and the model starts half a second after Run, once the page "
+                 "has drawn the click. The page's own drawing then takes no CPU from the model (each run says how "
+                 "long it waited for a CPU, next to TTFT and TPOT).")
         with st.expander("Sampling (temperature 0 = greedy)"):
             st.slider("Temperature", 0.0, 2.0, step=0.05, key=state.TEMPERATURE)
             st.number_input("Top-k (0 = off)", 0, 50_000, step=1, key=state.TOP_K)
@@ -227,6 +228,9 @@ LIVE_CHART_EVERY_S = 2.0  # redraw the live chart at most this often: the browse
 # While a run is live, no CSS animations or transitions (spinners, fades of the page's older elements): drawing
 # them took the browser a core the engine worker needed (measured: README, "Serving a room"). The progress bar
 # and the streamed text still move.
+# quiet timing waits this long before sending the request: in headless Chromium the Run click's redraw took the
+# cores during prefill (scripts/disturbance.py: 58-66 ms of a 145 ms TTFT spent waiting for a CPU, the CLI's 55 ms)
+QUIET_SETTLE_S = 0.5
 QUIET_TEXT = "Timing quietly: nothing is drawn until the run ends (Quiet timing, in the sidebar)"
 STILL_WHILE_RUNNING = "<style>*, *::before, *::after { animation: none !important; transition: none !important; }</style>"
 
@@ -250,6 +254,8 @@ def run_panel(request: RunRequest) -> None:
             return
         if store.live is not None and not store.live.finished:
             worker_link.service().cancel(store.live.work)
+        if request.quiet:  # the browser draws the Run click's rerun first, then the model starts (outside every timing)
+            time.sleep(QUIET_SETTLE_S)
         work = Request(model=worker_link.current_spec(), prompt_ids=list(request.prompt), max_new_tokens=request.max_new_tokens,
                        params=request.sampling, prompt_text=request.lm.tokenizer.decode(request.prompt),
                        chat=request.chat, capture_attention=True, capture_layer=DEFAULT_CAPTURE_LAYER)

@@ -74,9 +74,13 @@ def cpu_wait_note(trace: Trace, quiet: bool = False) -> str:
 
 
 def cpu_wait_label(trace: Trace) -> str:
-    """A few words for the run panel's 'Run finished' line: ', waited N ms per token for a CPU', or ''."""
+    """A few words for the run panel's 'Run finished' line: ', waited for a CPU N ms per token, M ms in prefill',
+    or '' when not measured."""
     per_token = cpu_wait_per_token(trace)
-    return "" if per_token is None else f", waited {per_token * 1e3:,.1f} ms per token for a CPU"
+    if trace.source == "server" or trace.cpu_wait_seconds is None:
+        return ""
+    tokens = "" if per_token is None else f"{per_token * 1e3:,.1f} ms per token, "
+    return f", waited for a CPU {tokens}{trace.prefill_cpu_wait_seconds * 1e3:,.1f} ms in prefill"
 
 
 def cpu_wait_caption(trace: Trace) -> str | None:

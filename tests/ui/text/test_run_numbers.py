@@ -40,7 +40,7 @@ def test_the_wait_is_said_per_token_next_to_tpot_and_offers_quiet_timing():
     assert "48% of its TPOT of 50.0 ms" in note and "about **26.0 ms**" in note and "2.0 ms of TTFT's 50.0 ms" in note
     assert "Quiet timing" in note and "0.40 ms" in note  # the reads' own cost, stated
     assert "Quiet timing" not in run_numbers.cpu_wait_note(waited(0.024), quiet=True)
-    assert run_numbers.cpu_wait_label(waited(0.024)) == ", waited 24.0 ms per token for a CPU"
+    assert run_numbers.cpu_wait_label(waited(0.024)) == ", waited for a CPU 24.0 ms per token, 2.0 ms in prefill"
     assert run_numbers.cpu_wait_caption(waited(0.024)).startswith("This run waited 24.0 ms per token for a CPU (48% of")
 
 
