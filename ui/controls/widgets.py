@@ -228,8 +228,9 @@ LIVE_CHART_EVERY_S = 2.0  # redraw the live chart at most this often: the browse
 # While a run is live, no CSS animations or transitions (spinners, fades of the page's older elements): drawing
 # them took the browser a core the engine worker needed (measured: README, "Serving a room"). The progress bar
 # and the streamed text still move.
-# quiet timing waits this long before sending the request: in headless Chromium the Run click's redraw took the
-# cores during prefill (scripts/disturbance.py: 58-66 ms of a 145 ms TTFT spent waiting for a CPU, the CLI's 55 ms)
+# quiet timing draws the run panel, waits this long, then sends the request: in headless Chromium the Run click's
+# redraw took the cores during prefill (scripts/disturbance.py: 45-65 ms of a 124-178 ms TTFT spent waiting for a
+# CPU; the CLI's TTFT 55-77 ms)
 QUIET_SETTLE_S = 0.5
 QUIET_TEXT = "Timing quietly: nothing is drawn until the run ends (Quiet timing, in the sidebar)"
 STILL_WHILE_RUNNING = "<style>*, *::before, *::after { animation: none !important; transition: none !important; }</style>"
@@ -244,7 +245,7 @@ def run_panel(request: RunRequest) -> None:
     ss = st.session_state
     if ss.get(state.RUN_CANCEL) and store.live is not None:
         worker_link.service().cancel(store.live.work)
-    pressed = _run_pressed()
+    pressed, start_later = _run_pressed(), None
     busy = worker_link.busy() if pressed else None  # a room: the run in flight keeps its place, no second one
     if busy:
         st.warning(busy)
@@ -254,20 +255,25 @@ def run_panel(request: RunRequest) -> None:
             return
         if store.live is not None and not store.live.finished:
             worker_link.service().cancel(store.live.work)
-        if request.quiet:  # the browser draws the Run click's rerun first, then the model starts (outside every timing)
-            time.sleep(QUIET_SETTLE_S)
         work = Request(model=worker_link.current_spec(), prompt_ids=list(request.prompt), max_new_tokens=request.max_new_tokens,
                        params=request.sampling, prompt_text=request.lm.tokenizer.decode(request.prompt),
                        chat=request.chat, capture_attention=True, capture_layer=DEFAULT_CAPTURE_LAYER)
-        refused = remote_engine.route(work, worker_link.submit)  # the room's server, if any
-        if refused:
+
+        def start() -> str | None:
+            return remote_engine.route(work, worker_link.submit)  # the room's server, if any
+
+        if request.quiet:  # quiet timing: sent once the run panel is drawn and the browser is done drawing
+            start_later = start
+        elif refused := start():
             st.error(f"Cannot run: {refused}")
             return
         store.live = LiveRun(work, len(request.prompt), request.max_new_tokens)
     live = store.live
     if live is None:
         return
-    _follow_live(live, request.live_chart, request.quiet)
+    if not _follow_live(live, request.live_chart, request.quiet, start_later):
+        store.live = None  # refused: nothing was sent
+        return
     if live.trace is not None:
         spec = live.work.model
         if live.trace.source != "server":  # a server's run: local_replay.local_replay, on demand
@@ -288,7 +294,9 @@ def _run_pressed() -> bool:
     return pressed
 
 
-def _follow_live(live: LiveRun, live_chart: bool, quiet: bool = False) -> None:
+def _follow_live(live: LiveRun, live_chart: bool, quiet: bool = False, start=None) -> bool:
+    """Draw the run panel, then (quiet timing) let the browser draw it and `start()` the run; follow it to its end.
+    False when `start` was refused."""
     head = f"{live.n_prompt} prompt tokens → up to {live.max_new_tokens} new tokens"
     with st.container(key=state.RUN_PANEL), st.status(f"Running: {head}…", expanded=True) as status:
         st.html(STILL_WHILE_RUNNING)
@@ -296,6 +304,14 @@ def _follow_live(live: LiveRun, live_chart: bool, quiet: bool = False) -> None:
         bar = st.progress(0.0, text="Waiting for the engine…")
         text_box, chart_box = st.empty(), st.empty()
         clock = dict(text=0.0, chart=time.perf_counter(), draws=0, quiet_shown=False)
+        if start is not None:
+            bar.progress(0.0, text=QUIET_TEXT)
+            clock["quiet_shown"] = True
+            time.sleep(QUIET_SETTLE_S)  # outside every timing: the request is not sent yet
+            if refused := start():
+                status.update(label="Cannot run", state="error", expanded=True)
+                st.error(f"Cannot run: {refused}")
+                return False
 
         def show(event) -> None:
             live.apply(event) if event is not None else None
@@ -334,6 +350,7 @@ def _follow_live(live: LiveRun, live_chart: bool, quiet: bool = False) -> None:
         else:
             status.update(label="The run did not complete", state="error", expanded=True)
             st.error(f"Cannot run: {live.failure}")
+    return True
 
 
 def _progress_text(live: LiveRun) -> str:
