@@ -23,6 +23,7 @@ def _add_model_args(p: argparse.ArgumentParser, kernels: bool = True) -> None:
 
 
 def cmd_generate(args) -> int:
+    from engine.core.cpu_wait import summary_line
     from engine.core.generate import generate
     from engine.core.metrics import format_summary, summarize
     from engine.core.prompting import fit_prompt_to_tokens
@@ -47,6 +48,7 @@ def cmd_generate(args) -> int:
     print(f"model {lm.name} on {lm.device} ({lm.dtype_name}, kernels {lm.kernels}), {trace.env['threads']} threads; "
           f"warm-up {trace.warmup_seconds * 1000:.0f} ms (excluded)")
     print(format_summary(summarize(trace)))
+    print(summary_line(trace))
     return 0
 
 

@@ -217,3 +217,5 @@ TRAFFIC_TIMELINE = "traffic_timeline_policy"  # whose step timeline is drawn
 TRAFFIC_WORKLOAD = "traffic_workload"  # the latest workload run here (the Measure-a-server page can replay it)
 TRAFFIC_REPLAY = "traffic_replay"  # Measure a server: replay that workload
 TRAFFIC_CHUNK = "traffic_chunk_tokens"  # chunked prefill's token budget per step (vLLM's --max-num-batched-tokens)
+# quiet timing (ui/controls/widgets.py): no live chart and no streamed text while the model runs, drawn at the end
+QUIET_TIMING = "sb_quiet_timing"

@@ -17,6 +17,7 @@ from collections.abc import Callable
 import torch
 
 from engine.core.clock import now
+from engine.core.cpu_wait import CpuWaitMeter
 from engine.core.kv_cache import KVCache
 from engine.core.prompting import check_batch_size, check_lengths, encode_prompt
 from engine.core.recorder import add_attention, finish_trace, start_trace
@@ -52,17 +53,23 @@ def greedy(logits: torch.Tensor) -> torch.Tensor:
 @torch.inference_mode()
 def decode_loop(lm, token: torch.Tensor, cache: KVCache, max_steps: int, *,
                 choose: Callable[[torch.Tensor], torch.Tensor] = greedy, step=None,
-                after_step: Callable[[torch.Tensor, float], bool] | None = None) -> list[float]:
+                after_step: Callable[[torch.Tensor, float], bool] | None = None,
+                meter: CpuWaitMeter | None = None) -> list[float]:
     """The bridge: feed `token` (B,), choose the next from the logits, `max_steps` times or until
     `after_step(token, seconds)` returns False. Returns each step's seconds (pass + choice, host-side
-    token ready). `step` replaces `decode_step` (e.g. a CUDA-graph replay)."""
+    token ready). `step` replaces `decode_step` (e.g. a CUDA-graph replay). With a `meter`, each step's
+    CPU wait is in `meter.last` when `after_step` runs (its reads lie outside the timed interval)."""
     step = step or (lambda t: decode_step(lm, t, cache))
     seconds: list[float] = []
     for _ in range(max_steps):
+        if meter is not None:
+            meter.mark()
         start = now(lm.device)
         token = choose(step(token))  # (B,)
         token.tolist()  # the token exists on the host: the step is over
         seconds.append(now(lm.device) - start)
+        if meter is not None:
+            meter.lap()
         if after_step is not None and after_step(token, seconds[-1]) is False:
             break
     return seconds
@@ -166,10 +173,13 @@ def _run(lm, prompts: list[list[int]], max_new_tokens: int, params: SamplingPara
                 return False
         return not all(seq.finished for seq in seqs)  # else every row is over: some by eos, the rest by length
 
+    meter = CpuWaitMeter()  # the time this process's threads waited for a CPU, per timed interval
+    meter.mark()
     start = now(device)
     token = choose(prefill(lm, torch.tensor(prompts, device=device), cache))  # (B,)
     token.tolist()  # the first token exists on the host: TTFT ends here
     trace.prefill_seconds = now(device) - start
+    trace.prefill_cpu_wait_seconds = meter.lap().longest
     if keep(token):
         step = None
         if make_step is not None:
@@ -178,16 +188,27 @@ def _run(lm, prompts: list[list[int]], max_new_tokens: int, params: SamplingPara
             trace.warmup_seconds += now(device) - build_start
 
         def after_step(token: torch.Tensor, seconds: float) -> bool:
-            trace.steps.append(DecodeStep(seconds, cache.length, cache.nbytes_used, riders=B))
+            trace.steps.append(DecodeStep(seconds, cache.length, cache.nbytes_used, riders=B,
+                                          cpu_wait_seconds=meter.last.longest))
             return keep(token)
 
-        decode_loop(lm, token, cache, max_new_tokens - 1, choose=choose, step=step, after_step=after_step)
+        decode_loop(lm, token, cache, max_new_tokens - 1, choose=choose, step=step, after_step=after_step, meter=meter)
+    record_cpu_wait(trace, meter)
     finish_trace(lm, trace, [seq.output_ids for seq in seqs], cache)
     if capture_attention and trace.stop_reason != CANCELLED:  # nobody waits for a cancelled run's pictures
         if on_capture is not None:
             on_capture(trace)
         add_attention(lm, trace, capture_layers)
     return trace
+
+
+def record_cpu_wait(trace: Trace, meter: CpuWaitMeter) -> None:
+    """The run's CPU wait into its trace: totals, or why it was not measured; and what measuring it cost."""
+    trace.cpu_wait_read_seconds = meter.read_seconds
+    if meter.available:
+        trace.cpu_wait_seconds, trace.cpu_wait_all_threads_seconds = meter.total.longest, meter.total.threads
+    else:
+        trace.cpu_wait_note = meter.reason
 
 
 @torch.inference_mode()

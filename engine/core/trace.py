@@ -16,8 +16,9 @@ from dataclasses import asdict, dataclass, field
 import numpy as np
 import torch
 
-SCHEMA_VERSION = 3  # 1: first landing (decode captures indexed [step][layer]); 2: [layer][step], config, riders;
-# 3: arrays packed as {"dtype", "shape", "zlib_base64"} (float16 bytes: ~6x smaller than lists of numbers)
+SCHEMA_VERSION = 4  # 1: first landing (decode captures indexed [step][layer]); 2: [layer][step], config, riders;
+# 3: arrays packed as {"dtype", "shape", "zlib_base64"} (float16 bytes: ~6x smaller than lists of numbers);
+# 4: CPU wait (schedstat's run-queue delay) per step and in total (older files: not measured)
 PACKED_KEY = "zlib_base64"
 
 
@@ -28,6 +29,8 @@ class DecodeStep:
     kv_bytes: int  # bytes of the KV cache in use after this step (every sequence of the step's batch)
     riders: int = 1  # sequences that shared this decode step (continuous batching: other requests too)
     stall_seconds: float = 0.0  # part of `seconds` spent on other requests' prefills run in between
+    cpu_wait_seconds: float = 0.0  # part of `seconds` the engine's threads were runnable but had no CPU (longest
+    # waiting thread; engine/core/cpu_wait.py); 0 where not measured (see Trace.cpu_wait_seconds)
 
 
 @dataclass
@@ -84,6 +87,12 @@ class Trace:
     attention: AttentionCapture | None = None
     kv_key_norms: list | None = None  # (layers, kv_heads, tokens) L2 norm of each cached key
     kv_value_norms: list | None = None
+    # the time other programs took the CPU from this run (engine/core/cpu_wait.py): None = not measured
+    prefill_cpu_wait_seconds: float = 0.0  # during prefill (longest waiting thread)
+    cpu_wait_seconds: float | None = None  # prefill + every decode step (longest waiting thread of each)
+    cpu_wait_all_threads_seconds: float | None = None  # the same intervals, every thread's wait added up
+    cpu_wait_note: str = ""  # why it was not measured (no schedstat on this system), else ""
+    cpu_wait_read_seconds: float = 0.0  # what reading schedstat cost, outside every timed interval
     source: str = "local"  # "local" (this engine) or "server" (measured over HTTP, see engine.serving.client.openai_client)
     schema_version: int = SCHEMA_VERSION
 
@@ -102,6 +111,10 @@ class Trace:
     @property
     def total_seconds(self) -> float:
         return self.prefill_seconds + self.decode_seconds
+
+    @property
+    def decode_cpu_wait_seconds(self) -> float:
+        return sum(s.cpu_wait_seconds for s in self.steps)
 
     @property
     def model_config(self):

@@ -25,6 +25,8 @@ def show_request(trace) -> None:
     cols[2].metric("Total time", f"{summary.total_s:,.2f} s", help="TTFT + every decode step; warm-up and capture excluded")
     cols[3].metric("Tokens in", f"{summary.prompt_tokens:,}")
     cols[4].metric("Tokens out", f"{summary.output_tokens:,}", help=f"stopped by: {trace.stop_reason}")
+    if waited := run_numbers.cpu_wait_caption(trace):
+        st.caption(waited)
     presenter.chart(fig_timing.phase_split_figure(summary), key="home_split", name="phase_split")
     if note := preset_text.outcome(st.session_state.get(state.PRESET_APPLIED), summary):
         st.markdown(note)

@@ -21,7 +21,11 @@ PAGE_VS_CLI = (
     "the page showed TTFT **1.19x** and TPOT **1.03x** those of `python -m engine generate --threads 1` (chart "
     "off: 1.08x, 1.04x), for a slower model (TPOT ~100 ms instead of ~75 ms). When students' browsers run on "
     "their own laptops, only Streamlit's share stays on the server. For the cleanest numbers on a small machine: "
-    "`python -m engine generate`, which prints the same metrics."
+    "`python -m engine generate`, which prints the same metrics. Since 2026-12-01 every run measures its own "
+    "disturbance (Linux schedstat: the time the engine's threads waited for a CPU, stated under the metrics) and "
+    "**Quiet timing** in the sidebar draws nothing while the model runs: measured with `scripts/disturbance.py` "
+    "(2026-12-01, SmolLM2 64 → 32, 4-5 rounds, other work on the machine), page / CLI TPOT 1.01x with the defaults "
+    "and 1.07x quiet; TTFT 2.30x with the defaults (54 ms of it waiting for a CPU) and 1.16x quiet."
 )
 
 st.title("The dispatcher's ledger")
@@ -72,6 +76,7 @@ with table_col:
     # a static table: the definitions wrap instead of being cut off at the column's edge
     st.table(runs.metrics_table(summary, server=trace.source == "server").style.format({"value": "{:,.2f}"})
              .hide(axis="index"))
+    st.markdown(run_numbers.cpu_wait_note(trace, quiet=bool(trace.settings.get("quiet_timing"))))
 with steps_col:
     st.markdown("**Token by token**")
     steps = runs.steps_table(trace)

@@ -23,7 +23,7 @@ from ui.engine_link import remote_engine, worker_link
 from ui.engine_link.run_store import LiveRun
 from ui.figures import fig_timing
 from ui.room import follow
-from ui.text import prompts
+from ui.text import prompts, run_numbers
 
 MODEL_CHOICES = {
     BUNDLED_DEFAULT: "SmolLM2-135M-Instruct (bundled, offline)",
@@ -65,6 +65,7 @@ class RunRequest:
     max_new_tokens: int = DEFAULT_OUTPUT_TOKENS
     sampling: SamplingParams = field(default_factory=SamplingParams)
     live_chart: bool = True  # redraw the latency chart during the run (the browser's drawing costs CPU)
+    quiet: bool = False  # quiet timing: nothing drawn while the model runs (chart and text drawn at the end)
     error: str | None = None
 
 
@@ -79,7 +80,7 @@ def defaults() -> dict:
             state.DEVICE: "auto", state.DTYPE: "float32", state.KERNELS: "fast",
             state.EXAMPLE: DEFAULT_EXAMPLE, state.PROMPT: prompts.example(DEFAULT_EXAMPLE).text, state.FIT_PROMPT: True,
             state.PROMPT_TOKENS: DEFAULT_PROMPT_TOKENS, state.MAX_NEW_TOKENS: DEFAULT_OUTPUT_TOKENS, state.CHAT: False,
-            state.LIVE_CHART: True, state.TEMPERATURE: 0.0, state.TOP_K: 0, state.TOP_P: 1.0, state.SEED: 0}
+            state.LIVE_CHART: True, state.QUIET_TIMING: False, state.TEMPERATURE: 0.0, state.TOP_K: 0, state.TOP_P: 1.0, state.SEED: 0}
 
 
 def reset_to_defaults() -> None:
@@ -146,6 +147,12 @@ def sidebar() -> RunRequest:
             "Live latency chart during generation", key=state.LIVE_CHART,
             help="Redraws the chart about once a second during a run. The browser's drawing shares this machine's "
                  "CPU with the model, so on a small machine turn it off for the cleanest timings.")
+        request.quiet = st.toggle(
+            "Quiet timing (draw at the end)", key=state.QUIET_TIMING,
+            help="Nothing is drawn while the model runs: no live chart, no streamed text, no moving progress bar; "
+                 "both are drawn when the run ends, and the model starts half a second after Run, once the page "
+                 "has drawn the click. The page's own drawing then takes no CPU from the model (each run says how "
+                 "long it waited for a CPU, next to TTFT and TPOT).")
         with st.expander("Sampling (temperature 0 = greedy)"):
             st.slider("Temperature", 0.0, 2.0, step=0.05, key=state.TEMPERATURE)
             st.number_input("Top-k (0 = off)", 0, 50_000, step=1, key=state.TOP_K)
@@ -223,6 +230,11 @@ LIVE_CHART_EVERY_S = 2.0  # redraw the live chart at most this often: the browse
 # While a run is live, no CSS animations or transitions (spinners, fades of the page's older elements): drawing
 # them took the browser a core the engine worker needed (measured: README, "Serving a room"). The progress bar
 # and the streamed text still move.
+# quiet timing draws the run panel, waits this long, then sends the request: in headless Chromium the Run click's
+# redraw took the cores during prefill (scripts/disturbance.py: 45-65 ms of a 124-178 ms TTFT spent waiting for a
+# CPU; the CLI's TTFT 55-77 ms)
+QUIET_SETTLE_S = 0.5
+QUIET_TEXT = "Timing quietly: nothing is drawn until the run ends (Quiet timing, in the sidebar)"
 STILL_WHILE_RUNNING = "<style>*, *::before, *::after { animation: none !important; transition: none !important; }</style>"
 
 
@@ -235,7 +247,7 @@ def run_panel(request: RunRequest) -> None:
     ss = st.session_state
     if ss.get(state.RUN_CANCEL) and store.live is not None:
         worker_link.service().cancel(store.live.work)
-    pressed = _run_pressed()
+    pressed, start_later = _run_pressed(), None
     busy = worker_link.busy() if pressed else None  # a room: the run in flight keeps its place, no second one
     if busy:
         st.warning(busy)
@@ -248,19 +260,27 @@ def run_panel(request: RunRequest) -> None:
         work = Request(model=worker_link.current_spec(), prompt_ids=list(request.prompt), max_new_tokens=request.max_new_tokens,
                        params=request.sampling, prompt_text=request.lm.tokenizer.decode(request.prompt),
                        chat=request.chat, capture_attention=True, capture_layer=DEFAULT_CAPTURE_LAYER)
-        refused = remote_engine.route(work, worker_link.submit)  # the room's server, if any
-        if refused:
+
+        def start() -> str | None:
+            return remote_engine.route(work, worker_link.submit)  # the room's server, if any
+
+        if request.quiet:  # quiet timing: sent once the run panel is drawn and the browser is done drawing
+            start_later = start
+        elif refused := start():
             st.error(f"Cannot run: {refused}")
             return
         store.live = LiveRun(work, len(request.prompt), request.max_new_tokens)
     live = store.live
     if live is None:
         return
-    _follow_live(live, request.live_chart)
+    if not _follow_live(live, request.live_chart, request.quiet, start_later):
+        store.live = None  # refused: nothing was sent
+        return
     if live.trace is not None:
         spec = live.work.model
         if live.trace.source != "server":  # a server's run: local_replay.local_replay, on demand
             live.trace.settings["model_spec"] = [spec.name, spec.device, spec.dtype, spec.kernels]  # to capture more layers later
+            live.trace.settings["quiet_timing"] = request.quiet
         store.keep(live.trace)
     store.live = None
 
@@ -276,23 +296,38 @@ def _run_pressed() -> bool:
     return pressed
 
 
-def _follow_live(live: LiveRun, live_chart: bool) -> None:
+def _follow_live(live: LiveRun, live_chart: bool, quiet: bool = False, start=None) -> bool:
+    """Draw the run panel, then (quiet timing) let the browser draw it and `start()` the run; follow it to its end.
+    False when `start` was refused."""
     head = f"{live.n_prompt} prompt tokens → up to {live.max_new_tokens} new tokens"
     with st.container(key=state.RUN_PANEL), st.status(f"Running: {head}…", expanded=True) as status:
         st.html(STILL_WHILE_RUNNING)
         st.button("■ Cancel this run", key=state.RUN_CANCEL)
         bar = st.progress(0.0, text="Waiting for the engine…")
         text_box, chart_box = st.empty(), st.empty()
-        clock = dict(text=0.0, chart=time.perf_counter(), draws=0)
+        clock = dict(text=0.0, chart=time.perf_counter(), draws=0, quiet_shown=False)
+        if start is not None:
+            bar.progress(0.0, text=QUIET_TEXT)
+            clock["quiet_shown"] = True
+            time.sleep(QUIET_SETTLE_S)  # outside every timing: the request is not sent yet
+            if refused := start():
+                status.update(label="Cannot run", state="error", expanded=True)
+                st.error(f"Cannot run: {refused}")
+                return False
 
         def show(event) -> None:
             live.apply(event) if event is not None else None
             now = time.perf_counter()
+            if quiet and not live.finished:  # quiet timing: one line now, everything else once the run is over
+                if not clock["quiet_shown"]:
+                    bar.progress(0.0, text=QUIET_TEXT)
+                    clock["quiet_shown"] = True
+                return
             if now - clock["text"] >= LIVE_TEXT_EVERY_S or live.finished:
                 bar.progress(min(live.n_output / live.max_new_tokens, 1.0), text=_progress_text(live))
                 text_box.text("".join(live.pieces))
                 clock["text"] = now
-            if live_chart and live.steps and now - clock["chart"] >= LIVE_CHART_EVERY_S:
+            if live.steps and ((live_chart and now - clock["chart"] >= LIVE_CHART_EVERY_S) or (quiet and live.finished)):
                 clock["draws"] += 1
                 fig = fig_timing.itl_figure(live.prefill_seconds or 0.0, [s.seconds for s in live.steps],
                                             title="Live: each token's latency", height=300)
@@ -308,7 +343,8 @@ def _follow_live(live: LiveRun, live_chart: bool) -> None:
         elif live.trace is not None:
             trace = live.trace
             status.update(label=f"Run finished: {trace.n_prompt} → {trace.n_output} tokens, TTFT "
-                                f"{trace.prefill_seconds * 1000:,.0f} ms, total {trace.total_seconds:,.2f} s "
+                                f"{trace.prefill_seconds * 1000:,.0f} ms, total {trace.total_seconds:,.2f} s"
+                                f"{run_numbers.cpu_wait_label(trace)} "
                                 f"(queue {trace.queue_seconds:.2f} s, warm-up {trace.warmup_seconds:.2f} s and attention "
                                 f"capture {trace.capture_seconds:.2f} s not counted)", state="complete", expanded=False)
         elif live.cancelled:
@@ -316,6 +352,7 @@ def _follow_live(live: LiveRun, live_chart: bool) -> None:
         else:
             status.update(label="The run did not complete", state="error", expanded=True)
             st.error(f"Cannot run: {live.failure}")
+    return True
 
 
 def _progress_text(live: LiveRun) -> str:

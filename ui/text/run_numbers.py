@@ -24,3 +24,70 @@ def sharing_note(trace: Trace) -> str | None:
 def server_traces(records: list[dict]) -> list[Trace]:
     """One Trace per request measured on an outside server, so the ledger's panels draw it."""
     return [trace_from_record(rec) for rec in records]
+
+
+QUIET_HINT_SHARE = 0.10  # offer quiet timing once the wait is this share of TPOT or more
+FREE_SHARE = 0.03  # below this share the run had the cores to itself
+
+
+def cpu_wait_per_token(trace: Trace) -> float | None:
+    """Seconds per decode step this run's threads waited for a CPU (schedstat); None when not measured."""
+    if trace.source == "server" or trace.cpu_wait_seconds is None or not trace.steps:
+        return None
+    return trace.decode_cpu_wait_seconds / len(trace.steps)
+
+
+def cpu_wait_note(trace: Trace, quiet: bool = False) -> str:
+    """Markdown next to TTFT/TPOT: how long this run waited for a CPU, per token and in prefill, or why unknown.
+
+    `quiet`: the run was timed with quiet timing on (nothing drawn while it ran)."""
+    if trace.source == "server":
+        return ("**CPU wait: not known for a run measured over HTTP** (the server's own machine would have to "
+                "measure it); its TTFT and TPOT include whatever else ran there.")
+    if trace.cpu_wait_seconds is None:
+        why = trace.cpu_wait_note or ("this run was recorded before the engine measured it, or ran in batch mode, "
+                                      "whose steps do not measure it")
+        return f"**CPU wait: not measured** — {why}. Other programs on this machine may have stretched these timings."
+    steps = len(trace.steps)
+    per_token = cpu_wait_per_token(trace)
+    ttft_ms, wait_ttft_ms = trace.prefill_seconds * 1e3, trace.prefill_cpu_wait_seconds * 1e3
+    how = (f"Measured with Linux's schedstat: the time the engine's threads were ready to run but every core was "
+           f"busy elsewhere (per step, the longest-waiting thread: a lower bound of the delay); reading it cost "
+           f"{trace.cpu_wait_read_seconds * 1e3:,.2f} ms in all, outside every timing.")
+    prefill = f"{wait_ttft_ms:,.1f} ms of TTFT's {ttft_ms:,.1f} ms"
+    if per_token is None:  # a single-token run: only prefill was timed
+        return f"**This run waited for a CPU during prefill: {prefill}.** {how}"
+    tpot_ms = trace.decode_seconds / steps * 1e3
+    share = per_token * 1e3 / tpot_ms if tpot_ms > 0 else 0.0
+    if share < FREE_SHARE:
+        return (f"**This run had the CPU to itself**: it waited {per_token * 1e3:,.1f} ms per token for a core "
+                f"({share:.0%} of TPOT) and {prefill}. These timings are the model's own. {how}")
+    who = ("other programs held the cores (quiet timing was on, so not this page's drawing)" if quiet else
+           "your browser was drawing this page, Streamlit was sending it, or other programs held the cores")
+    text = (f"**This run waited {per_token * 1e3:,.1f} ms per token for a CPU**: {who}. That is {share:.0%} of its "
+            f"TPOT of {tpot_ms:,.1f} ms (without the wait, about **{tpot_ms - per_token * 1e3:,.1f} ms**), and "
+            f"{prefill}. {how}")
+    if share >= QUIET_HINT_SHARE and not quiet:
+        text += (" For cleaner timings turn on **Quiet timing** in the sidebar: no live chart and no streamed text "
+                 "while the model runs, both drawn when it ends.")
+    return text
+
+
+def cpu_wait_label(trace: Trace) -> str:
+    """A few words for the run panel's 'Run finished' line: ', waited for a CPU N ms per token, M ms in prefill',
+    or '' when not measured."""
+    per_token = cpu_wait_per_token(trace)
+    if trace.source == "server" or trace.cpu_wait_seconds is None:
+        return ""
+    tokens = "" if per_token is None else f"{per_token * 1e3:,.1f} ms per token, "
+    return f", waited for a CPU {tokens}{trace.prefill_cpu_wait_seconds * 1e3:,.1f} ms in prefill"
+
+
+def cpu_wait_caption(trace: Trace) -> str | None:
+    """One line under Home's TTFT/TPOT: the CPU wait per token when it mattered; None when small or not known."""
+    per_token = cpu_wait_per_token(trace)
+    tpot = trace.decode_seconds / len(trace.steps) if trace.steps else 0.0
+    if per_token is None or tpot <= 0 or per_token / tpot < FREE_SHARE:
+        return None
+    return (f"This run waited {per_token * 1e3:,.1f} ms per token for a CPU ({per_token / tpot:.0%} of TPOT): other "
+            "programs, most likely your browser drawing this page, held the cores. The Timing page says more.")

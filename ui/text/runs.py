@@ -18,6 +18,8 @@ DEFINITIONS = {
     "ITL": "inter-token latency: the gap between two consecutive generated tokens (one decode step)",
     "prefill tokens/s": "prompt tokens / prefill time",
     "decode tokens/s": "batch size / TPOT",
+    "CPU wait": "time the engine's threads were ready to run but every core was busy elsewhere (Linux schedstat); "
+                "it is inside TTFT and TPOT",
 }
 
 
@@ -30,6 +32,7 @@ def runs_table(traces) -> pd.DataFrame:
             "run": i, "source": trace.source, "model": trace.model, "device": trace.device, "dtype": trace.dtype,
             "prompt tokens": s.prompt_tokens, "output tokens": s.output_tokens,
             "queue (ms)": s.queue_s * MS, "TTFT (ms)": s.ttft_s * MS, "TPOT (ms)": s.tpot_s * MS,
+            "CPU wait per token (ms)": _wait_ms(trace),
             "ITL p50 (ms)": s.itl_p50_s * MS, "ITL p99 (ms)": s.itl_p99_s * MS,
             "decode (ms)": s.decode_s * MS, "total (ms)": s.total_s * MS,
             "prefill share": s.prefill_share,
@@ -46,12 +49,22 @@ def steps_table(trace) -> pd.DataFrame:
     A run measured on a server has no KV cache facts or riders (only what a client can see): those columns go."""
     rows = [{"token": 0, "phase": "prefill", "latency (ms)": trace.prefill_seconds * MS,
              "KV length": trace.n_prompt, "KV bytes": trace.n_prompt * trace.kv_bytes_per_token * trace.batch_size,
-             "riders": 1, "stall (ms)": 0.0}]
+             "riders": 1, "stall (ms)": 0.0, "CPU wait (ms)": trace.prefill_cpu_wait_seconds * MS}]
     rows += [{"token": k, "phase": "decode", "latency (ms)": step.seconds * MS, "KV length": step.kv_length,
-              "KV bytes": step.kv_bytes, "riders": step.riders, "stall (ms)": step.stall_seconds * MS}
+              "KV bytes": step.kv_bytes, "riders": step.riders, "stall (ms)": step.stall_seconds * MS,
+              "CPU wait (ms)": step.cpu_wait_seconds * MS}
              for k, step in enumerate(trace.steps, start=1)]
     table = pd.DataFrame(rows)
+    if trace.cpu_wait_seconds is None:  # not measured (an older file, batch mode, no schedstat): no column of zeros
+        table = table.drop(columns="CPU wait (ms)")
     return table[["token", "phase", "latency (ms)"]] if trace.source == "server" else table
+
+
+def _wait_ms(trace) -> float:
+    """The run's CPU wait per decode step in ms; NaN when not measured or there was no decode step."""
+    if trace.source == "server" or trace.cpu_wait_seconds is None or not trace.steps:
+        return float("nan")
+    return trace.decode_cpu_wait_seconds / len(trace.steps) * MS
 
 
 def metrics_table(summary, server: bool = False) -> pd.DataFrame:

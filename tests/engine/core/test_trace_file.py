@@ -155,3 +155,36 @@ def test_a_run_measured_on_a_server_saves_and_opens(tmp_path):
     back = trace_file.load_trace(trace_file.save_trace(trace, tmp_path / "server.json", "measured on a server"))
     assert back.source == "server" and back.model_config is None and back.steps == trace.steps
     assert engine.summarize(back) == engine.summarize(trace)
+
+
+def test_the_cpu_wait_round_trips_per_step_and_in_total(trace):
+    back = read_trace(trace_file.trace_bytes(trace))
+    assert [s.cpu_wait_seconds for s in back.steps] == [s.cpu_wait_seconds for s in trace.steps]
+    assert back.cpu_wait_seconds == trace.cpu_wait_seconds and back.cpu_wait_note == trace.cpu_wait_note
+    assert back.prefill_cpu_wait_seconds == trace.prefill_cpu_wait_seconds
+    assert back.cpu_wait_read_seconds == trace.cpu_wait_read_seconds
+
+
+def test_a_schema_3_file_without_the_cpu_wait_loads_as_not_measured(good):
+    new_fields = ("prefill_cpu_wait_seconds", "cpu_wait_seconds", "cpu_wait_all_threads_seconds", "cpu_wait_note",
+                  "cpu_wait_read_seconds")
+    old = {k: v for k, v in good.items() if k not in new_fields} | {"schema_version": 3}
+    old["steps"] = [{k: v for k, v in s.items() if k != "cpu_wait_seconds"} for s in good["steps"]]
+    back = read_trace(json.dumps(old).encode())
+    assert back.cpu_wait_seconds is None and back.decode_cpu_wait_seconds == 0.0 and back.cpu_wait_note == ""
+
+
+@pytest.mark.parametrize("fields, words", [
+    (dict(cpu_wait_seconds=-1.0), "cpu_wait_seconds"),
+    (dict(cpu_wait_note="[a link](http://x)"), "cpu_wait_note"),
+])
+def test_a_bad_cpu_wait_is_refused(good, fields, words):
+    with pytest.raises(TraceFileError, match=words):
+        read_trace(changed(good, **fields))
+
+
+def test_the_shipped_example_traces_still_load():
+    from tests import ROOT
+
+    paths = sorted((ROOT / "assets" / "traces").glob("*.json"))
+    assert paths and all(trace_file.load_trace(path).n_output > 0 for path in paths)

@@ -21,3 +21,39 @@ def test_server_records_become_traces():
            "prefill_seconds": 0.1}
     (trace,) = run_numbers.server_traces([rec])
     assert trace.source == "server" and trace.n_output == 2 and trace.steps[0].seconds == 0.02
+
+
+def waited(per_step: float, prefill: float = 0.002, measured: bool = True, note: str = "") -> Trace:
+    """A run of 0.05 s steps whose threads waited `per_step` seconds each for a CPU (None: not measured)."""
+    trace = trace_with([1, 1, 1, 1])
+    for step in trace.steps:
+        step.seconds, step.cpu_wait_seconds = 0.05, per_step
+    trace.prefill_cpu_wait_seconds = prefill
+    trace.cpu_wait_seconds = prefill + 4 * per_step if measured else None
+    trace.cpu_wait_note, trace.cpu_wait_read_seconds = note, 0.0004
+    return trace
+
+
+def test_the_wait_is_said_per_token_next_to_tpot_and_offers_quiet_timing():
+    note = run_numbers.cpu_wait_note(waited(0.024))
+    assert note.startswith("**This run waited 24.0 ms per token for a CPU**: your browser was drawing")
+    assert "48% of its TPOT of 50.0 ms" in note and "about **26.0 ms**" in note and "2.0 ms of TTFT's 50.0 ms" in note
+    assert "Quiet timing" in note and "0.40 ms" in note  # the reads' own cost, stated
+    assert "Quiet timing" not in run_numbers.cpu_wait_note(waited(0.024), quiet=True)
+    assert run_numbers.cpu_wait_label(waited(0.024)) == ", waited for a CPU 24.0 ms per token, 2.0 ms in prefill"
+    assert run_numbers.cpu_wait_caption(waited(0.024)).startswith("This run waited 24.0 ms per token for a CPU (48% of")
+
+
+def test_a_run_that_had_the_cpu_to_itself_says_so():
+    note = run_numbers.cpu_wait_note(waited(0.0002))
+    assert note.startswith("**This run had the CPU to itself**") and "Quiet timing" not in note
+    assert run_numbers.cpu_wait_caption(waited(0.0002)) is None
+
+
+def test_a_missing_schedstat_is_stated_not_hidden():
+    reason = "this system has no per-thread schedstat (macOS), so the time the engine waited for a CPU was not measured"
+    note = run_numbers.cpu_wait_note(waited(0.0, measured=False, note=reason))
+    assert note.startswith("**CPU wait: not measured** — this system has no per-thread schedstat (macOS)")
+    assert "recorded before" in run_numbers.cpu_wait_note(waited(0.0, measured=False))  # an older trace file
+    assert run_numbers.cpu_wait_label(waited(0.0, measured=False)) == ""
+    assert run_numbers.cpu_wait_caption(waited(0.0, measured=False)) is None

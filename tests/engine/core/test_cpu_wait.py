@@ -1,0 +1,78 @@
+"""The CPU-wait meter: schedstat parsed from a fake /proc, a missing schedstat stated, a run's wait in its Trace."""
+import os
+
+import pytest
+
+import engine
+from engine.core import cpu_wait
+from engine.core.cpu_wait import CpuWaitMeter, parse_schedstat, read_waits, wait_between
+
+
+def fake_proc(root, waits: dict[str, int]) -> str:
+    """A /proc/self/task look-alike: one folder per thread id holding 'on-CPU ns, waiting ns, slices'."""
+    tasks = root / "task"
+    for tid, ns in waits.items():
+        (tasks / tid).mkdir(parents=True, exist_ok=True)
+        (tasks / tid / "schedstat").write_text(f"123456789 {ns} 42\n")
+    return str(tasks)
+
+
+def test_the_second_field_is_the_wait():
+    assert parse_schedstat("31810080 18939731 128\n") == 18939731
+    with pytest.raises(ValueError, match="three whole numbers"):
+        parse_schedstat("garbage")
+
+
+def test_reads_every_thread_of_a_fake_proc(tmp_path):
+    tasks = fake_proc(tmp_path, {"100": 5_000_000, "101": 1_000_000})
+    assert read_waits(tasks) == {"100": 5_000_000, "101": 1_000_000}
+
+
+def test_an_interval_counts_the_longest_waiting_thread_and_all_together():
+    wait = wait_between({"1": 1_000_000, "2": 0}, {"1": 4_000_000, "2": 2_000_000, "3": 500_000})  # 3: born since
+    assert wait.longest == pytest.approx(0.003) and wait.threads == pytest.approx(0.0055)
+
+
+def test_the_meter_laps_and_adds_up_what_the_fake_proc_says(tmp_path):
+    tasks = fake_proc(tmp_path, {"7": 0, "8": 0})
+    meter = CpuWaitMeter(tasks)
+    assert meter.available and meter.reason == ""
+    meter.mark()
+    fake_proc(tmp_path, {"7": 24_000_000, "8": 10_000_000})  # the browser drew: 24 ms without a CPU
+    assert meter.lap().longest == pytest.approx(0.024)
+    meter.mark()
+    fake_proc(tmp_path, {"7": 30_000_000, "8": 10_000_000})
+    meter.lap()
+    assert meter.total.longest == pytest.approx(0.030) and meter.total.threads == pytest.approx(0.040)
+    assert meter.reads == 4 and meter.read_seconds > 0
+
+
+def test_missing_schedstat_falls_back_with_a_stated_reason(tmp_path):
+    meter = CpuWaitMeter(str(tmp_path / "no-such-proc"))
+    assert not meter.available and "macOS" in meter.reason and "not measured" in meter.reason
+    meter.mark()
+    assert meter.lap().longest == 0.0 and meter.reads == 0
+
+
+def test_unreadable_schedstat_says_why(tmp_path):
+    tasks = fake_proc(tmp_path, {"9": 1})
+    (tmp_path / "task" / "9" / "schedstat").write_text("not numbers")
+    meter = CpuWaitMeter(tasks)
+    assert not meter.available and "schedstat" in meter.reason and "'" not in meter.reason.split("(")[0]
+
+
+def test_a_run_records_its_wait_per_step_and_in_total(tiny_llama):
+    trace = engine.generate(tiny_llama, "The valley and the bridge", 6, ignore_eos=True)
+    if not os.path.isdir(cpu_wait.TASKS):
+        pytest.skip("no /proc on this system")
+    assert trace.cpu_wait_note == "" and trace.cpu_wait_seconds is not None
+    assert trace.cpu_wait_seconds == pytest.approx(trace.prefill_cpu_wait_seconds + trace.decode_cpu_wait_seconds)
+    assert trace.cpu_wait_all_threads_seconds >= trace.cpu_wait_seconds
+    assert trace.cpu_wait_read_seconds > 0  # measured: what the reads cost, outside the timed intervals
+
+
+def test_a_run_without_schedstat_says_so(tiny_llama, monkeypatch):
+    monkeypatch.setattr(cpu_wait, "TASKS", "/nonexistent/task")
+    trace = engine.generate(tiny_llama, "The valley and the bridge", 4, ignore_eos=True)
+    assert trace.cpu_wait_seconds is None and "not measured" in trace.cpu_wait_note
+    assert all(s.cpu_wait_seconds == 0.0 for s in trace.steps)
