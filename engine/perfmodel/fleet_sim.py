@@ -65,12 +65,12 @@ class Fleet:
 
 
 class _Req:
-    __slots__ = ("arrival", "at", "prompt", "output", "done_prompt", "made", "first", "end", "kv")
+    __slots__ = ("arrival", "at", "prompt", "output", "done_prompt", "made", "first", "end", "kv", "where")
 
     def __init__(self, a: Arrival):
         self.arrival, self.at, self.prompt, self.output = a, a.at_s, a.prompt_tokens, a.output_tokens
         self.done_prompt = 0 if a.prompt_tokens > 1 else a.prompt_tokens  # a one-token prompt needs no valley
-        self.made, self.first, self.end, self.kv = 0, None, None, 0
+        self.made, self.first, self.end, self.kv, self.where = 0, None, None, 0, None
 
 
 @dataclasses.dataclass
@@ -103,9 +103,10 @@ class _Instance:
         self.rows: list[_Req] = []
         self.busy = False
         self.after_admit = False  # batch: the engine's loop steps once after every admit
+        self.held = 0  # requests routed here and not yet finished or handed over
 
     def load(self) -> int:
-        return len(self.waiting) + len(self.rows)
+        return self.held
 
     def kick(self, now: float) -> None:
         if self.busy:
@@ -126,7 +127,7 @@ class _Instance:
             while self.waiting and len(self.rows) < sim.fleet.max_batch:  # joins cost no pass of their own
                 self.rows.append(self.waiting.popleft())
             return self._mixed() if self.rows else None
-        if self.waiting and room and not self.after_admit and self.waiting[0].done_prompt < self.waiting[0].prompt:
+        if self.waiting and room and not (self.after_admit and self.rows) and self.waiting[0].done_prompt < self.waiting[0].prompt:
             req = self.waiting.popleft()  # the head is prefilled alone; everyone else waits for it
             seconds = model.seconds(req.prompt, req.prompt)
             sim.stage["prefill"] += seconds
@@ -206,6 +207,8 @@ class _Sim:
         if not members:
             raise EngineError(f"a request needs the {pool} pool, which has 0 instances: give it at least one")
         inst = min(members, key=_Instance.load)
+        inst.held += 1
+        req.where = inst
         inst.waiting.append(req)
         inst.kick(t)
 
@@ -219,6 +222,7 @@ class _Sim:
 
     def hand_over(self, inst: _Instance, req: _Req, t: float) -> None:
         """The KV cache crosses to the decode pool over this prefill card's link (one cart at a time)."""
+        inst.held -= 1
         i = self.pools["prefill"].index(inst)
         nbytes = req.kv * self.model.kv_bytes_per_token
         seconds = nbytes / self.fleet.link_bytes_per_s
@@ -234,6 +238,7 @@ class _Sim:
         req.made += 1
         if req.made >= req.output:
             req.end = t
+            req.where.held -= 1
 
     def run(self, reqs: list[_Req]) -> None:
         for r in reqs:
