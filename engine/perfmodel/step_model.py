@@ -3,9 +3,9 @@
 Serving simulators time every step from a model of this kind (Vidur, Agrawal et al. 2024, profiles each
 operator; we keep its three terms): the fixed part is reading the weights once plus the host's loop, the
 per-token part is the matmuls every computed token goes through (prefill chunks and decode rows alike), the
-per-KV-byte part is attention reading each row's cache. The coefficients are fitted by least squares (on
-relative error, so millisecond decode steps count as much as long prefills) from steps the engine recorded
-on this machine; for a spec-sheet card they are derived from its FLOP/s and bandwidth times the
+per-KV-byte part is attention reading each row's cache. The coefficients are fitted by ordinary least squares
+(the mean step, tails included: a simulator adds steps up, so a step the OS delayed counts as it did in the
+engine) from steps the engine recorded on this machine; for a spec-sheet card they are derived from its FLOP/s and bandwidth times the
 efficiencies this machine reached — an estimate, labelled as one.
 """
 from __future__ import annotations
@@ -70,6 +70,11 @@ class StepFit:
         return [s.seconds - p for s, p in zip(self.steps, self.predicted)]
 
     @property
+    def rms_s(self) -> float:
+        """Root mean square residual, seconds."""
+        return math.sqrt(sum(r * r for r in self.residuals) / len(self.residuals))
+
+    @property
     def relative_error(self) -> float:
         """Root mean square of (measured - fitted) / measured: 0.1 = steps typically within 10 %."""
         errors = [(s.seconds - p) / s.seconds for s, p in zip(self.steps, self.predicted)]
@@ -77,7 +82,7 @@ class StepFit:
 
 
 def fit_steps(steps: list[Step], kv_bytes_per_token: float, source: str = "measured on this machine") -> StepFit:
-    """Least squares on relative error; a coefficient that comes out negative (noise) is dropped and refitted."""
+    """Ordinary least squares; a coefficient that comes out negative (noise) is dropped and refitted."""
     steps = [s for s in steps if math.isfinite(s.seconds) and s.seconds > 0 and s.tokens >= 0]
     if len(steps) < 3:
         raise EngineError(f"fitting a step model needs at least 3 timed steps, not {len(steps)}")
@@ -85,7 +90,7 @@ def fit_steps(steps: list[Step], kv_bytes_per_token: float, source: str = "measu
         raise EngineError(f"KV bytes per token must be a number > 0, not {kv_bytes_per_token!r}")
     y = np.array([s.seconds for s in steps])  # (N,)
     x = np.array([[1.0, s.tokens, s.kv_bytes] for s in steps])  # (N, 3): fixed, per token, per KV byte
-    w = 1.0 / y  # relative error: every step counts alike
+    w = np.ones_like(y)  # (N,): every second counts alike (the mean step, as a simulator sums them)
     scale = np.maximum(np.abs(x).max(axis=0), 1e-30)  # (3,): columns to ~1 so lstsq stays well conditioned
     keep = [0, 1, 2]
     while True:
