@@ -42,7 +42,7 @@ def main() -> int:
     m = fit.model
     print(f"\nstep model ({m.source}): {m.fixed_s * 1e3:.2f} ms + {m.per_token_s * 1e6:.1f} µs/token "
           f"+ {m.per_kv_byte_s * 1e12:.2f} ps/KV byte; residuals rms {fit.rms_s * 1e3:.2f} ms")
-    print(f"\n| workload | metric | engine (measured) | simulator | difference | within 20 % |\n|---|---|---|---|---|---|")
+    print("\n| workload | metric | engine (measured) | simulator | difference | within 20 % |\n|---|---|---|---|---|---|")
     for r in rows:
         unit, k = ("req/s", 1) if r.metric == "goodput" else ("ms", 1e3)
         print(f"| {r.workload} | {r.metric} | {r.engine * k:.1f} {unit} | {r.sim * k:.1f} {unit} | {r.error:+.0%} | "
