@@ -5,11 +5,13 @@ scheduler.py), written here once:
   batch     continuous batching: between two decode steps the queue's head joins if a row is free, and is
             prefilled alone (every rider waits: the stall); then one decode step feeds every rider one token.
   chunked   chunked prefill with a token budget per step (vLLM's --max-num-batched-tokens, Sarathi-Serve):
-            each step feeds every decoding rider one token and fills the rest of the budget with prompt
-            chunks, oldest first; a prompt's last chunk gives its first token.
+            one joiner takes a row between two steps (the loop takes one request a step); each step feeds
+            every decoding rider one token and fills the rest of the budget with prompt chunks, oldest
+            first; a prompt's last chunk gives its first token.
   disagg    P prefill instances (each prompt alone, first come first served) hand the KV cache over a link
-            of given bandwidth to D decode instances that batch continuously and never stall for a prefill
-            (DistServe, Zhong et al. 2024; Splitwise, Patel et al. 2024).
+            of given bandwidth to D decode instances that batch continuously and never stall for a prefill:
+            every arrived cache joins at the next step while rows are free (DistServe, Zhong et al. 2024;
+            Splitwise, Patel et al. 2024).
 A request goes to the replica (or pool member) with the fewest requests in hand. A one-token prompt has no
 valley to cross: it takes a row and its token is fed like any rider's. A request with no output tokens ends
 with its prefill (its TTFT is the prefill's end). Every duration comes from StepModel.seconds: the simulator
@@ -124,8 +126,10 @@ class _Instance:
         policy = sim.fleet.policy
         room = len(self.rows) < sim.fleet.max_batch
         if policy == "chunked" or (self.pool == "decode" and policy == "disagg"):
-            while self.waiting and len(self.rows) < sim.fleet.max_batch:  # joins cost no pass of their own
+            joins = 1 if policy == "chunked" else sim.fleet.max_batch  # the engine's loop takes one request a step
+            while self.waiting and len(self.rows) < sim.fleet.max_batch and joins:  # a join is no pass of its own
                 self.rows.append(self.waiting.popleft())
+                joins -= 1
             return self._mixed() if self.rows else None
         if self.waiting and room and not (self.after_admit and self.rows) and self.waiting[0].done_prompt < self.waiting[0].prompt:
             req = self.waiting.popleft()  # the head is prefilled alone; everyone else waits for it

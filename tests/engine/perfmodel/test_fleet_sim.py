@@ -88,3 +88,11 @@ def test_bad_fleets_get_one_line(fleet, words):
 def test_a_pool_of_zero_that_is_needed_is_one_line():
     with pytest.raises(EngineError, match="decode pool, which has 0"):
         simulate([Arrival(0, 4, 3)], FLAT, Fleet("disagg", prefill=1, decode=0))
+
+
+def test_chunked_takes_one_joiner_a_step_like_the_engine_loop():
+    """Two prompts waiting: the first takes a row and its chunk this step, the second joins at the next."""
+    result = simulate([Arrival(0, 4, 1), Arrival(0, 4, 1)], FLAT, Fleet("chunked", token_budget=8))
+    a, b = result.outcomes
+    assert a.ttft_s == pytest.approx(0.014)  # 10 ms + 4 tokens alone in the step
+    assert b.ttft_s == pytest.approx(0.028)  # next step: its 4 tokens
