@@ -91,8 +91,8 @@ def test_a_pool_of_zero_that_is_needed_is_one_line():
 
 
 def test_chunked_takes_one_joiner_a_step_like_the_engine_loop():
-    """Two prompts waiting: the first takes a row and its chunk this step, the second joins at the next."""
-    result = simulate([Arrival(0, 4, 1), Arrival(0, 4, 1)], FLAT, Fleet("chunked", token_budget=8))
-    a, b = result.outcomes
-    assert a.ttft_s == pytest.approx(0.014)  # 10 ms + 4 tokens alone in the step
-    assert b.ttft_s == pytest.approx(0.028)  # next step: its 4 tokens
+    """Two prompts wait while a step runs: the first takes a row at the next step, the second at the one after."""
+    reqs = [Arrival(0, 4, 1), Arrival(0.001, 4, 1), Arrival(0.001, 4, 1)]
+    _, b, c = simulate(reqs, FLAT, Fleet("chunked", token_budget=8)).outcomes
+    assert b.ttft_s == pytest.approx(0.028 - 0.001)  # steps of 10 ms + 4 tokens: 0-14, 14-28
+    assert c.ttft_s == pytest.approx(0.042 - 0.001)  # not 0.032 (both joining one 8-token step)
