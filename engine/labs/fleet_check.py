@@ -122,7 +122,7 @@ def _metric(outcomes: list[Outcome], metric: str, slo: SLO) -> float:
     return percentile(values, float(q))
 
 
-def traffic(fit: StepFit, context: int, max_batch: int, n: int = 16, load: float = 0.7,
+def traffic(fit: StepFit, context: int, max_batch: int, n: int = 16, load: float = 0.5,
             presets: tuple[str, ...] = tuple(PRESETS), seed: int = 0) -> dict[str, list[Arrival]]:
     """The Traffic lab's presets cut to fit the model's context, at `load` x this engine's capacity (by the fit)."""
     out = {}
@@ -141,26 +141,30 @@ def traffic(fit: StepFit, context: int, max_batch: int, n: int = 16, load: float
     return out
 
 
-def check(model: str = "tiny-llama", slo: SLO | None = None, max_batch: int = 4, n: int = 16, load: float = 0.7,
+def check(model: str = "tiny-llama", slo: SLO | None = None, max_batch: int = 4, n: int = 16, load: float = 0.5,
           presets: tuple[str, ...] = tuple(PRESETS), device: str = "cpu", progress=None) -> tuple[StepFit, list[Row]]:
-    """Calibrate on the real engine (separate bursts: the fit never sees the replayed steps), then replay the
-    Traffic lab's presets on the engine and the simulator."""
+    """For each of the Traffic lab's presets: calibrate on the real engine (separate bursts just before: the fit never
+    sees the replayed steps, and a shared machine's speed drifts), then replay it on the engine and the simulator.
+    Returns the fit over every calibration step, and the rows."""
     spec = ModelSpec(model, device, "float32")
     scheduler = Scheduler("batch", max_batch=max_batch, max_queue=4096).start()
     try:
         warm = Request(model=spec, prompt_ids=[5, 6, 7], max_new_tokens=2)  # loads the model; not timed
         lm_trace = result_of(scheduler.submit(warm), timeout=600)
         vocab, context = lm_trace.config["vocab_size"], lm_trace.config["max_seq_len"]
-        if progress:
-            progress("calibrating: bursts of requests through the real engine")
-        fit = calibrate(scheduler, spec, vocab, context, max_batch)
-        rows = []
-        for name, reqs in traffic(fit, context, max_batch, n, load, presets).items():
+        rows, steps, fit = [], [], None
+        for name in presets:
+            if progress:
+                progress(f"calibrating before '{name}': bursts of requests through the real engine")
+            fit = calibrate(scheduler, spec, vocab, context, max_batch)  # the machine's speed now, not an hour ago
+            steps += fit.steps
+            reqs = traffic(fit, context, max_batch, n, load, (name,))[name]
             if progress:
                 progress(f"replaying '{name}' ({len(reqs)} requests) on the engine and the simulator")
             measured = run_engine(scheduler, spec, vocab, reqs)
-            objectives = slo or _slo_for(measured)
-            rows += compare(measured, reqs, fit, max_batch, objectives, name)
+            rows += compare(measured, reqs, fit, max_batch, slo or _slo_for(measured), name)
+        if len(presets) > 1:
+            fit = fit_steps(steps, fit.model.kv_bytes_per_token, f"measured on this machine ({spec.name}, {spec.device})")
         return fit, rows
     finally:
         scheduler.stop()
