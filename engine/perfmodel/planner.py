@@ -5,8 +5,9 @@ prefill and how many decode cards, DistServe's placement question) with the simu
 cheapest fleet whose SLO attainment (the share of requests meeting both TTFT and TPOT objectives) reaches
 the target — DistServe's 90 % by default. In a split fleet TTFT depends on the prefill pool alone (the first
 token comes out of it), so that pool is sized first, then the decode pool. Cost per million tokens (prompt +
-output) comes from a price per card-hour over the time the fleet was held; the bill is split by stage: a split
-fleet's pools by their cards, a colocated card's time by the seconds its steps spent on each stage.
+output) comes from a price per card-hour over the time the traffic arrived (the fleet serves that rate as long as
+it lasts: a finite sample's drain at the end is not billed, so fleets compare by their cards). The bill is split
+by stage: a split fleet's pools by their cards, a colocated card's time by the seconds its steps spent on each.
 """
 from __future__ import annotations
 
@@ -50,7 +51,8 @@ def ttft_attainment(result: SimResult, slo: SLO) -> float:
 def bill(result: SimResult, price_per_hour: float) -> tuple[float, dict]:
     """Cost per million tokens, and the bill's share per stage."""
     check_price(price_per_hour)
-    span = result.span_s
+    arrived = [o.arrived_s for o in result.outcomes]
+    span = max(arrived) - min(arrived) or result.span_s  # steady traffic: the sample's drain is not billed
     tokens = result.prompt_tokens + sum(o.output_tokens for o in result.outcomes)
     dollars = result.fleet.cards * span / 3600.0 * price_per_hour
     per_million = dollars / tokens * 1e6 if tokens else math.nan

@@ -34,7 +34,7 @@ cols = st.columns(4)
 workload = cols[0].selectbox("Workload (the fable's kinds of work)", list(ft.WORKLOADS), index=1,
                              key=state.FLEET_WORKLOAD)
 rate = cols[1].number_input("Requests per second", 0.1, 100000.0, 500.0, 50.0, key=state.FLEET_RATE)
-n = cols[2].number_input("Requests simulated", 50, 20000, 500, 50, key=state.FLEET_REQUESTS)
+n = cols[2].number_input("Requests simulated", 50, 20000, 2000, 250, key=state.FLEET_REQUESTS)
 cols[3].caption(ft.workload_caption(workload))
 cols = st.columns(2)
 ttft_ms = cols[0].number_input("TTFT objective (ms)", 0.0, 60000.0, 500.0, 50.0, key=state.FLEET_TTFT)

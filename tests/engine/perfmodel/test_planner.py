@@ -45,8 +45,8 @@ def test_more_traffic_needs_more_cards_and_the_cheapest_is_minimal():
 def test_cost_per_million_tokens_by_hand():
     reqs = [Arrival(0.0, 100, 0), Arrival(1.0, 100, 0)]
     result = simulate(reqs, StepModel(0.1, 0.0, 0.0, 1.0), Fleet("batch"))
-    per_million, money = bill(result, 3.6)  # one card held 1.1 s at 3.6/h = 0.0011 for 200 tokens
-    assert per_million == pytest.approx(0.0011 / 200 * 1e6)
+    per_million, money = bill(result, 3.6)  # one card for the 1 s the traffic arrived, 3.6/h: 0.001 for 200 tokens
+    assert per_million == pytest.approx(0.001 / 200 * 1e6)
     assert money["prefill"] == 1.0
 
 
