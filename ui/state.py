@@ -210,3 +210,5 @@ FLEET_LINK = "fleet_link_gb_s"
 FLEET_PLAN = "fleet_plan"  # the button
 FLEET_RESULT = "fleet_result"  # (inputs, plans by policy) of the last search
 FLEET_ERROR = "fleet_error"
+FLEET_PROMPT = "fleet_prompt_tokens"  # a custom workload's mean lengths
+FLEET_OUTPUT = "fleet_output_tokens"

@@ -31,11 +31,17 @@ with st.expander("Measured and fitted on this machine: the step model and its ch
 
 st.subheader("The traffic and its objectives")
 cols = st.columns(4)
-workload = cols[0].selectbox("Workload (the fable's kinds of work)", list(ft.WORKLOADS), index=1,
-                             key=state.FLEET_WORKLOAD)
+kind = cols[0].selectbox("Workload (the fable's kinds of work)", [*ft.WORKLOADS, "custom"], index=1,
+                         key=state.FLEET_WORKLOAD)
 rate = cols[1].number_input("Requests per second", 0.1, 100000.0, 500.0, 50.0, key=state.FLEET_RATE)
 n = cols[2].number_input("Requests simulated", 50, 20000, 2000, 250, key=state.FLEET_REQUESTS)
-cols[3].caption(ft.workload_caption(workload))
+if kind == "custom":
+    prompt_mean = cols[3].number_input("Prompt tokens (mean)", 1, 32768, 256, 32, key=state.FLEET_PROMPT)
+    output_mean = cols[3].number_input("Output tokens (mean)", 0, 32768, 128, 32, key=state.FLEET_OUTPUT)
+    workload = ft.workload_of(kind, prompt_mean, output_mean)
+else:
+    workload = ft.workload_of(kind)
+st.caption(ft.workload_caption(workload))
 cols = st.columns(2)
 ttft_ms = cols[0].number_input("TTFT objective (ms)", 0.0, 60000.0, 500.0, 50.0, key=state.FLEET_TTFT)
 tpot_ms = cols[1].number_input("TPOT objective (ms)", 0.0, 10000.0, 50.0, 5.0, key=state.FLEET_TPOT)

@@ -16,7 +16,7 @@ from engine.perfmodel import roofline as rl
 from engine.perfmodel import step_model as sm
 from engine.perfmodel.goodput import SLO, percentile
 from engine.perfmodel.planner import Plan, plan
-from engine.perfmodel.workload import PRESETS, arrivals
+from engine.perfmodel.workload import PRESETS, Lengths, Workload, arrivals
 
 # written by scripts/fleet_check.py --save (SmolLM2, this machine)
 CALIBRATION = Path(__file__).resolve().parents[2] / "assets" / "fleet_check.json"
@@ -90,9 +90,17 @@ def check_table(cal: Calibration, tolerance: float = 0.2) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def plans(workload: str, rate: float, n: int, slo: SLO, model: sm.StepModel, price: float, policies: list[str],
+def workload_of(name: str, prompt_mean: int = 256, output_mean: int = 128) -> Workload:
+    """A preset, or "custom": log-normal lengths (spread 0.5) around the given means."""
+    if name == "custom":
+        return Workload(Lengths(int(prompt_mean), 0.5, 1, 8 * max(int(prompt_mean), 1)),
+                        Lengths(int(output_mean), 0.5, min(1, int(output_mean)), 8 * max(int(output_mean), 1)), name="custom")
+    return WORKLOADS[name]
+
+
+def plans(workload: Workload, rate: float, n: int, slo: SLO, model: sm.StepModel, price: float, policies: list[str],
           max_batch: int, token_budget: int, link_gb_s: float, seed: int = 0) -> dict[str, Plan]:
-    reqs = arrivals(dataclasses.replace(WORKLOADS[workload], request_rate=rate, num_requests=n), seed)
+    reqs = arrivals(dataclasses.replace(workload, request_rate=rate, num_requests=n), seed)
     args = dict(max_batch=max_batch, token_budget=token_budget, link_bytes_per_s=link_gb_s * 1e9)
     return {p: plan(reqs, model, slo, price, p, **args) for p in policies}
 
@@ -130,9 +138,8 @@ def ledger_text(p: Plan, hw_name: str) -> str:
             f"{budget.FABLE_SHARE:.0%} of one convoy's journey. What to pay for here: {verdict}.")
 
 
-def workload_caption(name: str) -> str:
-    w = WORKLOADS[name]
-    return (f"{name}: prompts ~{w.prompt.mean} tokens, outputs ~{w.output.mean} (log-normal), Poisson arrivals "
+def workload_caption(w: Workload) -> str:
+    return (f"{w.name}: prompts ~{w.prompt.mean} tokens, outputs ~{w.output.mean} (log-normal), Poisson arrivals "
             "(engine/perfmodel/workload.py)")
 
 
@@ -143,7 +150,7 @@ def fleet_words(p: Plan) -> str:
     return f"{f.cards} cards"
 
 
-def run_planner(cal: Calibration, workload: str, rate: float, n: int, ttft_ms: float, tpot_ms: float, model_name: str,
+def run_planner(cal: Calibration, workload: Workload, rate: float, n: int, ttft_ms: float, tpot_ms: float, model_name: str,
                 card: str, price: float, policies: list[str], max_batch: int, budget: int, link_gb_s: float):
     """Every policy's plan, or one line saying what was wrong (EngineError's own words)."""
     try:

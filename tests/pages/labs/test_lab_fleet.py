@@ -56,3 +56,14 @@ def test_page_opens_inside_the_app():
     at = open_lab("lab_fleet")
     no_exception(at)
     assert any("fleet planner" in t.value for t in at.title)
+
+
+def test_custom_workload_of_long_prompts_puts_the_bill_on_the_valley(calibration):
+    at = open_lab_alone("lab_fleet")
+    at.selectbox(key=state.FLEET_WORKLOAD).set_value("custom").run()
+    at.number_input(key=state.FLEET_PROMPT).set_value(2048)
+    at.number_input(key=state.FLEET_OUTPUT).set_value(0)
+    at.number_input(key=state.FLEET_REQUESTS).set_value(200)
+    at.button(key=state.FLEET_PLAN).click().run()
+    no_exception(at)
+    assert any("the valley (prefill) takes **100%**" in m.value for m in at.markdown)
