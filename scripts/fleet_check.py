@@ -55,7 +55,7 @@ def main() -> int:
         eff = sm.efficiency(m, cfg, peaks.matmul_flops_per_s, peaks.copy_bytes_per_s / 2) if cfg else None
         data = {"fit": sm.to_dict(m), "efficiency": dataclasses.asdict(eff) if eff else None,
                 "peaks": {"flops_per_s": peaks.matmul_flops_per_s, "read_bytes_per_s": peaks.copy_bytes_per_s / 2},
-                "residuals": [(s.kind, s.tokens, s.seconds, p) for s, p in zip(fit.steps, fit.predicted)],
+                "residuals": [(s.kind, s.tokens, s.seconds, p, s.kv_bytes) for s, p in zip(fit.steps, fit.predicted)],
                 "rows": [(r.workload, r.metric, r.engine, r.sim) for r in rows],
                 "note": f"{args.model}, recorded {time.strftime('%Y-%m-%d')} on this machine by scripts/fleet_check.py"}
         if eff is None:

@@ -13,7 +13,7 @@ def fit_figure(residuals: list) -> go.Figure:
     """Measured step seconds against the fitted ones (ms), one dot per step; on the diagonal = a perfect fit."""
     fig = go.Figure()
     for kind in ("prefill", "decode", "mixed"):
-        pts = [(fitted * 1e3, measured * 1e3, tokens) for k, tokens, measured, fitted in residuals if k == kind]
+        pts = [(r[3] * 1e3, r[2] * 1e3, r[1]) for r in residuals if r[0] == kind]  # (kind, tokens, measured, fitted, ...)
         if not pts:
             continue
         fig.add_scatter(x=[p[0] for p in pts], y=[p[1] for p in pts], mode="markers", name=f"{kind} steps (measured)",

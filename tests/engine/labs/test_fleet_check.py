@@ -39,3 +39,14 @@ def test_simulator_follows_the_real_engine_loosely():
     by = {r.metric: r for r in rows}
     assert abs(by["TTFT p90"].error) <= 0.5, by["TTFT p90"]
     assert abs(by["span"].error) <= 0.25, by["span"]
+
+
+def test_fastest_calibration_is_kept():
+    from engine.perfmodel.step_model import Step, fit_steps
+
+    def fit(scale):
+        return fit_steps([Step(n, 100.0 * n, scale * (0.01 + 0.001 * n)) for n in (1, 2, 4, 8)], 100.0)
+
+    best = fc.fastest([fit(3.0), fit(1.0), fit(2.0)])
+    assert best.model.fixed_s == pytest.approx(0.01)
+    assert "fastest of 3" in best.model.source
