@@ -24,6 +24,7 @@ PAGES = {
         st.Page("pages/labs/lab_roofline.py", title="Roofline & hardware", icon=":material/terrain:"),
         st.Page("pages/labs/lab_remedies.py", title="Remedies lab", icon=":material/build:"),
         st.Page("pages/labs/lab_budget.py", title="Old Qin's budget", icon=":material/savings:"),
+        st.Page("pages/labs/lab_fleet.py", title="Fleet planner", icon=":material/hub:"),
         st.Page("pages/labs/lab_profile.py", title="Where the time goes", icon=":material/biotech:"),
         st.Page("pages/labs/lab_traffic.py", title="Traffic lab", icon=":material/traffic:"),
     ],

@@ -219,3 +219,21 @@ TRAFFIC_REPLAY = "traffic_replay"  # Measure a server: replay that workload
 TRAFFIC_CHUNK = "traffic_chunk_tokens"  # chunked prefill's token budget per step (vLLM's --max-num-batched-tokens)
 # quiet timing (ui/controls/widgets.py): no live chart and no streamed text while the model runs, drawn at the end
 QUIET_TIMING = "sb_quiet_timing"
+# the fleet planner (pages/labs/lab_fleet.py): workload, SLOs, card, price, policies; the plans of the last search
+FLEET_WORKLOAD = "fleet_workload"
+FLEET_RATE = "fleet_rate"  # requests per second
+FLEET_REQUESTS = "fleet_requests"  # how many requests the simulation sends
+FLEET_TTFT = "fleet_ttft_ms"
+FLEET_TPOT = "fleet_tpot_ms"
+FLEET_MODEL = "fleet_model"
+FLEET_CARD = "fleet_card"
+FLEET_PRICE = "fleet_price_"  # + the card's index: each card keeps its own price per hour
+FLEET_POLICIES = "fleet_policies"
+FLEET_MAX_BATCH = "fleet_max_batch"
+FLEET_BUDGET = "fleet_token_budget"
+FLEET_LINK = "fleet_link_gb_s"
+FLEET_PLAN = "fleet_plan"  # the button
+FLEET_RESULT = "fleet_result"  # (inputs, plans by policy) of the last search
+FLEET_ERROR = "fleet_error"
+FLEET_PROMPT = "fleet_prompt_tokens"  # a custom workload's mean lengths
+FLEET_OUTPUT = "fleet_output_tokens"
