@@ -145,12 +145,11 @@ def budget_env(env=os.environ) -> int | str | None:
 
 
 def options_from_env(env=os.environ, prepack_in_background: bool = True):
-    """The dashboard's worker settings (worker.ServiceOptions) from scripts/dashboard.sh's environment variables: the
+    """The dashboard's worker settings (work.ServiceOptions) from scripts/dashboard.sh's environment variables: the
     one place they are read (ui/engine_link/worker_link.options() calls it), readable without Streamlit, so the
     early worker can start loading before the UI asks; that one prepacks its kernels in the background."""
     from engine.loading.model_store import DEFAULT_MODEL
-    from engine.serving.scheduling.work import ModelSpec
-    from engine.serving.scheduling.worker import ServiceOptions
+    from engine.serving.scheduling.work import ModelSpec, ServiceOptions
 
     model = env.get("TWO_BENDS_MODEL", DEFAULT_MODEL)
     return ServiceOptions(mode=env.get("TWO_BENDS_MODE", "queue"), max_queue=int_env("TWO_BENDS_MAX_QUEUE", 64, env),

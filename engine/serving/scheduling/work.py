@@ -155,3 +155,17 @@ def result_of(work: Work, timeout: float | None = None):
         if isinstance(event, Failed):
             raise EngineError(event.message)
 
+
+# --- what the engine worker is asked to run (engine/serving/scheduling/worker.py) ---------------------------------
+@dataclass(frozen=True)
+class ServiceOptions:
+    mode: str = "queue"  # "queue", "batch" or "disaggregated"
+    max_queue: int = 64  # waiting requests before new ones are refused
+    max_new_tokens_cap: int = 4096  # most new tokens one request may ask for
+    max_batch: int = 8  # sequences sharing a decode step in batch mode
+    max_num_batched_tokens: int | None = None  # batch mode's token budget per step (chunked prefill); None: whole prefills
+    threads: int = 0  # torch threads in the worker (0 = torch's default: every core)
+    preload: ModelSpec | None = None  # load this model at start, before the first request
+    # fast kernels prepacked in the background, runs meanwhile on plain nn.Linear and saying so (model_pool.py); the
+    # dashboard's early-started worker only (a fast start); not part of equality: any such worker may be adopted
+    prepack_in_background: bool = field(default=False, compare=False)

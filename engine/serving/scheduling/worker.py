@@ -15,7 +15,6 @@ import os
 import subprocess
 import sys
 import threading
-from dataclasses import dataclass, field
 from multiprocessing.connection import Client
 
 from engine.errors import EngineError
@@ -23,21 +22,9 @@ from engine.loading.loader import set_threads
 from engine.serving.scheduling import early_start, lab_jobs
 from engine.serving.scheduling.model_pool import ModelPool
 from engine.serving.scheduling.scheduler import Scheduler
-from engine.serving.scheduling.work import FINAL, Failed, Job, ModelSpec, Work, result_of
+from engine.serving.scheduling.work import FINAL, Failed, Job, ModelSpec, ServiceOptions, Work, result_of  # noqa: F401
 
-
-@dataclass(frozen=True)
-class ServiceOptions:
-    mode: str = "queue"  # "queue", "batch" or "disaggregated"
-    max_queue: int = 64  # waiting requests before new ones are refused
-    max_new_tokens_cap: int = 4096  # most new tokens one request may ask for
-    max_batch: int = 8  # sequences sharing a decode step in batch mode
-    max_num_batched_tokens: int | None = None  # batch mode's token budget per step (chunked prefill); None: whole prefills
-    threads: int = 0  # torch threads in the worker (0 = torch's default: every core)
-    preload: ModelSpec | None = None  # load this model at start, before the first request
-    # fast kernels prepacked in the background, runs meanwhile on plain nn.Linear and saying so (model_pool.py); the
-    # dashboard's early-started worker only (a fast start); not part of equality: any such worker may be adopted
-    prepack_in_background: bool = field(default=False, compare=False)
+DEFAULT_OPTIONS = ServiceOptions()  # frozen: one shared default
 
 
 def _make_scheduler(options: ServiceOptions) -> Scheduler:
@@ -54,7 +41,7 @@ def _make_scheduler(options: ServiceOptions) -> Scheduler:
 class LocalService:
     """The scheduler in a thread of this process."""
 
-    def __init__(self, options: ServiceOptions = ServiceOptions()):
+    def __init__(self, options: ServiceOptions = DEFAULT_OPTIONS):
         self.options = options
         set_threads(options.threads)  # process-wide: in the worker process, or the whole process in thread mode
         self.scheduler = _make_scheduler(options).start()
@@ -137,7 +124,7 @@ def _child_main(conn, options: ServiceOptions) -> None:
 class ProcessService:
     """The scheduler in a child process (spawned, so it shares no threads or locks with this one)."""
 
-    def __init__(self, options: ServiceOptions = ServiceOptions(), start_timeout: float = 600.0):
+    def __init__(self, options: ServiceOptions = DEFAULT_OPTIONS, start_timeout: float = 600.0):
         self.options = options
         self._start_timeout = start_timeout
         self._lock = threading.Lock()  # one sender at a time
