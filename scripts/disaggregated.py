@@ -20,6 +20,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from engine.core.sampling import SamplingParams  # noqa: E402
+from engine.loading.model_store import DEFAULT_MODEL  # noqa: E402
 from engine.serving.scheduling.lab_jobs import MODEL_DESCRIBE  # noqa: E402
 from engine.serving.scheduling.work import FirstToken, Job, ModelSpec, Request, Token, drain, result_of  # noqa: E402
 from engine.serving.scheduling.worker import LocalService, ServiceOptions, make_service  # noqa: E402
@@ -125,7 +126,7 @@ def busy_share(timeline, window) -> dict:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--model", default="smollm2-135m")
+    ap.add_argument("--model", default=DEFAULT_MODEL)
     ap.add_argument("--engines", default="batch:2,batch:1,disaggregated:2",
                     help="MODE:THREADS, comma-separated (THREADS in all: disaggregated gives each worker half)")
     ap.add_argument("--lengths", default="128,512,1024")

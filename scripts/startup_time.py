@@ -7,7 +7,7 @@ there with the model described under it ("In use: ... kernels: ..."). The launch
 timestamps to $TWO_BENDS_STARTUP_LOG (engine/serving/scheduling/early_start.py's mark), which give the split:
 Streamlit import, worker spawn, torch import, weights load, prepacking. Run it under `flock /tmp/tb/bench.lock`.
 
-    .venv/bin/python scripts/startup_time.py [--rounds 3] [--full] [--model smollm2-135m] [--baseline DIR]
+    .venv/bin/python scripts/startup_time.py [--rounds 3] [--full] [--model NAME] [--baseline DIR]
 --baseline DIR: another checkout (e.g. `git archive` of an older commit, with its .venv link), measured in
 alternate rounds with this one, so both see the same machine.
 """
@@ -24,9 +24,11 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "scripts"))
+sys.path[:0] = [str(ROOT / "scripts"), str(ROOT)]
 
 import appdriver  # noqa: E402
+
+from engine.loading.model_store import DEFAULT_MODEL  # noqa: E402  (torch-free: the start is not slowed)
 
 SIDEBAR_JS = """() => {
   const bar = document.querySelector("[data-testid='stSidebar']");
@@ -110,7 +112,7 @@ def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--rounds", type=int, default=3)
     p.add_argument("--full", action="store_true", help="run bash scripts/dashboard.sh (set-up check, engine prepare)")
-    p.add_argument("--model", default="smollm2-135m")
+    p.add_argument("--model", default=DEFAULT_MODEL)
     p.add_argument("--baseline", type=Path, action="append", default=[],
                    help="another checkout, measured in alternate rounds (may be given more than once)")
     args = p.parse_args()

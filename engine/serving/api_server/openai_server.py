@@ -12,11 +12,9 @@ The scheduler runs in a thread of this process by default: measured no worse tha
 pickle, pipe and reader thread per event cost more than the event loop's few microseconds of Python per token
 (the numbers: README, "Serving"). `--worker process` keeps the other choice, and
 `scripts/bench_serving.py --servers ours,ours-process --mode batch` repeats the comparison.
-Behind HTTP as fast as in process (issue 19 §2b): `scripts/serve_vs_inprocess.py` times the same request through
-`engine generate` and through this server (`engine measure`, one client) in alternate rounds; on the 2-core VM
-(2026-12-01) the thread's medians were 1.04x in-process TTFT and ITL, the child process's 1.05x and 1.01x; the
-event loop's own CPU per token measured 0.9 ms (per-thread /proc schedstat). Pinning the model's OpenMP threads
-(OMP_PROC_BIND=close, OMP_PLACES=cores) made it worse (1.52x, 1.39x): the event loop then shares a pinned core.
+Behind HTTP as fast as in process: `scripts/serve_vs_inprocess.py` times the same request through `engine generate`
+and through this server in alternate rounds (README, "Behind HTTP as fast as in process"); pinning the model's
+OpenMP threads made it slower (the event loop then shares a pinned core), so they are not pinned.
 """
 from __future__ import annotations
 
