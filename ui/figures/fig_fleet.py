@@ -36,6 +36,6 @@ def money_figure(plans: dict, names: dict) -> go.Figure:
         word = "valley (prefill)" if stage == "prefill" else "bridge (decode)"
         fig.add_bar(y=labels, x=values, orientation="h", name=word, marker_color=color,
                     text=[f"{p.money[stage]:.0%}" for p in plans.values()], textposition="inside")
-    fig.update_layout(**base_layout("Who eats the money: cost per million tokens, by stage (simulated, estimate)",
+    fig.update_layout(**base_layout("Who eats the money: cost per million tokens by stage (estimate)",
                                     "cost per million tokens (prompt + output)", "", height=360), barmode="stack")
     return fig
