@@ -302,7 +302,8 @@ def _follow_live(live: LiveRun, live_chart: bool, quiet: bool = False, start=Non
     head = f"{live.n_prompt} prompt tokens → up to {live.max_new_tokens} new tokens"
     with st.container(key=state.RUN_PANEL), st.status(f"Running: {head}…", expanded=True) as status:
         st.html(STILL_WHILE_RUNNING)
-        st.button("■ Cancel this run", key=state.RUN_CANCEL)
+        cancel_box = st.empty()  # emptied when the run failed: nothing left to cancel
+        cancel_box.button("■ Cancel this run", key=state.RUN_CANCEL)
         bar = st.progress(0.0, text="Waiting for the engine…")
         text_box, chart_box = st.empty(), st.empty()
         clock = dict(text=0.0, chart=time.perf_counter(), draws=0, quiet_shown=False)
@@ -311,6 +312,7 @@ def _follow_live(live: LiveRun, live_chart: bool, quiet: bool = False, start=Non
             clock["quiet_shown"] = True
             time.sleep(QUIET_SETTLE_S)  # outside every timing: the request is not sent yet
             if refused := start():
+                cancel_box.empty(), bar.empty()
                 status.update(label="Cannot run", state="error", expanded=True)
                 st.error(f"Cannot run: {refused}")
                 return False
@@ -350,6 +352,7 @@ def _follow_live(live: LiveRun, live_chart: bool, quiet: bool = False, start=Non
         elif live.cancelled:
             status.update(label="Run cancelled; the previous results stay.", state="error", expanded=False)
         else:
+            cancel_box.empty(), bar.empty()  # no stale "Prefill: reading…" under a failure
             status.update(label="The run did not complete", state="error", expanded=True)
             st.error(f"Cannot run: {live.failure}")
     return True

@@ -60,3 +60,12 @@ def test_the_sidebar_says_which_kernels_were_measured_fastest(make_app):
     assert not at.exception
     captions = "\n".join(c.value for c in at.sidebar.caption)
     assert "kernels: fast: " in captions and "Why these kernels — decode step's matmuls: " in captions
+
+
+def test_a_failed_run_leaves_its_error_and_no_cancel_button_or_stale_progress(make_app):
+    """A run the engine refuses (a prompt longer than the tiny model's context, from a link with run=1): the panel
+    keeps the error only, not a 'Cancel this run' for a run that is over or the prefill progress line."""
+    at = make_app(query={"prompt_tokens": "512", "output_tokens": "8", "run": "1"}).run()
+    assert any("Cannot run: the prompt is 512 tokens" in e.value for e in at.error)
+    assert not [b for b in at.button if b.label == "■ Cancel this run"]
+    assert not [p for p in at.get("progress")]
