@@ -1,4 +1,4 @@
-"""The same traffic against our engine (`engine serve`, queue and batch) and vLLM's CPU build (chunked prefill on, off).
+"""The same traffic against our engine (`engine serve`: queue, batch, chunked, disaggregated) and vLLM's CPU build.
 
 One workload, one seed: every server gets the very same arrival sequence (engine/perfmodel/workload.py), sent
 open-loop by `engine measure`'s traffic mode (engine/serving/client/traffic_benchmark.py). The servers run one
@@ -6,7 +6,8 @@ after another, each alone, with the same model threads (--threads, default 1: ou
 VLLM_CPU_OMP_THREADS_BIND). Prints a Markdown table: p50/p99 TTFT and ITL, throughput and goodput per server.
 
     .venv/bin/python scripts/bench_traffic.py [--workload summarisation] [--request-rate 0.5] [--requests 12]
-        [--servers ours-queue,ours-batch,vllm-chunked,vllm-unchunked] [--slo-ttft-ms 2000] [--slo-tpot-ms 200]
+        [--servers ours-queue,ours-batch,ours-chunked,ours-disaggregated,vllm-chunked,vllm-unchunked]
+        [--slo-ttft-ms 2000] [--slo-tpot-ms 200]
 """
 from __future__ import annotations
 
@@ -26,7 +27,10 @@ from engine.perfmodel.workload import shaped  # noqa: E402
 from engine.serving.client.openai_client import Client  # noqa: E402
 from engine.serving.client.traffic_benchmark import TrafficPlan, run_traffic, traffic_summary  # noqa: E402
 
+CHUNK = 256  # tokens per step with chunked prefill: ours (--max-num-batched-tokens) and vLLM's (start_vllm.sh)
 SERVERS = {"ours-queue": "our engine, queue", "ours-batch": "our engine, continuous batching",
+           "ours-chunked": f"our engine, + chunked prefill ({CHUNK})",
+           "ours-disaggregated": "our engine, disaggregated (2 workers x the threads)",
            "vllm-chunked": "vLLM CPU, chunked prefill on", "vllm-unchunked": "vLLM CPU, chunked prefill off"}
 
 
@@ -37,8 +41,11 @@ def start(kind: str, port: int, args) -> tuple[subprocess.Popen, object]:
         cmd = ["bash", "scripts/start_vllm.sh", str(port), "--foreground", "--chunked-prefill",
                "on" if kind == "vllm-chunked" else "off"]
     else:
-        cmd = [sys.executable, "-m", "engine", "serve", "--port", str(port), "--mode", kind.split("-")[1],
-               "--threads", str(args.threads)]
+        mode = {"ours-chunked": "batch"}.get(kind, kind.split("-")[1])
+        threads = 2 * args.threads if mode == "disaggregated" else args.threads  # split between its two workers
+        cmd = [sys.executable, "-m", "engine", "serve", "--port", str(port), "--mode", mode, "--threads", str(threads)]
+        if kind == "ours-chunked":
+            cmd += ["--max-num-batched-tokens", str(CHUNK)]
     log = open(f"/tmp/bench_traffic_{kind}_{port}.log", "w")
     proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
     began = time.monotonic()
