@@ -7,7 +7,7 @@ model's context) at 0.5 x the engine's capacity by that fit, 16 requests, Poisso
 batch mode. Differences over 20 % are marked, never hidden. --save writes assets/fleet_check.json, which the
 Fleet planner page reads (the fit, the efficiencies against this machine's measured peaks, the table).
 
-    .venv/bin/python scripts/fleet_check.py                       # SmolLM2-135M (run under flock /tmp/tb/bench.lock)
+    .venv/bin/python scripts/fleet_check.py                       # SmolLM2-135M (on a quiet machine)
     .venv/bin/python scripts/fleet_check.py --model tiny-llama
 """
 from __future__ import annotations
