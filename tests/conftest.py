@@ -7,7 +7,8 @@ import torch
 import engine
 
 os.environ.setdefault("TWO_BENDS_MODEL", "tiny-llama")  # AppTests use the tiny model unless a test says otherwise
-os.environ.setdefault("TWO_BENDS_WORKER", "thread")  # AppTests run the scheduler in a thread (the browser tests use a process)
+# AppTests run the scheduler in a thread; a browser test's dashboard inherits this unless it sets its own
+os.environ.setdefault("TWO_BENDS_WORKER", "thread")
 torch.set_num_threads(max(1, min(2, os.cpu_count() or 1)))
 
 

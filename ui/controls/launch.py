@@ -16,6 +16,7 @@ nor with TWO_BENDS_WORKER=thread (the scheduler then lives in this process). And
 thread imports app.py's modules while the browser is still loading the page, so the first run finds them imported.
 Usage: python -m ui.controls.launch [streamlit options, e.g. --server.port 8501]
 """
+import gc
 import importlib
 import os
 import socket
@@ -33,7 +34,9 @@ APP_MODULES = ("ui.controls.demo_panel", "ui.controls.presenter", "ui.controls.w
 
 def import_app_modules_soon(wait_s: float = 60.0) -> threading.Thread:
     """In a thread: once Streamlit's runtime exists (so st.cache_* find it), import app.py's modules, and their torch
-    and engine, while the browser loads the page; the first script run then finds them in sys.modules."""
+    and engine, while the browser loads the page; the first script run then finds them in sys.modules. Then freeze what
+    exists (gc.freeze): the imports' objects live as long as the server, and every full collection (Python's own, and
+    one Streamlit would run after each script run) would otherwise walk all of them, holding the GIL ~150 ms."""
     def run() -> None:
         from streamlit.runtime import Runtime
 
@@ -46,6 +49,8 @@ def import_app_modules_soon(wait_s: float = 60.0) -> threading.Thread:
             except Exception:  # the script run imports it again and shows the error where it belongs
                 return
         early_start.mark("app modules imported")
+        gc.freeze()  # ~300k long-lived objects of the imports leave the collector: a full collection walks the rest only
+
 
     global _preimport
     _preimport = threading.Thread(target=run, name="two-bends-preimport", daemon=True)

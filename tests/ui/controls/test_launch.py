@@ -44,3 +44,17 @@ def test_the_launcher_imports_what_app_py_imports():
     imported = {f"{node.module}.{alias.name}" for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)
                 for alias in node.names if node.module.startswith("ui.")}
     assert set(launch.APP_MODULES) == imported - {"ui.controls.launch"}
+
+
+def test_the_server_does_not_walk_every_imported_object_after_each_script_run():
+    """A room's pages rerun small fragments every few seconds: a full gc.collect(2) after each one (Streamlit's
+    runner.postScriptGC) took ~150 ms of the GIL apiece and starved the server's event loop with nine sessions.
+    The project's config turns it off, and the launcher freezes the imports' objects out of the collector."""
+    code = ("from streamlit import config; import gc, ui.controls.launch as launch; "
+            "launch.import_app_modules_soon(wait_s=0).join(120); "
+            "print(config.get_option('runner.postScriptGC'), gc.get_freeze_count())")
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=180)
+    assert out.returncode == 0, out.stderr
+    post_gc, frozen = out.stdout.split()
+    assert post_gc == "False"
+    assert int(frozen) > 50_000  # the app's modules, torch and transformers: far more than a script run makes
