@@ -26,7 +26,7 @@ from engine.core.sampling import make_generator, sample_with
 from engine.core.sequence import CANCELLED, Sequence
 from engine.core.trace import DecodeStep, Trace
 from engine.serving.scheduling.chunked_prefill import ChunkedPrefill, check_token_budget
-from engine.serving.scheduling.work import Done, Failed, FirstToken, Request, Started, Token
+from engine.serving.scheduling.work import Done, Failed, FirstToken, Request, Started, Token, failure_message
 
 
 class Rider(Sequence):
@@ -136,6 +136,13 @@ class Batch(ChunkedPrefill):
             self._mixed_step()
         elif self.seqs:
             self._decode_step()
+
+    def step_or_fail(self) -> None:
+        """One step; a step that raises ends every rider with one clear line, and the server goes on."""
+        try:
+            self.step()
+        except Exception as exc:
+            self.fail_all(f"the batched decode step failed: {failure_message(exc)}")
 
     def _decode_step(self) -> None:
         """Every rider decodes one token: a plain (n, 1) pass, no ragged bookkeeping."""

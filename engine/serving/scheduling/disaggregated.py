@@ -5,9 +5,10 @@ that stall). Here each bend has its own worker, with its own torch threads ("two
 worker runs prompts, the decode worker steps the riders; each prefilled cache crosses in shared memory
 (engine/serving/scheduling/kv_handover.py). The price: the crossing (bytes and seconds, per request) and a side
 that idles while the other works. The coordinator here has the Scheduler's consumer side (start, submit, cancel,
-stop, n_waiting, n_running, finished), so the worker, `engine serve` and the Traffic lab use it unchanged; it
-keeps `timeline` (every worker step) and `handovers` (every cart). Compare DistServe (Zhong et al. 2024),
-Splitwise (Patel et al. 2024) and vLLM's disaggregated prefill.
+stop, n_waiting, n_running, finished) and its waiting line (waiting_queue.py), so the worker, `engine serve` and
+the Traffic lab use it unchanged; each worker process is a WorkerSide (worker_side.py). It keeps `timeline` (every
+worker step) and `handovers` (every cart). Compare DistServe (Zhong et al. 2024), Splitwise (Patel et al. 2024) and
+vLLM's disaggregated prefill.
 """
 from __future__ import annotations
 

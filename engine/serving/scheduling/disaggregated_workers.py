@@ -29,10 +29,10 @@ from engine.core.sequence import Sequence
 from engine.core.trace import Trace
 from engine.loading.loader import set_threads
 from engine.serving.scheduling.continuous_batch import Batch, Rider
-from engine.serving.scheduling.job_runner import failure_message, run_lab_job
+from engine.serving.scheduling.job_runner import run_lab_job
 from engine.serving.scheduling.kv_handover import Handover, block_path, discard_path, pack, unpack
 from engine.serving.scheduling.model_pool import ModelPool
-from engine.serving.scheduling.work import Done, Failed, FirstToken, Job, Request, Started, Work
+from engine.serving.scheduling.work import Done, Failed, FirstToken, Job, Request, Started, Work, failure_message
 from engine.serving.scheduling.worker_side import DECODE, PREFILL
 
 
@@ -244,10 +244,7 @@ def _step(link: _Link, batch: HandedBatch) -> None:
     if not batch.size:
         return
     ids, start = [s.request.id for s in batch.seqs], time.perf_counter()
-    try:
-        batch.step()
-    except Exception as exc:
-        batch.fail_all(f"the batched decode step failed: {failure_message(exc)}")
+    batch.step_or_fail()
     link.log(DECODE, "step", start, time.perf_counter(), ids, riders=len(ids))
 
 

@@ -4,15 +4,13 @@ Both the Scheduler (engine/serving/scheduling/scheduler.py) and the valley of di
 (disaggregated_workers.py) run lab jobs through `run_lab_job`, so a job behaves the same behind either: the same
 Started, Progress and final events, the same cancellation (its callback answers False, and a job that notices ends
 as cancelled). A job declared `sliced` yields at each point to the scheduler's slices (engine/serving/scheduling/
-slices.py) when the runner is given one. `failure_message` turns any exception into the one line a Failed carries.
+slices.py) when the runner is given one.
 """
 from __future__ import annotations
 
 import time
-import traceback
 from typing import Protocol
 
-from engine.errors import EngineError
 from engine.serving.scheduling import lab_jobs as jobs
 from engine.serving.scheduling.model_pool import ModelPool
 from engine.serving.scheduling.work import Done, Failed, Job, Progress, Started
@@ -30,7 +28,7 @@ def run_lab_job(job: Job, pool: ModelPool, slicer: Slicer | None = None) -> floa
     """Run `job` on its model to its final event; its seconds when it finished (Done sent), None when cancelled.
 
     Raises EngineError for a name the registry does not hold or arguments that do not fit, and whatever the job
-    raises unless it was cancelled meanwhile: the caller turns that into Failed (failure_message).
+    raises unless it was cancelled meanwhile: the caller turns that into Failed (work.failure_message).
     """
     lab = jobs.lookup(job.name)
     kwargs = lab.bind(job.args, job.kwargs)  # EngineError for missing, unknown or mistyped arguments
@@ -72,13 +70,3 @@ def run_lab_job(job: Job, pool: ModelPool, slicer: Slicer | None = None) -> floa
     seconds = time.perf_counter() - started
     job.emit(Done(result))
     return seconds
-
-
-def failure_message(exc: Exception) -> str:
-    """One clear line for a failure: an EngineError's own words, else the exception's first line and where."""
-    if isinstance(exc, EngineError):
-        return str(exc)
-    if isinstance(exc, MemoryError):
-        return "out of memory: try a shorter prompt or fewer output tokens"
-    where = traceback.extract_tb(exc.__traceback__)[-1]
-    return f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''} (at {where.name})"

@@ -22,13 +22,12 @@ from engine.core.prompting import check_context, encode_prompt
 from engine.errors import EngineError
 from engine.serving.scheduling.chunked_prefill import StepRecord, check_token_budget
 from engine.serving.scheduling.continuous_batch import Batch
-from engine.serving.scheduling.job_runner import failure_message as _message
 from engine.serving.scheduling.job_runner import run_lab_job
 from engine.serving.scheduling.model_pool import ModelPool
 from engine.serving.scheduling.os_memory import release_free_memory
 from engine.serving.scheduling.slices import Slicing
 from engine.serving.scheduling.waiting_queue import WaitingQueue, check_request
-from engine.serving.scheduling.work import Done, Failed, FirstToken, Job, Progress, Request, Started, Token, Work
+from engine.serving.scheduling.work import Done, Failed, FirstToken, Job, Progress, Request, Started, Token, Work, failure_message
 
 MODES = ("queue", "batch")
 
@@ -155,10 +154,10 @@ class Scheduler(Slicing):
                     self._step(batch)
             except Exception as exc:  # one request's failure never stops the server
                 if work is not None:
-                    work.emit(Failed(_message(exc)))
+                    work.emit(Failed(failure_message(exc)))
                     self._done(work)
                 elif batch is not None and batch.size:  # the batch's own bookkeeping failed: end its riders
-                    batch.fail_all(_message(exc))
+                    batch.fail_all(failure_message(exc))
                     self._reap(batch)
         if batch is not None and batch.size:  # stopped between two steps: nobody may wait forever
             batch.fail_all("the server is shutting down")
@@ -177,14 +176,11 @@ class Scheduler(Slicing):
             req.params.checked(batch.lm.config.vocab_size)  # top_k against this vocabulary
             batch.admit(req, time.perf_counter())
         except Exception as exc:
-            req.emit(Failed(_message(exc)))
+            req.emit(Failed(failure_message(exc)))
         self._reap(batch)
 
     def _step(self, batch: Batch) -> None:
-        try:
-            batch.step()
-        except Exception as exc:
-            batch.fail_all(f"the batched decode step failed: {_message(exc)}")
+        batch.step_or_fail()
         self._reap(batch)
 
     def _reap(self, batch: Batch) -> None:

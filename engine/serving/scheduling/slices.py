@@ -12,8 +12,7 @@ from __future__ import annotations
 import time
 
 from engine.serving.scheduling.continuous_batch import Batch
-from engine.serving.scheduling.job_runner import failure_message
-from engine.serving.scheduling.work import Failed, Job, ModelSpec, Progress, Request
+from engine.serving.scheduling.work import Failed, Job, ModelSpec, Progress, Request, failure_message
 
 
 class Slicing:
