@@ -1,13 +1,17 @@
 """Drive the real dashboard in headless Chromium: start `streamlit run app.py`, open sessions, press Run, read numbers.
 
 Shared by the browser tests (tests/browser/) and the measurement scripts (scripts/ui_vs_cli.py,
-scripts/loadtest.py). Playwright drives Debian's Chromium (/usr/bin/chromium); nothing is downloaded.
+scripts/loadtest.py). Also starts and stops an OpenAI-compatible server (ours or vLLM) and waits for its /health
+(scripts/bench_traffic.py and tests/serving_helpers.py's vllm_server). Playwright drives Debian's Chromium
+(/usr/bin/chromium); nothing is downloaded.
 """
 from __future__ import annotations
 
 import contextlib
+import http.client
 import os
 import re
+import signal
 import socket
 import subprocess
 import sys
@@ -59,6 +63,55 @@ def dashboard(env: dict | None = None, log_path: Path | None = None):
             proc.wait(timeout=10)
         if log is not subprocess.DEVNULL:
             log.close()
+
+
+class ServerDidNotStart(RuntimeError):
+    """A server that exited during start-up (`code`: its exit code) or never answered /health (`code` None)."""
+
+    def __init__(self, message: str, code: int | None):
+        super().__init__(message)
+        self.code = code
+
+
+def healthy(port: int) -> bool:
+    """True when 127.0.0.1:port answers GET /health with 200."""
+    try:
+        conn = http.client.HTTPConnection("127.0.0.1", port, timeout=2)
+        try:
+            conn.request("GET", "/health")
+            return conn.getresponse().status == 200
+        finally:
+            conn.close()
+    except (OSError, http.client.HTTPException):
+        return False
+
+
+def start_server(cmd: list[str], port: int, log_path: Path, timeout: float, env: dict | None = None) -> subprocess.Popen:
+    """Start a server (`cmd`, in its own process group, output to log_path) and wait until /health answers 200.
+
+    Raises ServerDidNotStart, with the server stopped, when it exits first or `timeout` seconds pass."""
+    with open(log_path, "w") as log:
+        proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    began = time.monotonic()
+    while not healthy(port):
+        if proc.poll() is not None:
+            raise ServerDidNotStart(f"exited during start-up (code {proc.returncode})", proc.returncode)
+        if time.monotonic() - began > timeout:
+            stop_server(proc)
+            raise ServerDidNotStart(f"did not answer /health within {timeout:.0f} s", None)
+        time.sleep(1)
+    return proc
+
+
+def stop_server(proc: subprocess.Popen) -> None:
+    """SIGTERM to the server's process group; SIGKILL after 30 s."""
+    if proc.poll() is None:
+        os.killpg(proc.pid, signal.SIGTERM)
+        try:
+            proc.wait(30)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait(10)
 
 
 def launch(playwright):

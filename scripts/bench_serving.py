@@ -17,17 +17,17 @@ from __future__ import annotations
 import argparse
 import os
 import platform
-import signal
 import statistics
-import subprocess
 import sys
 import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "scripts"))
 
-from engine.serving.client.openai_client import Client  # noqa: E402
+from appdriver import ServerDidNotStart, start_server, stop_server  # noqa: E402
+
 from engine.serving.client.server_benchmark import Plan, run  # noqa: E402
 
 
@@ -45,29 +45,15 @@ class Server:
         else:
             cmd = [sys.executable, "-m", "engine", "serve", "--port", str(port), "--mode", args.mode,
                    "--threads", str(args.threads), "--worker", "process" if kind == "ours-process" else "thread"]
-        self.log = open(f"/tmp/bench_serving_{kind}_{port}.log", "w")
-        self.proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=self.log, stderr=subprocess.STDOUT, start_new_session=True)
-        started, limit = time.monotonic(), args.start_timeout
-        while True:
-            try:
-                if Client(self.url, timeout=2).call("GET", "/health")[0] == 200:
-                    break
-            except Exception:
-                pass
-            if self.proc.poll() is not None or time.monotonic() - started > limit:
-                self.stop()
-                sys.exit(f"{kind} did not start (see {self.log.name})")
-            time.sleep(1)
+        log, started = Path(f"/tmp/bench_serving_{kind}_{port}.log"), time.monotonic()
+        try:
+            self.proc = start_server(cmd, port, log, args.start_timeout, env)
+        except ServerDidNotStart as exc:
+            sys.exit(f"{kind} did not start: {exc} (see {log})")
         self.start_seconds = time.monotonic() - started
 
     def stop(self) -> None:
-        if self.proc.poll() is None:
-            os.killpg(self.proc.pid, signal.SIGTERM)
-            try:
-                self.proc.wait(30)
-            except subprocess.TimeoutExpired:
-                os.killpg(self.proc.pid, signal.SIGKILL)
-                self.proc.wait(10)
+        stop_server(self.proc)
 
 
 def measure(server: Server, prompt_tokens: int, args) -> tuple[list[float], list[float], dict]:

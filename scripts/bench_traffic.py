@@ -13,18 +13,18 @@ from __future__ import annotations
 
 import argparse
 import os
-import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "scripts"))
+
+from appdriver import ServerDidNotStart, start_server, stop_server  # noqa: E402
 
 from engine.perfmodel.goodput import SLO  # noqa: E402
 from engine.perfmodel.workload import shaped  # noqa: E402
-from engine.serving.client.openai_client import Client  # noqa: E402
 from engine.serving.client.traffic_benchmark import TrafficPlan, run_traffic, traffic_summary  # noqa: E402
 
 CHUNK = 256  # tokens per step with chunked prefill: ours (--max-num-batched-tokens) and vLLM's (start_vllm.sh)
@@ -34,7 +34,7 @@ SERVERS = {"ours-queue": "our engine, queue", "ours-batch": "our engine, continu
            "vllm-chunked": "vLLM CPU, chunked prefill on", "vllm-unchunked": "vLLM CPU, chunked prefill off"}
 
 
-def start(kind: str, port: int, args) -> tuple[subprocess.Popen, object]:
+def start(kind: str, port: int, args) -> subprocess.Popen:
     env = dict(os.environ)
     if kind.startswith("vllm"):
         env.setdefault("VLLM_CPU_OMP_THREADS_BIND", f"0-{args.threads - 1}" if args.threads > 1 else "0")
@@ -46,29 +46,11 @@ def start(kind: str, port: int, args) -> tuple[subprocess.Popen, object]:
         cmd = [sys.executable, "-m", "engine", "serve", "--port", str(port), "--mode", mode, "--threads", str(threads)]
         if kind == "ours-chunked":
             cmd += ["--max-num-batched-tokens", str(CHUNK)]
-    log = open(f"/tmp/bench_traffic_{kind}_{port}.log", "w")
-    proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
-    began = time.monotonic()
-    while True:
-        try:
-            if Client(f"http://127.0.0.1:{port}", timeout=2).call("GET", "/health")[0] == 200:
-                return proc, log
-        except Exception:
-            pass
-        if proc.poll() is not None or time.monotonic() - began > args.start_timeout:
-            stop(proc)
-            sys.exit(f"{kind} did not start (see {log.name})")
-        time.sleep(1)
-
-
-def stop(proc: subprocess.Popen) -> None:
-    if proc.poll() is None:
-        os.killpg(proc.pid, signal.SIGTERM)
-        try:
-            proc.wait(30)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait(10)
+    log = Path(f"/tmp/bench_traffic_{kind}_{port}.log")
+    try:
+        return start_server(cmd, port, log, args.start_timeout, env)
+    except ServerDidNotStart as exc:
+        sys.exit(f"{kind} did not start: {exc} (see {log})")
 
 
 def main() -> None:
@@ -91,11 +73,11 @@ def main() -> None:
     slo = SLO(args.slo_ttft_ms / 1000, args.slo_tpot_ms / 1000)
     rows = []
     for kind in args.servers.split(","):
-        proc, _ = start(kind, args.port, args)
+        proc = start(kind, args.port, args)
         try:
             records, facts = run_traffic(TrafficPlan(f"http://127.0.0.1:{args.port}", workload, args.seed, slo=slo))
         finally:
-            stop(proc)
+            stop_server(proc)
         s = traffic_summary(records, slo)
         rows.append(f"| {SERVERS[kind]} | {s['ttft_p50'] * 1e3:,.0f} | {s['ttft_p99'] * 1e3:,.0f} | {s['itl_p50'] * 1e3:,.0f} "
                     f"| {s['itl_p99'] * 1e3:,.0f} | {s['throughput']:.2f} | {s['goodput']:.2f} ({s['good']}/{s['requests']}) |")

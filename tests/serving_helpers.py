@@ -5,7 +5,6 @@ import contextlib
 import http.client
 import json
 import os
-import signal
 import subprocess
 import sys
 import tempfile
@@ -18,6 +17,10 @@ from engine.serving.scheduling.scheduler import Scheduler
 from engine.serving.scheduling.work import ModelSpec
 from engine.serving.scheduling.worker import LocalService, ServiceOptions
 from tests import ROOT
+
+if str(ROOT / "scripts") not in sys.path:
+    sys.path.insert(0, str(ROOT / "scripts"))
+import appdriver  # noqa: E402  (scripts/appdriver.py: starts and stops servers for the scripts and these tests)
 
 
 class InProcessServer:
@@ -58,21 +61,10 @@ class CliServer:
         raise RuntimeError("python -m engine serve did not start:\n" + "".join(self.lines[-20:]))
 
     def close(self) -> None:
-        if self.proc.poll() is None:
-            os.killpg(self.proc.pid, signal.SIGTERM)
-            try:
-                self.proc.wait(20)
-            except subprocess.TimeoutExpired:
-                os.killpg(self.proc.pid, signal.SIGKILL)
-                self.proc.wait(10)
+        appdriver.stop_server(self.proc)
 
 
-def free_port() -> int:
-    import socket
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+free_port = appdriver.free_port  # a port nothing listens on (one home: scripts/appdriver.py)
 
 
 def post(url: str, path: str, body, raw: bytes | None = None, method: str = "POST") -> tuple[int, dict, dict]:
@@ -120,36 +112,19 @@ def vllm_server(chunked_prefill: str):
     TWO_BENDS_REQUIRE_VLLM, set by scripts/test.sh). 1-2.5 minutes to start on 2 cores (VLLM_START_TIMEOUT, 600 s)."""
     import pytest
 
-    from engine.serving.client.openai_client import Client
-
     if os.environ.get("TWO_BENDS_SKIP_VLLM") == "1":
         pytest.skip("TWO_BENDS_SKIP_VLLM=1: vLLM left out")
     if not (VLLM_VENV / ".two-bends-vllm-ready").is_file() and not os.environ.get("TWO_BENDS_REQUIRE_VLLM"):
         pytest.skip(f"vLLM's CPU venv is not installed at {VLLM_VENV}: run bash scripts/setup_vllm.sh (scripts/test.sh does)")
     port, timeout = free_port(), float(os.environ.get("VLLM_START_TIMEOUT", 600))
     log = Path(tempfile.mkstemp(prefix=f"vllm-chunked-{chunked_prefill}-", suffix=".log")[1])
-    with open(log, "w") as out:
-        proc = subprocess.Popen(["bash", "scripts/start_vllm.sh", str(port), "--foreground", "--chunked-prefill",
-                                 chunked_prefill], cwd=ROOT, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
-    url, start = f"http://127.0.0.1:{port}", time.monotonic()
+    cmd = ["bash", "scripts/start_vllm.sh", str(port), "--foreground", "--chunked-prefill", chunked_prefill]
     try:
-        while True:
-            try:
-                if Client(url, timeout=2).call("GET", "/health")[0] == 200:
-                    break
-            except Exception:
-                pass
-            if proc.poll() is not None:
-                pytest.fail(f"vLLM exited during start-up (code {proc.returncode}); its log {log} ends:\n{_tail(log)}")
-            if time.monotonic() - start > timeout:
-                pytest.fail(f"vLLM did not answer /health within {timeout:.0f} s (VLLM_START_TIMEOUT); log {log}:\n{_tail(log)}")
-            time.sleep(1)
-        yield url, log
+        proc = appdriver.start_server(cmd, port, log, timeout)
+    except appdriver.ServerDidNotStart as exc:
+        pytest.fail(f"vLLM {exc}; its log {log} ends:\n{_tail(log)}" if exc.code is not None else
+                    f"vLLM {exc} (VLLM_START_TIMEOUT); log {log}:\n{_tail(log)}")
+    try:
+        yield f"http://127.0.0.1:{port}", log
     finally:
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGTERM)
-            try:
-                proc.wait(30)
-            except subprocess.TimeoutExpired:
-                os.killpg(proc.pid, signal.SIGKILL)
-                proc.wait(10)
+        appdriver.stop_server(proc)

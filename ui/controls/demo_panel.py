@@ -46,14 +46,22 @@ def _open_chosen() -> None:
         open_shipped(name)
 
 
+def _uploaded(key: str) -> tuple[bytes, str] | None:
+    """The file in uploader `key`: its bytes and a name safe to show (None when there is none)."""
+    upload = st.session_state.get(key)
+    if upload is None:
+        return None
+    return upload.getvalue(), re.sub(r"[^\w. -]", "?", upload.name)[:80] or "the file"
+
+
 def _open_upload() -> None:
     """The uploader's callback: check the file; a bad one changes nothing but the message."""
-    upload = st.session_state.get(state.TRACE_UPLOAD)
+    upload = _uploaded(state.TRACE_UPLOAD)
     if upload is None:
         return
-    name = re.sub(r"[^\w. -]", "?", upload.name)[:80] or "the file"
+    data, name = upload
     try:
-        trace = read_trace(upload.getvalue(), name)
+        trace = read_trace(data, name)
     except TraceFileError as exc:
         _message("error", f"Cannot open this file: {exc}")
         return
@@ -92,12 +100,12 @@ def _open_controls() -> None:
 
 def _open_session() -> None:
     """The session uploader's callback: every run checked first; a bad file changes nothing but the message."""
-    upload = st.session_state.get(state.SESSION_UPLOAD)
+    upload = _uploaded(state.SESSION_UPLOAD)
     if upload is None:
         return
-    name = re.sub(r"[^\w. -]", "?", upload.name)[:80] or "the file"
+    data, name = upload
     try:
-        traces = session_file.read_session(upload.getvalue(), name)
+        traces = session_file.read_session(data, name)
     except TraceFileError as exc:
         _message("error", f"Cannot open this session: {exc}")
         return

@@ -7,7 +7,7 @@ an address the operator did not list. Each Run is measured with the client of `p
 cannot stretch its timestamps: TTFT and ITL as the client sees them, queue time from the server's own /metrics
 where it has vLLM's names. The result is a Trace with source "server", drawn by the Home and Timing pages.
 The prompt goes as token ids when the server runs the same model as the local engine (same tokenizer), else as
-text. Streamlit-free; ui/controls/widgets.py's run panel follows the Request's events as for a local run.
+text. Streamlit-free; the run panel (ui/controls/run_panel.py) follows the Request's events as for a local run.
 """
 from __future__ import annotations
 

@@ -10,78 +10,30 @@ Settings come from the environment (scripts/dashboard.sh sets them from its flag
   TWO_BENDS_REPLAY=1: recorded runs only, the worker is never started (ui/demo/recorded.py).
 A browser's runs are kept on this server under a random token in a cookie (never in the link, never shown), so
 F5 or a second tab finds them; ui/engine_link/run_store.py's Browsers bounds and expires them.
+The worker and every session's store, swept by a janitor, are held by ui/engine_link/server_link.py.
 """
 from __future__ import annotations
 
 import os
 import queue
-import threading
 import time
 
 import streamlit as st
-from streamlit.runtime import Runtime
 from streamlit.runtime.scriptrunner_utils.script_run_context import get_script_run_ctx
 
 from engine.core.capture import BUDGET_BYTES
 from engine.errors import EngineError
 from engine.loading.model_store import DEFAULT_MODEL
-from engine.serving.scheduling import early_start
 from engine.serving.scheduling import lab_jobs as jobs
 from engine.serving.scheduling.lab_jobs import LabJob
 from engine.serving.scheduling.work import FINAL, Done, Failed, Job, ModelSpec, Progress, Queued, Started, Work
-from engine.serving.scheduling.worker import ServiceOptions, make_service
 from ui import state
 from ui.demo import recorded
 from ui.engine_link import browser_runs, room_link, room_slots  # room_link: the room's roster, this session's role
 from ui.engine_link.run_store import RunStore
-
-JANITOR_EVERY_S = 2.0  # how often closed sessions are looked for
-GRACE_S = 4.0  # a session must stay gone this long before its work is cancelled (a reconnect keeps it)
-
-
-def options() -> ServiceOptions:
-    """The engine worker's settings from scripts/dashboard.sh's environment (read in one place, for the early worker
-    too: engine/serving/scheduling/early_start.py)."""
-    return early_start.options_from_env(os.environ, prepack_in_background=False)
-
-
-class _Link:
-    """The worker plus the registry of sessions' stores (for the janitor)."""
-
-    def __init__(self):
-        self.options = options()
-        self.service = make_service(self.options, os.environ.get("TWO_BENDS_WORKER", "process"))
-        self.stores: dict[str, RunStore] = {}
-        self.models: dict[ModelSpec, object] = {}  # ModelInfo by spec, as the worker described them
-        self.gone_since: dict[str, float] = {}
-        self.slots = room_slots.Slots()  # room mode: one run in flight per session (ui/engine_link/room_slots.py)
-        self.lock = threading.Lock()
-        threading.Thread(target=self._janitor, name="two-bends-janitor", daemon=True).start()
-
-    def _janitor(self) -> None:
-        while True:
-            time.sleep(JANITOR_EVERY_S)
-            if Runtime.exists():
-                self.sweep(Runtime.instance().is_active_session, time.monotonic())
-
-    def sweep(self, is_active, now: float) -> list[str]:
-        """Cancel what closed tabs were waiting for and free their room slots (their browser's finished runs stay:
-        see browser_runs); a tab must stay gone GRACE_S first (a reconnect keeps it). Returns the sessions let go."""
-        closed = []
-        with self.lock:
-            for sid, store in list(self.stores.items()):
-                if is_active(sid):
-                    self.gone_since.pop(sid, None)
-                    continue
-                since = self.gone_since.setdefault(sid, now)
-                if now - since >= GRACE_S:
-                    held = self.slots.release(sid)  # a closed tab frees its slot and the engine's time
-                    for work in store.in_flight() + ([held] if room_slots.in_flight(held) else []):
-                        self.service.cancel(work)
-                    store.forget_work()
-                    del self.stores[sid], self.gone_since[sid]
-                    closed.append(sid)
-        return closed
+from ui.engine_link.server_link import GRACE_S as GRACE_S  # the janitor's grace (tests read it here)
+from ui.engine_link.server_link import ServerLink as _Link
+from ui.engine_link.server_link import options as options  # the worker's settings, read in one place
 
 
 @st.cache_resource(show_spinner="Starting the engine worker (loads the model once for everyone)…")

@@ -5,96 +5,24 @@ that stall). Here each bend has its own worker, with its own torch threads ("two
 worker runs prompts, the decode worker steps the riders; each prefilled cache crosses in shared memory
 (engine/serving/scheduling/kv_handover.py). The price: the crossing (bytes and seconds, per request) and a side
 that idles while the other works. The coordinator here has the Scheduler's consumer side (start, submit, cancel,
-stop, n_waiting, n_running, finished), so the worker, `engine serve` and the Traffic lab use it unchanged; it
-keeps `timeline` (every worker step) and `handovers` (every cart). Compare DistServe (Zhong et al. 2024),
-Splitwise (Patel et al. 2024) and vLLM's disaggregated prefill.
+stop, n_waiting, n_running, finished) and its waiting line (waiting_queue.py), so the worker, `engine serve` and
+the Traffic lab use it unchanged; each worker process is a WorkerSide (worker_side.py). It keeps `timeline` (every
+worker step) and `handovers` (every cart). Compare DistServe (Zhong et al. 2024), Splitwise (Patel et al. 2024) and
+vLLM's disaggregated prefill.
 """
 from __future__ import annotations
 
 import os
-import subprocess
-import sys
 import threading
 from collections import deque
-from multiprocessing.connection import Listener
-from pathlib import Path
 
-from engine.core.prompting import check_max_new_tokens
 from engine.errors import EngineError
-from engine.serving.scheduling.disaggregated_workers import DECODE, PREFILL
 from engine.serving.scheduling.kv_handover import block_path, discard_path, new_session, sweep, sweep_orphans
-from engine.serving.scheduling.work import FINAL, Failed, Queued, QueueFull, Request, Work
+from engine.serving.scheduling.waiting_queue import WaitingQueue, check_request
+from engine.serving.scheduling.work import FINAL, Done, Failed, Request, Work
+from engine.serving.scheduling.worker_side import DECODE, NAMES, PREFILL, WorkerSide
 
 MODE = "disaggregated"
-NAMES = {PREFILL: "the prefill worker (the valley)", DECODE: "the decode worker (the bridge)"}
-
-
-class _Side:
-    """One worker process seen from the coordinator: its process, its pipe and the thread reading it."""
-
-    def __init__(self, role: str, options: dict, on_message, on_exit, start_timeout: float):
-        self.role, self.dead = role, False
-        self.models: set = set()  # model specs this worker was told to load
-        self.lock = threading.Lock()
-        key = os.urandom(32)
-        listener = Listener(family="AF_UNIX", authkey=key)
-        root = Path(__file__).resolve().parents[3]  # the project folder, so the child imports this engine
-        env = dict(os.environ, TWO_BENDS_WORKER_KEY=key.hex())
-        self.proc = subprocess.Popen([sys.executable, "-m", "engine.serving.scheduling.disaggregated_workers", role,
-                                      listener.address], cwd=root, env=env)
-        accepted: list = []
-        thread = threading.Thread(target=lambda: accepted.append(listener.accept()), daemon=True)
-        thread.start()
-        thread.join(60)
-        listener.close()
-        if not accepted:
-            self.end(0)
-            raise EngineError(f"{NAMES[role]} did not connect within 60 s")
-        self.conn = accepted[0]
-        self.conn.send(options)
-        if not self.conn.poll(start_timeout):
-            self.conn.close()
-            self.end(0)
-            raise EngineError(f"{NAMES[role]} did not get ready within {start_timeout:.0f} s")
-        _, _, self.pid = self.conn.recv()
-        self.reader = threading.Thread(target=self._read, args=(on_message, on_exit), name=f"two-bends-{role}-reader",
-                                       daemon=True)
-        self.reader.start()
-
-    def _read(self, on_message, on_exit) -> None:
-        while True:
-            try:
-                message = self.conn.recv()
-            except (EOFError, OSError):
-                break
-            except Exception:  # a message that does not unpickle is lost; the pipe itself still works
-                continue
-            on_message(self, *message)
-        try:
-            code = self.proc.wait(5)
-        except subprocess.TimeoutExpired:
-            code = None
-        why = "it no longer answers" if code is None else f"killed by signal {-code}" if code < 0 else f"exit code {code}"
-        self.dead = True
-        on_exit(self, why)
-
-    def alive(self) -> bool:
-        return not self.dead and self.proc.poll() is None
-
-    def send(self, kind: str, payload) -> bool:
-        try:
-            with self.lock:
-                self.conn.send((kind, payload))
-            return True
-        except OSError:
-            return False
-
-    def end(self, wait_s: float) -> None:
-        try:
-            self.proc.wait(wait_s)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait()
 
 
 class DisaggregatedScheduler:
@@ -110,13 +38,13 @@ class DisaggregatedScheduler:
         self.start_timeout = start_timeout
         self.session = new_session()  # names this coordinator's KV blocks in shared memory
         self._cond = threading.Condition()
-        self._waiting: deque[Work] = deque()
+        self._waiting = WaitingQueue(max_queue)  # the Scheduler's line: one QueueFull, one retry hint
         self._works: dict[int, Work] = {}  # sent to a worker and not finished
         self._where: dict[int, str] = {}  # id -> "prefill", "crossing" or "decode"
         self._crossing: dict[int, str] = {}  # id -> the block in shared memory while it crosses
         self._valley_busy = False
         self._stop = False
-        self._sides: dict[str, _Side | None] = {PREFILL: None, DECODE: None}
+        self._sides: dict[str, WorkerSide | None] = {PREFILL: None, DECODE: None}
         self.finished = 0
         self.restarts = 0
         self.slices: deque[float] = deque(maxlen=256)  # the Scheduler's field; jobs here are never sliced
@@ -133,27 +61,16 @@ class DisaggregatedScheduler:
         return self
 
     def submit(self, work: Work) -> Work:
-        if isinstance(work, Request):
-            check_max_new_tokens(work.max_new_tokens, self.max_new_tokens_cap)
-            work.params.checked()
+        check_request(work, self.max_new_tokens_cap)
         with self._cond:
-            if self._stop:
-                raise EngineError("the server is shutting down; it takes no more requests")
-            if len(self._waiting) >= self.max_queue:
-                raise QueueFull(f"the queue is full ({self.max_queue} requests waiting); try again in a moment",
-                                retry_after=1.0 + len(self._waiting))
-            self._waiting.append(work)
-            self._announce()
+            self._waiting.add(work, self._works.values(), stopping=self._stop)
             self._cond.notify_all()
         return work
 
     def cancel(self, work: Work) -> None:
         work.cancel()
         with self._cond:
-            if work in self._waiting:
-                self._waiting.remove(work)
-                work.emit(Failed("cancelled", cancelled=True))
-                self._announce()
+            if self._waiting.cancel(work, self._works.values()):
                 return
             where = self._where.get(work.id)
         side = self._sides[PREFILL if where == PREFILL else DECODE]
@@ -164,9 +81,7 @@ class DisaggregatedScheduler:
         """Fail what waits, tell both workers to stop (the bridge fails its riders), end them and sweep shared memory."""
         with self._cond:
             self._stop = True
-            for work in self._waiting:
-                work.emit(Failed("the server is shutting down"))
-            self._waiting.clear()
+            self._waiting.fail_all("the server is shutting down")
             self._cond.notify_all()
         for side in self._sides.values():
             if side is not None and side.alive():
@@ -193,8 +108,7 @@ class DisaggregatedScheduler:
 
     # --- the coordinator's thread: hand the next prompt to the valley when it is free and the bridge has room ---
     def _announce(self) -> None:
-        for i, work in enumerate(self._waiting):
-            work.emit(Queued(i + 1, 0.0))
+        self._waiting.announce(self._works.values())
 
     def _room(self) -> bool:
         riders = sum(1 for where in self._where.values() if where != PREFILL)
@@ -230,12 +144,12 @@ class DisaggregatedScheduler:
                 with self._cond:
                     self._valley_busy = False
 
-    def _spawn(self, role: str) -> _Side:
+    def _spawn(self, role: str) -> WorkerSide:
         options = dict(threads=self.threads_per_worker, session=self.session, max_batch=self.max_batch)
-        return _Side(role, options, self._on_message, self._on_exit, self.start_timeout)
+        return WorkerSide(role, options, self._on_message, self._on_exit, self.start_timeout)
 
     # --- the workers' messages (their reader threads) -------------------------------------------------------
-    def _on_message(self, side: _Side, kind: str, key: int, payload) -> None:
+    def _on_message(self, side: WorkerSide, kind: str, key: int, payload) -> None:
         if kind == "event":
             if isinstance(payload, FINAL):
                 self._finish(key, payload)
@@ -271,7 +185,7 @@ class DisaggregatedScheduler:
             discard_path(path)
             self._finish(key, Failed(f"{NAMES[DECODE]} is not running; this request failed, the next one starts a new one"))
 
-    def _on_exit(self, side: _Side, why: str) -> None:
+    def _on_exit(self, side: WorkerSide, why: str) -> None:
         """A worker died: fail what it held (and what was crossing to it), free its carts; the next request restarts it."""
         if self._stop:
             return
@@ -296,6 +210,8 @@ class DisaggregatedScheduler:
             path = self._crossing.pop(key, None)
             if work is not None:
                 self.finished += 1
+                if isinstance(work, Request) and isinstance(event, Done):
+                    self._waiting.estimates.learn(event.result)  # the next expected waits
             self._cond.notify_all()
         if path is not None:
             discard_path(path)

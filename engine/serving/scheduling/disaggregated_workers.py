@@ -28,14 +28,12 @@ from engine.core.sampling import make_generator, sample_with
 from engine.core.sequence import Sequence
 from engine.core.trace import Trace
 from engine.loading.loader import set_threads
-from engine.serving.scheduling import lab_jobs as jobs
 from engine.serving.scheduling.continuous_batch import Batch, Rider
+from engine.serving.scheduling.job_runner import run_lab_job
 from engine.serving.scheduling.kv_handover import Handover, block_path, discard_path, pack, unpack
 from engine.serving.scheduling.model_pool import ModelPool
-from engine.serving.scheduling.scheduler import Scheduler
-from engine.serving.scheduling.work import Done, Failed, FirstToken, Job, Progress, Request, Started, Work
-
-PREFILL, DECODE = "prefill", "decode"
+from engine.serving.scheduling.work import Done, Failed, FirstToken, Job, Request, Started, Work, failure_message
+from engine.serving.scheduling.worker_side import DECODE, PREFILL
 
 
 @dataclass
@@ -109,11 +107,11 @@ def prefill_main(link: _Link, session: str) -> None:
             return
         try:
             if isinstance(work, Job):
-                _job(link, pool, work)
+                run_lab_job(work, pool)  # alone, on the valley's model; the bridge goes on decoding
             else:
                 _prefill(link, pool, work, session)
         except Exception as exc:  # one request's failure never stops the worker
-            work.emit(Failed(Scheduler._message_of(exc)))
+            work.emit(Failed(failure_message(exc)))
         link.send("idle", work.id, None)
 
 
@@ -159,35 +157,6 @@ def _prefill(link: _Link, pool: ModelPool, req: Request, session: str) -> None:
     state = seq.generator.get_state().numpy().tobytes() if seq.generator is not None else None
     link.works.pop(req.id, None)  # from here on the coordinator and the bridge own it
     link.send("handover", req.id, Carried(handover, token, trace, state, ready, start))
-
-
-def _job(link: _Link, pool: ModelPool, job: Job) -> None:
-    """A registered lab job, run alone on the valley's model (the bridge goes on decoding meanwhile)."""
-    lab = jobs.lookup(job.name)
-    kwargs = lab.bind(job.args, job.kwargs)
-    function = lab.function()
-    job.emit(Started(time.perf_counter() - job.arrival))
-
-    def report_progress(message: str, fraction: float) -> bool:
-        job.emit(Progress(message, float(fraction)))
-        return not job.cancelled.is_set()
-
-    def report_point(partial) -> bool:
-        job.emit(Progress("", -1.0, partial))
-        return not job.cancelled.is_set()
-
-    lm = pool.get(job.model, progress=lambda message, fraction: job.emit(Progress(message, fraction)))
-    if lab.progress is not None:
-        kwargs[lab.progress] = {"progress": report_progress, "on_point": report_point}[lab.progress]
-    try:
-        result = function(lm, **kwargs)
-    except Exception:
-        if not job.cancelled.is_set():
-            raise
-    if job.cancelled.is_set():
-        job.emit(Failed("cancelled", cancelled=True))
-        return
-    job.emit(Done(result))
 
 
 # --- the bridge ----------------------------------------------------------------------------------------------
@@ -262,7 +231,7 @@ def _join(link: _Link, pool: ModelPool, batches: dict, max_batch: int, req: Requ
         batch.join(req, carried)
     except Exception as exc:
         discard_path(Path(carried.handover.path))
-        req.emit(Failed(Scheduler._message_of(exc)))
+        req.emit(Failed(failure_message(exc)))
         return
     h = carried.handover
     link.log(DECODE, "join", start, time.perf_counter(), [req.id], bytes=h.nbytes)
@@ -275,10 +244,7 @@ def _step(link: _Link, batch: HandedBatch) -> None:
     if not batch.size:
         return
     ids, start = [s.request.id for s in batch.seqs], time.perf_counter()
-    try:
-        batch.step()
-    except Exception as exc:
-        batch.fail_all(f"the batched decode step failed: {Scheduler._message_of(exc)}")
+    batch.step_or_fail()
     link.log(DECODE, "step", start, time.perf_counter(), ids, riders=len(ids))
 
 

@@ -143,9 +143,9 @@ DTYPES = LabJob("remedies.dtypes", "engine.labs.remedies:measure_dtypes",
                 (Arg("dtypes", tuple[str, ...]), _PROMPT, _N_TOKENS, _CHAT, _REPEATS), "progress")
 INT8 = LabJob("remedies.int8", "engine.labs.remedies:measure_int8", (_PROMPT, _N_TOKENS, _CHAT, _REPEATS), "progress")
 KERNELS = LabJob("remedies.kernels", "engine.labs.remedies:measure_kernels", (_PROMPT, _N_TOKENS, _CHAT, _REPEATS), "progress")
-OVERHEAD = LabJob("remedies.overhead", "engine.labs.remedies:measure_overhead",
+OVERHEAD = LabJob("remedies.overhead", "engine.labs.step_overhead:measure_overhead",
                   (Arg("context", int, True), Arg("steps", int, True)), "progress")
-CUDA_GRAPHS = LabJob("remedies.cuda_graphs", "engine.labs.remedies:measure_cuda_graphs", (_PROMPT, _N_TOKENS, _CHAT), "progress")
+CUDA_GRAPHS = LabJob("remedies.cuda_graphs", "engine.labs.step_overhead:measure_cuda_graphs", (_PROMPT, _N_TOKENS, _CHAT), "progress")
 TRAFFIC = LabJob("traffic.run", "engine.labs.traffic:run_traffic",
                   (Arg("workload", "engine.perfmodel.workload:Workload"), Arg("policies", list[str]), Arg("seed", int, True),
                    Arg("max_batch", int, True), Arg("max_num_batched_tokens", int, True)), "progress", "traffic run")

@@ -12,11 +12,17 @@ from __future__ import annotations
 import time
 
 from engine.serving.scheduling.continuous_batch import Batch
-from engine.serving.scheduling.work import Failed, Job, ModelSpec, Progress, Request
+from engine.serving.scheduling.work import Failed, Job, ModelSpec, Progress, Request, failure_message
 
 
 class Slicing:
     """The scheduler's yield points. `slices` keeps how long each stretch of a sliced job held the engine."""
+
+    def _slice_begin(self) -> None:
+        self._slice_start = time.perf_counter()
+
+    def _slice_end(self) -> None:
+        self.slices.append(time.perf_counter() - self._slice_start)
 
     def _yield_point(self, job: Job) -> bool:
         """Run the requests waiting now (for models already loaded), then let the job go on; False if it was cancelled.
@@ -24,7 +30,7 @@ class Slicing:
         Requests that arrive meanwhile wait for the next yield point, so the job always moves on. Jobs that wait
         stay queued: they run alone, after this one. The job's own numbers are untouched: each point is timed on its own.
         """
-        self.slices.append(time.perf_counter() - self._slice_start)
+        self._slice_end()
         with self._cond:
             ready = [w for w in self._waiting if isinstance(w, Request) and not w.cancelled.is_set()
                      and self.pool.loaded(w.model)] if not self._stop else []
@@ -39,7 +45,7 @@ class Slicing:
             else:
                 for req in ready:
                     self._serve_alone(req)
-        self._slice_start = time.perf_counter()
+        self._slice_begin()
         return not job.cancelled.is_set()
 
     def _serve_alone(self, req: Request) -> None:
@@ -48,7 +54,7 @@ class Slicing:
         try:
             self._generate(req)
         except Exception as exc:  # one request's failure never stops the job
-            req.emit(Failed(self._message_of(exc)))
+            req.emit(Failed(failure_message(exc)))
         self._done(req)
 
     def _serve_batched(self, ready: list[Request]) -> None:

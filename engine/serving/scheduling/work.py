@@ -10,6 +10,7 @@ import itertools
 import queue
 import threading
 import time
+import traceback
 from dataclasses import dataclass, field
 
 from engine.core.sampling import SamplingParams
@@ -86,6 +87,16 @@ class Failed:
 
 
 FINAL = (Done, Failed)
+
+
+def failure_message(exc: Exception) -> str:
+    """One clear line for a failure: an EngineError's own words, else the exception's first line and where."""
+    if isinstance(exc, EngineError):
+        return str(exc)
+    if isinstance(exc, MemoryError):
+        return "out of memory: try a shorter prompt or fewer output tokens"
+    where = traceback.extract_tb(exc.__traceback__)[-1]
+    return f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''} (at {where.name})"
 
 
 # --- work items --------------------------------------------------------------------------------------------

@@ -5,7 +5,7 @@ import torch
 
 import engine
 from engine.core.generate import new_cache, prefill
-from engine.labs import remedies
+from engine.labs import remedies, step_overhead
 from engine.techniques.kernels import FAST_LINEARS
 from engine.techniques.prefix_cache import PrefixCache, chat_ids, common_prefix_len, two_turn_chat
 from engine.techniques.quantize import Int8Linear, compare_logits, matrix_bytes, quantize_model, quantize_weight
@@ -124,7 +124,7 @@ def test_measurements_return_rows(tiny_llama):
     kern = remedies.measure_kernels(tiny_llama, "Hello bridge", 6, chat=False, repeats=1)
     assert [r.label for r in kern.rows] == ["plain (nn.Linear)", "fast kernels"] and kern.same_tokens
     assert kern.rows[0].matrix_bytes == kern.rows[1].matrix_bytes > 0 and kern.fast_label.startswith("fast")
-    over = remedies.measure_overhead(tiny_llama, context=16, steps=4)
+    over = step_overhead.measure_overhead(tiny_llama, context=16, steps=4)
     assert over.skeleton_step_s > 0 and over.real_step_s > 0 and "skeleton" in over.method
 
 
@@ -132,10 +132,10 @@ def test_measurement_cancel(tiny_llama):
     with pytest.raises(remedies.Cancelled):
         remedies.measure_kv_cache(tiny_llama, "Hello bridge", 12, chat=False, progress=lambda m, f: False)
     with pytest.raises(remedies.Cancelled):
-        remedies.measure_overhead(tiny_llama, progress=lambda m, f: False)
+        step_overhead.measure_overhead(tiny_llama, progress=lambda m, f: False)
 
 
 def test_overhead_skeleton_has_deterministic_finite_weights(tiny_llama):
-    one, two = remedies.skeleton_of(tiny_llama), remedies.skeleton_of(tiny_llama)
+    one, two = step_overhead.skeleton_of(tiny_llama), step_overhead.skeleton_of(tiny_llama)
     for p, q in zip(one.model.parameters(), two.model.parameters()):
         assert torch.isfinite(p).all() and torch.equal(p, q)

@@ -40,12 +40,12 @@ def test_cuda_graph_decode_gives_the_same_tokens():
 
 
 def test_cuda_graph_measurement_refuses_cpu_with_a_clear_message(tiny_llama):
-    from engine.labs import remedies
+    from engine.labs import step_overhead
 
     if tiny_llama.device.type == "cuda":
         pytest.skip("runs on CUDA here")
     with pytest.raises(engine.EngineError, match="need a CUDA GPU"):
-        remedies.measure_cuda_graphs(tiny_llama, "the sea", 4)
+        step_overhead.measure_cuda_graphs(tiny_llama, "the sea", 4)
     with pytest.raises(engine.EngineError, match="need a CUDA GPU"):
         engine.generate(tiny_llama, "the sea", 4, make_step=graphed_steps(tiny_llama))
 

@@ -1,0 +1,185 @@
+"""The live run panel: Run sends the request to the engine worker and follows it live, above whatever page is open.
+
+A Streamlit module (ui/controls/). Only a complete trace is kept (ui/engine_link/run_store.py), so a cancelled or
+failed run leaves the previous results as they were; while a run is live the page keeps still (no CSS animations),
+and quiet timing draws nothing until the run ends, so the browser does not take the cores the engine needs.
+The sidebar that fills the RunRequest is ui/controls/widgets.py (app.py calls `widgets.run_panel`).
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+
+import streamlit as st
+
+from engine.core.sampling import SamplingParams
+from engine.serving.scheduling.work import Request
+from ui import state
+from ui.controls import demo_panel, theme_toggle
+from ui.engine_link import remote_engine, worker_link
+from ui.engine_link.run_store import LiveRun
+from ui.figures import fig_timing
+from ui.text import run_numbers
+
+DEFAULT_OUTPUT_TOKENS = 32  # the sidebar's default output length (ui/controls/widgets.py)
+DEFAULT_CAPTURE_LAYER = None  # when only some layers fit the capture budget: None = the middle layer
+
+
+@dataclass
+class RunRequest:
+    """What pressing Run will send to the engine worker, or why it cannot run."""
+    lm: object | None = None  # engine.serving.scheduling.model_pool.ModelInfo
+    prompt: str | list[int] | None = None  # ids (exact count) or, with the chat template, the fitted text
+    n_prompt: int = 0
+    chat: bool = False
+    max_new_tokens: int = DEFAULT_OUTPUT_TOKENS
+    sampling: SamplingParams = field(default_factory=SamplingParams)
+    live_chart: bool = True  # redraw the latency chart during the run (the browser's drawing costs CPU)
+    quiet: bool = False  # quiet timing: nothing drawn while the model runs (chart and text drawn at the end)
+    error: str | None = None
+
+
+LIVE_TEXT_EVERY_S = 0.5  # refresh the streamed text and progress bar at most this often
+LIVE_CHART_EVERY_S = 2.0  # redraw the live chart at most this often: the browser draws on the same CPU
+# (measured: scripts/ui_vs_cli.py; the Timing page states what remains)
+# While a run is live, no CSS animations or transitions (spinners, fades of the page's older elements): drawing
+# them took the browser a core the engine worker needed (measured: README, "Serving a room"). The progress bar
+# and the streamed text still move.
+# quiet timing draws the run panel, waits this long, then sends the request: in headless Chromium the Run click's
+# redraw took the cores during prefill (scripts/disturbance.py: 45-65 ms of a 124-178 ms TTFT spent waiting for a
+# CPU; the CLI's TTFT 55-77 ms)
+QUIET_SETTLE_S = 0.5
+QUIET_TEXT = "Timing quietly: nothing is drawn until the run ends (Quiet timing, in the sidebar)"
+STILL_WHILE_RUNNING = "<style>*, *::before, *::after { animation: none !important; transition: none !important; }</style>"
+
+
+def run_panel(request: RunRequest) -> None:
+    """Run pressed: submit the request; while one is in flight (also after a page switch): follow it live.
+
+    Only a complete trace is stored, so a cancelled or failed run leaves the previous results untouched.
+    """
+    store = worker_link.store()
+    ss = st.session_state
+    if ss.get(state.RUN_CANCEL) and store.live is not None:
+        worker_link.service().cancel(store.live.work)
+    pressed, start_later = _run_pressed(), None
+    busy = worker_link.busy() if pressed else None  # a room: the run in flight keeps its place, no second one
+    if busy:
+        st.warning(busy)
+    elif pressed:
+        if request.error or request.lm is None:
+            st.error(f"Cannot run: {request.error}")
+            return
+        if store.live is not None and not store.live.finished:
+            worker_link.service().cancel(store.live.work)
+        work = Request(model=worker_link.current_spec(), prompt_ids=list(request.prompt), max_new_tokens=request.max_new_tokens,
+                       params=request.sampling, prompt_text=request.lm.tokenizer.decode(request.prompt),
+                       chat=request.chat, capture_attention=True, capture_layer=DEFAULT_CAPTURE_LAYER)
+
+        def start() -> str | None:
+            return remote_engine.route(work, worker_link.submit)  # the room's server, if any
+
+        if request.quiet:  # quiet timing: sent once the run panel is drawn and the browser is done drawing
+            start_later = start
+        elif refused := start():
+            st.error(f"Cannot run: {refused}")
+            return
+        store.live = LiveRun(work, len(request.prompt), request.max_new_tokens)
+    live = store.live
+    if live is None:
+        return
+    if not _follow_live(live, request.live_chart, request.quiet, start_later):
+        store.live = None  # refused: nothing was sent
+        return
+    if live.trace is not None:
+        spec = live.work.model
+        if live.trace.source != "server":  # a server's run: local_replay.local_replay, on demand
+            live.trace.settings["model_spec"] = [spec.name, spec.device, spec.dtype, spec.kernels]  # to capture more layers later
+            live.trace.settings["quiet_timing"] = request.quiet
+        store.keep(live.trace)
+    store.live = None
+
+
+def _run_pressed() -> bool:
+    """Run in the sidebar or in presenter mode's bar, a preset's click (once), or a link's run=1 not yet started
+    (once per opening)."""
+    ss = st.session_state
+    pressed = bool(ss.get(state.RUN) or ss.get(state.PRESENTER_RUN) or ss.pop(state.RUN_REQUESTED, False))
+    if ss.get(state.LINK_RUN) == demo_panel.LINK_PENDING:
+        ss[state.LINK_RUN] = demo_panel.LINK_DONE
+        pressed = True
+    return pressed
+
+
+def _follow_live(live: LiveRun, live_chart: bool, quiet: bool = False, start=None) -> bool:
+    """Draw the run panel, then (quiet timing) let the browser draw it and `start()` the run; follow it to its end.
+    False when `start` was refused."""
+    head = f"{live.n_prompt} prompt tokens → up to {live.max_new_tokens} new tokens"
+    with st.container(key=state.RUN_PANEL), st.status(f"Running: {head}…", expanded=True) as status:
+        st.html(STILL_WHILE_RUNNING)
+        cancel_box = st.empty()  # emptied when the run failed: nothing left to cancel
+        cancel_box.button("■ Cancel this run", key=state.RUN_CANCEL)
+        bar = st.progress(0.0, text="Waiting for the engine…")
+        text_box, chart_box = st.empty(), st.empty()
+        clock = dict(text=0.0, chart=time.perf_counter(), draws=0, quiet_shown=False)
+        if start is not None:
+            bar.progress(0.0, text=QUIET_TEXT)
+            clock["quiet_shown"] = True
+            time.sleep(QUIET_SETTLE_S)  # outside every timing: the request is not sent yet
+            if refused := start():
+                cancel_box.empty(), bar.empty()
+                status.update(label="Cannot run", state="error", expanded=True)
+                st.error(f"Cannot run: {refused}")
+                return False
+
+        def show(event) -> None:
+            live.apply(event) if event is not None else None
+            now = time.perf_counter()
+            if quiet and not live.finished:  # quiet timing: one line now, everything else once the run is over
+                if not clock["quiet_shown"]:
+                    bar.progress(0.0, text=QUIET_TEXT)
+                    clock["quiet_shown"] = True
+                return
+            if now - clock["text"] >= LIVE_TEXT_EVERY_S or live.finished:
+                bar.progress(min(live.n_output / live.max_new_tokens, 1.0), text=_progress_text(live))
+                text_box.text("".join(live.pieces))
+                clock["text"] = now
+            if live.steps and ((live_chart and now - clock["chart"] >= LIVE_CHART_EVERY_S) or (quiet and live.finished)):
+                clock["draws"] += 1
+                fig = fig_timing.itl_figure(live.prefill_seconds or 0.0, [s.seconds for s in live.steps],
+                                            title="Live: each token's latency", height=300)
+                chart_box.plotly_chart(theme_toggle.styled(fig), width="stretch", key=f"live_itl_{clock['draws']}", theme=None)
+                clock["chart"] = time.perf_counter()
+
+        while not live.finished:  # events already received on an earlier script run are in `live`
+            worker_link.follow(live.work, show)
+        if live.trace is not None and live.trace.source == "server":
+            trace = live.trace
+            status.update(label=f"Run finished on {trace.settings.get('url')}: TTFT {trace.prefill_seconds * 1000:,.0f}"
+                                " ms from outside (queue, network and HTTP included)", state="complete", expanded=False)
+        elif live.trace is not None:
+            trace = live.trace
+            status.update(label=f"Run finished: {trace.n_prompt} → {trace.n_output} tokens, TTFT "
+                                f"{trace.prefill_seconds * 1000:,.0f} ms, total {trace.total_seconds:,.2f} s"
+                                f"{run_numbers.cpu_wait_label(trace)} "
+                                f"(queue {trace.queue_seconds:.2f} s, warm-up {trace.warmup_seconds:.2f} s and attention "
+                                f"capture {trace.capture_seconds:.2f} s not counted)", state="complete", expanded=False)
+        elif live.cancelled:
+            status.update(label="Run cancelled; the previous results stay.", state="error", expanded=False)
+        else:
+            cancel_box.empty(), bar.empty()  # no stale "Prefill: reading…" under a failure
+            status.update(label="The run did not complete", state="error", expanded=True)
+            st.error(f"Cannot run: {live.failure}")
+    return True
+
+
+def _progress_text(live: LiveRun) -> str:
+    if live.position is not None:
+        return (f"Waiting in the queue: position {live.position}, about {live.expected_wait_s:,.0f} s "
+                "(other students' requests run first)")
+    if live.prefill_seconds is None:
+        return "Prefill: reading the whole prompt in one pass (the valley)…"
+    if live.message:
+        return live.message
+    return f"Decode: token {live.n_output} of up to {live.max_new_tokens} (the bridge, one at a time)"
+
