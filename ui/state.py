@@ -21,10 +21,10 @@ RUN_CANCEL = "sb_run_cancel"  # the run panel's Cancel button
 RUN_PANEL = "run_panel"  # the run panel's container (its CSS class st-key-run_panel: shown in presenter mode too)
 
 # results kept across pages: a ui.engine_link.run_store.RunStore (last run, history, lab results, work in flight),
-# cleared by ui/engine_link/worker_link.py's janitor as soon as the session's tab is closed
+# cleared by ui/engine_link/server_link.py's janitor as soon as the session's tab is closed
 STORE = "run_store"
 
-# sidebar + run panel + home/timing pages (ui/controls/widgets.py, pages/story/home.py, pages/story/timing.py)
+# sidebar + run panel + home/timing pages (ui/controls/widgets.py, run_panel.py, pages/story/home.py, pages/story/timing.py)
 FIT_PROMPT = "sb_fit_prompt"  # True: send exactly PROMPT_TOKENS tokens (trim or repeat the text)
 TIMING_RUNS_CSV = "timing_runs_csv"
 TIMING_STEPS_CSV = "timing_steps_csv"
