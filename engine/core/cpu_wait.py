@@ -105,6 +105,15 @@ class CpuWaitMeter:
     def mark(self) -> None:
         self._mark = self._read()
 
+    def snapshot(self) -> dict[str, int]:
+        """Every thread's wait so far ({} when not measurable), for intervals that overlap each other (a batch's
+        riders each have their own gap between tokens, all ending at the same step): pair two with `since`."""
+        return self._read()
+
+    def since(self, before: dict[str, int], after: dict[str, int]) -> Wait:
+        """The wait between two snapshots (zero when not measurable); `last` and `total` are left alone."""
+        return wait_between(before, after) if self.available else Wait()
+
     def lap(self) -> Wait:
         """The wait since the last `mark()` (zero when not measurable); also kept in `last` and added to `total`."""
         after = self._read()

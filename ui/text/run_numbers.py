@@ -45,8 +45,7 @@ def cpu_wait_note(trace: Trace, quiet: bool = False) -> str:
         return ("**CPU wait: not known for a run measured over HTTP** (the server's own machine would have to "
                 "measure it); its TTFT and TPOT include whatever else ran there.")
     if trace.cpu_wait_seconds is None:
-        why = trace.cpu_wait_note or ("this run was recorded before the engine measured it, or ran in batch mode, "
-                                      "whose steps do not measure it")
+        why = trace.cpu_wait_note or "this run was recorded before the engine measured it"
         return f"**CPU wait: not measured** — {why}. Other programs on this machine may have stretched these timings."
     steps = len(trace.steps)
     per_token = cpu_wait_per_token(trace)

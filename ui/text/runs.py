@@ -55,7 +55,7 @@ def steps_table(trace) -> pd.DataFrame:
               "CPU wait (ms)": step.cpu_wait_seconds * MS}
              for k, step in enumerate(trace.steps, start=1)]
     table = pd.DataFrame(rows)
-    if trace.cpu_wait_seconds is None:  # not measured (an older file, batch mode, no schedstat): no column of zeros
+    if trace.cpu_wait_seconds is None:  # not measured (an older file, disaggregated, no schedstat): no column of zeros
         table = table.drop(columns="CPU wait (ms)")
     return table[["token", "phase", "latency (ms)"]] if trace.source == "server" else table
 

@@ -41,7 +41,8 @@ def check_token_budget(budget, max_batch: int) -> int | None:
 
 
 class ChunkedPrefill:
-    """Batch's mixed steps: its `budget` (tokens per step), `seqs` (one cache row each), `cache`, `lm` and `log`."""
+    """Batch's mixed steps: its `budget` (tokens per step), `seqs` (one cache row each), `cache`, `lm`, `log`,
+    `meter` and `_waited` (the CPU wait of each rider's gap)."""
 
     def _shares(self) -> list[int]:
         """Tokens each row takes this step: one per decoding rider, the rest of the budget to the joiners'
@@ -74,15 +75,18 @@ class ChunkedPrefill:
             if not seq.prefilling:  # a rider's next token, or a joiner's first once its last chunk is in
                 chosen[row] = int(sample_with(seq.request.params, logits[j:j + 1], seq.generator))
         ready = now(lm.device)
-        kv_bytes = view.nbytes_used
+        waits, kv_bytes = self.meter.snapshot(), view.nbytes_used
         for row, token in chosen.items():
             seq = seqs[row]
             first = not seq.output_ids
+            wait = self._waited(seq, waits).longest  # a joiner's whole prefill (every chunk), or a rider's gap
             if first:
                 seq.trace.prefill_seconds = ready - seq.prefill_start
+                seq.trace.prefill_cpu_wait_seconds = wait
             else:
                 seq.trace.steps.append(DecodeStep(ready - seq.last_ready, int(view.lengths[row]), kv_bytes,
-                                                  riders=len(plan.rows), stall_seconds=seq.stall))
+                                                  riders=len(plan.rows), stall_seconds=seq.stall,
+                                                  cpu_wait_seconds=wait))
             seq.last_ready, seq.stall = ready, 0.0
             self._keep(seq, token, first=first)
         self._record(start, ready, decode, chunks)

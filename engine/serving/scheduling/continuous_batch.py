@@ -20,6 +20,7 @@ import torch
 
 from engine.core.capture import layers_within_budget
 from engine.core.clock import now
+from engine.core.cpu_wait import CpuWaitMeter, Wait
 from engine.core.kv_cache import KVCache
 from engine.core.recorder import add_attention, finish_trace, start_trace
 from engine.core.sampling import make_generator, sample_with
@@ -40,6 +41,10 @@ class Rider(Sequence):
         self.stall = 0.0  # seconds of other requests' work since then (their prefills, captures)
         self.prefilled = 0  # prompt tokens already in its cache row (chunked prefill fills it step by step)
         self.prefill_start = 0.0
+        self.wait_mark: dict[str, int] = {}  # the threads' CPU waits when its current gap began (cpu_wait.py)
+        self.cpu_wait = Wait()  # its prefill's and its steps' CPU waits, added up
+        self.read_mark = 0.0  # the meter's read cost when it joined (its share of what measuring cost)
+        self.wait_note = ""  # why its run's CPU wait cannot be known whole (disaggregated: prefill elsewhere)
 
     @property
     def prefilling(self) -> bool:
@@ -56,6 +61,7 @@ class Batch(ChunkedPrefill):
         self.log = log  # StepRecords, for whoever draws the timeline
         self.seqs: list[Rider] = []  # seqs[i] lives in cache row i
         self.cache: KVCache | None = None
+        self.meter = CpuWaitMeter()  # how long the engine's threads waited for a CPU in each rider's gaps
 
     @property
     def size(self) -> int:
@@ -110,6 +116,7 @@ class Batch(ChunkedPrefill):
         grow = now(lm.device)
         self._room_for(seq.reserved_len)
         row = len(self.seqs)
+        seq.wait_mark, seq.read_mark = self.meter.snapshot(), self.meter.read_seconds  # read outside the timing
         start = seq.prefill_start = now(lm.device)
         if self.budget is not None:
             for other in self.seqs:  # only the cache's growing came between their steps
@@ -122,6 +129,7 @@ class Batch(ChunkedPrefill):
         seq.last_ready = now(lm.device)
         seq.prefilled = len(req.prompt_ids)
         trace.prefill_seconds = seq.last_ready - start
+        trace.prefill_cpu_wait_seconds = self._waited(seq, self.meter.snapshot()).longest
         self._record(start, seq.last_ready, [], [(req.id, 0, len(req.prompt_ids))])
         for other in self.seqs:  # their next gap includes this prefill (and any growing of the cache)
             other.stall += seq.last_ready - grow
@@ -155,16 +163,23 @@ class Batch(ChunkedPrefill):
         chosen = [greedy[i] if s.request.params.greedy else int(sample_with(s.request.params, logits[i:i + 1], s.generator))
                   for i, s in enumerate(self.seqs)]
         ready = now(lm.device)
-        kv_bytes = view.nbytes_used
+        waits, kv_bytes = self.meter.snapshot(), view.nbytes_used
         for i, (seq, token) in enumerate(zip(self.seqs, chosen)):
             seq.trace.steps.append(DecodeStep(ready - seq.last_ready, int(view.lengths[i]), kv_bytes, riders=n,
-                                              stall_seconds=seq.stall))
+                                              stall_seconds=seq.stall, cpu_wait_seconds=self._waited(seq, waits).longest))
             seq.last_ready, seq.stall = ready, 0.0
             self._keep(seq, token)
         self._record(start, ready, [s.request.id for s in self.seqs], [])
         self._evict()
 
     # --- bookkeeping -------------------------------------------------------------------------------------
+    def _waited(self, seq: Rider, waits: dict[str, int]) -> Wait:
+        """The CPU wait of `seq`'s gap that ends now (at the snapshot `waits`); its next gap starts here."""
+        wait = self.meter.since(seq.wait_mark, waits)
+        seq.wait_mark = waits
+        seq.cpu_wait = Wait(seq.cpu_wait.longest + wait.longest, seq.cpu_wait.threads + wait.threads)
+        return wait
+
     def _keep(self, seq: Rider, token: int, first: bool = False) -> None:
         """Give the sequence its token and stream it; the Sequence says whether it ends now."""
         req = seq.request
@@ -219,6 +234,11 @@ class Batch(ChunkedPrefill):
     def _finish(self, seq: Rider, row: int) -> None:
         req, trace = seq.request, seq.trace
         trace.stop_reason = seq.stop_reason
+        trace.cpu_wait_read_seconds = self.meter.read_seconds - seq.read_mark  # reads while it rode (shared ones too)
+        if self.meter.available and not seq.wait_note:
+            trace.cpu_wait_seconds, trace.cpu_wait_all_threads_seconds = seq.cpu_wait.longest, seq.cpu_wait.threads
+        else:
+            trace.cpu_wait_note = seq.wait_note or self.meter.reason
         finish_trace(self.lm, trace, [seq.output_ids], self.cache, row)
         if seq.stop_reason == CANCELLED:
             req.emit(Failed("cancelled", cancelled=True))

@@ -178,6 +178,9 @@ class HandedBatch(Batch):
         for other in self.seqs:  # their next gap holds this copy (and any growing of the cache)
             other.stall += joined - grow
         seq.last_ready, seq.stall = carried.ready, joined - carried.ready  # its first gap holds the crossing
+        seq.wait_mark, seq.read_mark = self.meter.snapshot(), self.meter.read_seconds
+        seq.wait_note = ("its prefill ran in the prefill worker's process, whose CPU wait this trace does not "
+                         "carry, so the run's CPU wait was not measured")
         h = carried.handover
         # the cart, and when (perf_counter, one clock on this machine): its token times are prefill_end + the
         # running sum of its steps' seconds, so a set of traces redraws both workers' lanes

@@ -161,3 +161,50 @@ def test_a_budget_that_cannot_hold_a_step_gets_one_clear_line(tiny_llama, budget
     with pytest.raises(engine.EngineError, match="max_num_batched_tokens") as err:
         Batch(tiny_llama, max_batch=8, max_num_batched_tokens=budget)
     assert "\n" not in str(err.value)
+
+
+class _Clockwork:
+    """A fake schedstat: every read finds this process's one thread has waited 1 ms more than at the last read."""
+
+    def __init__(self):
+        self.reads = 0
+
+    def __call__(self, tasks=None):
+        self.reads += 1
+        return {"1": self.reads * 1_000_000}
+
+
+@pytest.mark.parametrize("budget", [None, 8])  # whole prefills, and chunked ones beside the riders
+def test_each_riders_gaps_carry_their_own_cpu_wait_in_batch_mode(tiny_llama, monkeypatch, budget):
+    from engine.core import cpu_wait
+
+    monkeypatch.setattr(cpu_wait, "read_waits", _Clockwork())
+    monkeypatch.setattr(cpu_wait, "missing_reason", lambda tasks=None: "")
+    batch = Batch(tiny_llama, max_batch=4, max_num_batched_tokens=budget)
+    first, second = request(6, ids=prompt(10, seed=1)), request(3, ids=prompt(12, seed=2))
+    batch.admit(first, time.perf_counter())
+    batch.step()
+    batch.step()
+    batch.admit(second, time.perf_counter())  # joins while the first rides: their gaps overlap
+    run_out(batch)
+    for req in (first, second):
+        trace = result_of(req, timeout=5)
+        steps = [s.cpu_wait_seconds for s in trace.steps]
+        assert trace.prefill_cpu_wait_seconds > 0 and all(w > 0 for w in steps)
+        # each gap counts the reads between its own start and end, so a rider's waits add up to its whole life
+        assert trace.cpu_wait_seconds == pytest.approx(trace.prefill_cpu_wait_seconds + sum(steps))
+        assert trace.cpu_wait_all_threads_seconds == pytest.approx(trace.cpu_wait_seconds)  # one thread
+        assert trace.cpu_wait_note == "" and trace.cpu_wait_read_seconds > 0
+
+
+def test_batch_mode_says_why_where_the_cpu_wait_cannot_be_read(tiny_llama, monkeypatch):
+    from engine.core import cpu_wait
+
+    monkeypatch.setattr(cpu_wait, "missing_reason", lambda tasks=None: "no schedstat here, so not measured")
+    batch = Batch(tiny_llama, max_batch=2)
+    req = request(3)
+    batch.admit(req, time.perf_counter())
+    run_out(batch)
+    trace = result_of(req, timeout=5)
+    assert trace.cpu_wait_seconds is None and trace.cpu_wait_note == "no schedstat here, so not measured"
+    assert all(s.cpu_wait_seconds == 0 for s in trace.steps)
