@@ -32,15 +32,7 @@ StepMaker = Callable[[object, KVCache], Callable[[torch.Tensor], torch.Tensor]] 
 
 @torch.inference_mode()
 def prefill(lm, input_ids: torch.Tensor, cache: KVCache, *, all_logits: bool = False) -> torch.Tensor:
-    """All T prompt tokens (B, T) in one forward pass; logits (B, V), or (B, T, V) with all_logits.
-
-    Where fast kernels measured it faster here (lm.prefill_chunk, engine/techniques/prefill_chunks.py), a long
-    prompt runs as chunks of that many tokens into the same cache: the same arithmetic, smaller temporaries."""
-    chunk = getattr(lm, "prefill_chunk", 0)
-    if chunk and not all_logits and input_ids.shape[1] > chunk:
-        for start in range(0, input_ids.shape[1], chunk):
-            logits = lm.model(input_ids[:, start:start + chunk], cache)[0]  # (B, V): the last chunk's is the answer
-        return logits
+    """All T prompt tokens (B, T) in one forward pass; logits (B, V), or (B, T, V) with all_logits."""
     return lm.model(input_ids, cache, all_logits=all_logits)[0]
 
 

@@ -28,8 +28,6 @@ class LoadedModel:
     kernels: str = "plain"  # what the linear layers' matmuls run, in words (engine/techniques/kernels.py)
     kernel_choice: str = "plain"  # what was asked for: "plain" (nn.Linear) or "fast" (best library kernels here)
     kernel_why: str = ""  # fast on CPU: each candidate kernel's measured ms (engine/techniques/kernel_choice.py)
-    prefill_chunk: int = 0  # fast on CPU: long prompts prefill this many tokens at a time (0: one pass), measured
-    prefill_why: str = ""  # why: one layer's measured ms whole vs in chunks (engine/techniques/prefill_chunks.py)
 
     @property
     def dtype_name(self) -> str:

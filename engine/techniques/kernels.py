@@ -29,8 +29,7 @@ import torch
 from torch import nn
 
 from engine.techniques.kernel_candidates import apply, prepare
-from engine.techniques.kernel_choice import PREFILL_ROWS, Choice, choose, default_cache_dir
-from engine.techniques.prefill_chunks import choose_chunk
+from engine.techniques.kernel_choice import PREFILL_ROWS, Choice, choose
 
 KERNELS = ("plain", "fast")
 WIDE_ROWS = 8  # up to this many rows (decode steps, small batches) run the decode kernel; wider ones the prompt kernel
@@ -115,15 +114,10 @@ def with_kernels(lm, kernels: str, cache_dir: Path | None = None, remeasure: boo
         return lm
     if kernels == "plain":
         model = _twin(lm.model, _plain_linear)
-        return dataclasses.replace(lm, model=model, kernels="plain", kernel_choice="plain", kernel_why="",
-                                   prefill_chunk=0, prefill_why="")
+        return dataclasses.replace(lm, model=model, kernels="plain", kernel_choice="plain", kernel_why="")
     base = with_kernels(lm, "plain") if lm.kernel_choice != "plain" else lm  # measure on (and swap) nn.Linear layers
     choice, label, why = fast_path(base, cache_dir, remeasure)
     if choice is None or (choice.decode, choice.prefill) == ("plain", "plain"):
-        fast = dataclasses.replace(base, kernels=label, kernel_choice="fast", kernel_why=why)
-    else:
-        model = _twin(base.model, lambda m: ChosenLinear(m, choice.decode, choice.prefill) if isinstance(m, nn.Linear) else None)
-        fast = dataclasses.replace(base, model=model, kernels=label, kernel_choice="fast", kernel_why=why)
-    chunk, chunk_why = choose_chunk(fast, cache_dir or default_cache_dir(), remeasure)  # (0, "") off CPU
-    return dataclasses.replace(fast, prefill_chunk=chunk, prefill_why=chunk_why,
-                               kernel_why="; ".join(w for w in (fast.kernel_why, chunk_why) if w))
+        return dataclasses.replace(base, kernels=label, kernel_choice="fast", kernel_why=why)
+    model = _twin(base.model, lambda m: ChosenLinear(m, choice.decode, choice.prefill) if isinstance(m, nn.Linear) else None)
+    return dataclasses.replace(base, model=model, kernels=label, kernel_choice="fast", kernel_why=why)
