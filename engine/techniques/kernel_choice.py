@@ -104,10 +104,20 @@ def shapes(model: nn.Module) -> list[list[int]]:
     return sorted([o, i, n] for (o, i), n in count.items())
 
 
+# the libraries' own instruction-set caps: with them an AVX-512 machine runs as an AVX2-only one would
+# (ATEN_CPU_CAPABILITY=avx2 ONEDNN_MAX_CPU_ISA=AVX2 MKL_ENABLE_INSTRUCTIONS=AVX2), so a choice made under a cap is
+# its own measurement, never reused without it
+ISA_CAPS = ("ATEN_CPU_CAPABILITY", "ONEDNN_MAX_CPU_ISA", "DNNL_MAX_CPU_ISA", "MKL_ENABLE_INSTRUCTIONS")
+
+
 def cache_key(model: nn.Module, dtype: torch.dtype) -> dict:
     cpu, flags = cpu_identity()
-    return {"cpu": cpu, "flags": flags, "torch": torch.__version__, "threads": torch.get_num_threads(),
-            "dtype": str(dtype).removeprefix("torch."), "shapes": shapes(model)}
+    key = {"cpu": cpu, "flags": flags, "torch": torch.__version__, "threads": torch.get_num_threads(),
+           "dtype": str(dtype).removeprefix("torch."), "shapes": shapes(model)}
+    caps = {name: os.environ[name] for name in ISA_CAPS if os.environ.get(name)}
+    if caps:  # absent otherwise, so the choices already cached on a machine stay valid
+        key["isa_caps"] = dict(caps, aten=torch.backends.cpu.get_cpu_capability())
+    return key
 
 
 def _key_id(key: dict) -> str:

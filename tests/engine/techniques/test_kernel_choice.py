@@ -91,6 +91,24 @@ def test_a_changed_key_measures_again(monkeypatch, tmp_path, plain_llama):
     assert len(entries) == 3 and {e["key"]["dtype"] for e in entries.values()} == {"float32", "bfloat16"}
 
 
+def test_an_instruction_set_cap_is_its_own_machine(monkeypatch, tmp_path, plain_llama):
+    """ONEDNN_MAX_CPU_ISA=AVX2 (and ATen's and MKL's caps) make an AVX-512 CPU run like an AVX2-only one: the choice
+    measured without the cap must not be reused under it, nor the other way round."""
+    for name in kernel_choice.ISA_CAPS:
+        monkeypatch.delenv(name, raising=False)
+    clock = _fake(monkeypatch, decode={"plain": 0.02}, prefill={"plain": 0.1})
+    with_kernels(plain_llama, "fast", tmp_path)
+    calls = clock.calls
+    monkeypatch.setenv("ONEDNN_MAX_CPU_ISA", "AVX2")
+    with_kernels(plain_llama, "fast", tmp_path)
+    assert clock.calls > calls
+    calls = clock.calls
+    with_kernels(plain_llama, "fast", tmp_path)  # the capped choice is cached too
+    assert clock.calls == calls
+    keys = [e["key"] for e in json.loads((tmp_path / CACHE_FILE).read_text()).values()]
+    assert sorted("isa_caps" in k for k in keys) == [False, True]
+
+
 @pytest.mark.parametrize("content", ["{not json", "[1, 2]", json.dumps({"x": {"key": 1, "choice": "plain"}})])
 def test_a_corrupt_cache_file_is_ignored_and_replaced(monkeypatch, tmp_path, plain_llama, content):
     (tmp_path / CACHE_FILE).write_text(content)
