@@ -128,7 +128,7 @@ class Transformer(nn.Module):
         if plan.end > self.cfg.max_seq_len:
             raise EngineError(f"positions up to {plan.end} exceed the model's context of {self.cfg.max_seq_len} tokens")
         if (self.flat_decode and T == 1 and not ragged and isinstance(plan.positions, slice) and plan.mask is None
-                and not capture_layers and on_probs is None and last_layer is None and self.cfg.uses_rope
+                and not all_logits and not capture_layers and on_probs is None and last_layer is None and self.cfg.uses_rope
                 and not _hooked(self)):
             return self.decode_rows(ids, cache, plan), {}
         x = self.tok_emb(ids)  # (B, T, C)

@@ -79,3 +79,11 @@ def test_gpt2_decode_still_runs_the_blocks(tiny_gpt2):
     cache = new_cache(lm, 1, 8)
     token = greedy(prefill(lm, torch.zeros(1, 3, dtype=torch.long), cache))
     assert decode_step(lm, token, cache).shape == (1, lm.config.vocab_size)
+
+
+def test_one_token_with_all_logits_keeps_its_token_axis(tiny_llama):
+    """Prompt lookup checks a draft of zero tokens as a (1, 1) pass with all_logits: (B, T, V), never (B, V)."""
+    cache = new_cache(tiny_llama, 1, 16)
+    prefill(tiny_llama, torch.tensor([[3, 4, 5]]), cache)
+    logits = prefill(tiny_llama, torch.tensor([[6]]), cache, all_logits=True)
+    assert logits.shape == (1, 1, tiny_llama.config.vocab_size)
