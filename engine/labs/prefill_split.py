@@ -18,6 +18,7 @@ from torch.profiler import profile
 
 from engine.core.generate import new_cache, prefill
 from engine.labs.sweeps import prompt_ids_of_length
+from engine.loading.model_store import DEFAULT_MODEL
 from engine.techniques.prefill_chunks import prefill_chunked
 
 CATEGORIES = (  # (category, op names): what each aten op of a Llama prefill belongs to
@@ -93,7 +94,7 @@ def main(argv: list[str] | None = None) -> None:
     from engine.loading.loader import load_model, set_threads
 
     ap = argparse.ArgumentParser(prog="python -m engine.labs.prefill_split", description=__doc__.splitlines()[0])
-    ap.add_argument("--model", default="smollm2-135m")
+    ap.add_argument("--model", default=DEFAULT_MODEL)
     ap.add_argument("--kernels", default="fast", choices=("fast", "plain"))
     ap.add_argument("--tokens", type=int, default=1024)
     ap.add_argument("--chunks", type=int, nargs="+", default=[0, 512, 256], help="0 = one pass")
