@@ -23,6 +23,8 @@ def sessions_work() -> dict[str, list]:
     for sid, st_store in stores.items():
         live = st_store.live
         items = ([live] if live is not None and not live.finished else []) + list(st_store.jobs.values())
+        # cancelled work is on its way out: its page may be elsewhere and read the final event only when it returns
+        items = [item for item in items if not getattr(item, "work", item).cancelled.is_set()]
         if items:
             out[sid] = items
     return out

@@ -28,8 +28,21 @@ def test_sessions_work_lists_requests_and_jobs_and_cancels_them(fake_link):
     work = room_sessions.sessions_work()
     assert list(work) == ["a"] and work["a"][0].work is run and work["a"][1] is job
     assert room_sessions.cancel_work("a", job.id) and cancelled == [job]
+    job.cancel()  # what the real service does
+    assert room_sessions.sessions_work()["a"] == [busy.live]  # a cancelled job is no longer listed in flight
     assert not room_sessions.cancel_work("a", 10**9) and not room_sessions.cancel_work("nobody", run.id)
     assert room_sessions.cancel_session("a") == 2 and cancelled[1:] == [run, job]
+
+
+def test_cancelling_everything_lists_nothing_even_when_no_page_follows_the_job(fake_link):
+    """The teacher's sweep runs while the teacher is on the console: after Cancel everything nothing is listed, though
+    the sweep's page is not open to read the job's final event."""
+    lk, cancelled = fake_link
+    lk.service.cancel = lambda work: (cancelled.append(work), work.cancel())
+    job = Job(name="sweep", label="prompt sweep")
+    lk.stores["t"] = RunStore(jobs={"sweep": job})
+    assert room_sessions.cancel_session("t") == 1 and cancelled == [job]
+    assert room_sessions.sessions_work() == {}
 
 
 def test_drop_session_cancels_and_empties_its_store(fake_link):
