@@ -30,7 +30,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import appdriver  # noqa: E402
 
 MIXES = [(64, 32), (256, 16), (16, 64), (128, 32), (512, 8), (32, 48)]  # (prompt tokens, output tokens)
-FINISHED = re.compile(r"Run finished: (\d+) → (\d+) tokens, TTFT ([\d,.]+) ms, total ([\d,.]+) s \(queue ([\d,.]+) s")
+# the run panel's line (ui/text/run_numbers.finished_label), with or without its CPU-wait words
+FINISHED = re.compile(r"Run finished: (\d+) → (\d+) tokens, TTFT ([\d,.]+) ms, total ([\d,.]+) s"
+                      r"(?:, waited for a CPU [^(]*)? \(queue ([\d,.]+) s")
 MIB = 2**20
 
 

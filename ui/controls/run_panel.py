@@ -159,11 +159,7 @@ def _follow_live(live: LiveRun, live_chart: bool, quiet: bool = False, start=Non
                                 " ms from outside (queue, network and HTTP included)", state="complete", expanded=False)
         elif live.trace is not None:
             trace = live.trace
-            status.update(label=f"Run finished: {trace.n_prompt} → {trace.n_output} tokens, TTFT "
-                                f"{trace.prefill_seconds * 1000:,.0f} ms, total {trace.total_seconds:,.2f} s"
-                                f"{run_numbers.cpu_wait_label(trace)} "
-                                f"(queue {trace.queue_seconds:.2f} s, warm-up {trace.warmup_seconds:.2f} s and attention "
-                                f"capture {trace.capture_seconds:.2f} s not counted)", state="complete", expanded=False)
+            status.update(label=run_numbers.finished_label(trace), state="complete", expanded=False)
         elif live.cancelled:
             status.update(label="Run cancelled; the previous results stay.", state="error", expanded=False)
         else:

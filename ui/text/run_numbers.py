@@ -82,6 +82,13 @@ def cpu_wait_label(trace: Trace) -> str:
     return f", waited for a CPU {tokens}{trace.prefill_cpu_wait_seconds * 1e3:,.1f} ms in prefill"
 
 
+def finished_label(trace: Trace) -> str:
+    """The run panel's line once a run ended (scripts/loadtest.py reads its numbers back: a test keeps them in step)."""
+    return (f"Run finished: {trace.n_prompt} → {trace.n_output} tokens, TTFT {trace.prefill_seconds * 1000:,.0f} ms, "
+            f"total {trace.total_seconds:,.2f} s{cpu_wait_label(trace)} (queue {trace.queue_seconds:.2f} s, warm-up "
+            f"{trace.warmup_seconds:.2f} s and attention capture {trace.capture_seconds:.2f} s not counted)")
+
+
 def cpu_wait_caption(trace: Trace) -> str | None:
     """One line under Home's TTFT/TPOT: the CPU wait per token when it mattered; None when small or not known."""
     per_token = cpu_wait_per_token(trace)
