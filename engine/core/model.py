@@ -7,8 +7,8 @@ may read (as gpt-fast's `input_pos`). A `RaggedPlan` runs rows with different nu
 (prefill chunks beside decode rows) as one flat batch: every linear layer and the MLP see all N tokens
 at once (that is where the steps share compute), attention runs per row over its own cache row, as
 nano-vllm's flattened batches do. A plain decode step (one token per row, rows at one position) takes
-`decode_rows`, the same maths as one flat loop without module calls (gpt-fast's hot loop): the same bits,
-~6 % less time per step on a 2-core EPYC. Compare nanoGPT's model.py and gpt-fast's model.py.
+`decode_rows`, the same maths as one flat loop without module calls (gpt-fast's hot loop): the same bits in
+less time (README, "The decode step outside its matmuls"). Compare nanoGPT's model.py and gpt-fast's model.py.
 """
 from __future__ import annotations
 
@@ -160,14 +160,7 @@ class Transformer(nn.Module):
         as one flat loop over each layer's weights, as gpt-fast's hot loop. Every tensor stays (B, features):
         no (B, heads, T, D) transposes, no module calls, RoPE as one flip and the cache write as one copy per
         tensor. Same ops in the same order as `forward` through the blocks, so the same bits (a test checks)."""
-        logits = self.decode_step_rows(ids, cache.keys, cache.values, plan.positions.start, plan.read_len)
-        if plan.advance:
-            cache.advance(1)
-        return logits
-
-    def decode_step_rows(self, ids: torch.Tensor, keys: list, values: list, pos: int, S: int) -> torch.Tensor:
-        """decode_rows on bare tensors (the cache's per-layer keys and values, written at `pos`, read up to S):
-        what a compiler may trace whole."""
+        keys, values, pos, S = cache.keys, cache.values, plan.positions.start, plan.read_len  # write at pos, read [0, S)
         B = ids.shape[0]
         H, K, D = self.cfg.n_heads, self.cfg.n_kv_heads, self.cfg.head_dim
         x = F.embedding(ids[:, 0], self.tok_emb.weight)  # (B, C)
@@ -185,6 +178,8 @@ class Transformer(nn.Module):
             x = x + attn.out.forward(y.reshape(B, H * D))  # (B, C)
             gate, up = mlp.gate_up.forward(block.mlp_norm.forward(x)).chunk(2, dim=-1)  # (B, F) each
             x = x + mlp.down.forward(F.silu(gate) * up)  # (B, C)
+        if plan.advance:
+            cache.advance(1)
         return self.lm_head(self.final_norm(x)).float()
 
 

@@ -17,26 +17,27 @@ import torch
 from torch.profiler import profile
 
 from engine.core.generate import new_cache, prefill
+from engine.labs.profiling import KIND_ATTN, KIND_GEMM, KIND_GEMV, classify_kind
 from engine.labs.sweeps import prompt_ids_of_length
 from engine.loading.model_store import DEFAULT_MODEL
 from engine.techniques.prefill_chunks import prefill_chunked
 
 CATEGORIES = (  # (category, op names): what each aten op of a Llama prefill belongs to
-    ("attention kernel", ("aten::_scaled_dot_product_flash_attention_for_cpu", "aten::_scaled_dot_product_attention_math",
-                          "aten::_scaled_dot_product_efficient_attention", "aten::_scaled_dot_product_flash_attention")),
     ("RoPE (neg, cat, mul, add on q/k)", ()),
     ("norms (RMSNorm pieces)", ("aten::pow", "aten::sum", "aten::mean", "aten::rsqrt", "aten::div_", "aten::_fused_rms_norm")),
     ("MLP SiLU x up", ("aten::silu",)),
     ("KV cache writes and fills", ("aten::copy_", "aten::fill_", "aten::zero_")),
 )
-GEMM_OPS = ("mkldnn::_linear_pointwise", "mkl::_mkl_linear", "aten::addmm", "aten::mm", "aten::linear", "aten::matmul")
 
 
 def categorize(name: str, shapes: list) -> str:
     """One op event -> its category; GEMMs are split by their weight's shape ('GEMM 3072x576')."""
-    if name in GEMM_OPS:
+    kind = classify_kind(name, shapes)  # the profiling lab's matmul and attention ops
+    if kind in (KIND_GEMM, KIND_GEMV):
         weight = next((s for s in reversed(shapes[1:]) if isinstance(s, list) and len(s) == 2), None)  # the matrix
         return f"GEMM {weight[0]}x{weight[1]}" if weight else "GEMM"
+    if kind == KIND_ATTN:
+        return "attention kernel"
     for category, names in CATEGORIES:
         if name in names:
             return category
