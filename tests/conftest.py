@@ -9,6 +9,9 @@ import engine
 os.environ.setdefault("TWO_BENDS_MODEL", "tiny-llama")  # AppTests use the tiny model unless a test says otherwise
 # AppTests run the scheduler in a thread; a browser test's dashboard inherits this unless it sets its own
 os.environ.setdefault("TWO_BENDS_WORKER", "thread")
+# no compiled decode step unless a test asks (tests/engine/techniques/test_compiled_decode.py): compiling costs 3-15 s
+# per process and model; the rest of the suite checks the eager paths the compiled step is measured against
+os.environ.setdefault("TWO_BENDS_COMPILED_DECODE", "off")
 torch.set_num_threads(max(1, min(2, os.cpu_count() or 1)))
 
 

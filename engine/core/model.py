@@ -98,6 +98,9 @@ class Transformer(nn.Module):
         # decode steps (one token per row, rows at the same position) take `decode_rows`: the same maths
         # and the same bits as the blocks' forward, as one flat loop (False: every pass through the blocks)
         self.flat_decode = True
+        # a batch-1 decode step through code torch.compile generated, where measured faster on this machine
+        # (engine/techniques/compiled_decode.py sets it on the fast twin; None: the eager loop)
+        self.compiled_decode = None
         if cfg.uses_rope:
             self.register_buffer("rope_cos", torch.empty(cfg.max_seq_len, cfg.head_dim), persistent=False)
             self.register_buffer("rope_sin", torch.empty(cfg.max_seq_len, cfg.head_dim), persistent=False)
@@ -130,6 +133,8 @@ class Transformer(nn.Module):
         if (self.flat_decode and T == 1 and not ragged and isinstance(plan.positions, slice) and plan.mask is None
                 and not all_logits and not capture_layers and on_probs is None and last_layer is None and self.cfg.uses_rope
                 and not _hooked(self)):
+            if self.compiled_decode is not None and B == 1:
+                return self.compiled_decode(ids, cache, plan), {}
             return self.decode_rows(ids, cache, plan), {}
         x = self.tok_emb(ids)  # (B, T, C)
         rope = None

@@ -12,9 +12,11 @@ Plain F.linear is always a candidate and wins ties, so fast is never slower than
   cuda / mps     the vendor library (cuBLAS / MPS) is already what nn.Linear calls: fast = plain;
                  on CUDA the decode remedy is CUDA graphs (engine/techniques/cuda_graphs.py).
 
-Tried and left out: torch.compile with weight freezing (~12 % faster decode on the AVX2 VM, but 60-100 s
-to compile on 2 cores, paid again in every worker process); fp16 weights through FBGEMM (half the bytes,
-but it changes the numbers: that is quantisation, a different remedy).
+On top of the matmul choice, a batch-1 decode step on CPU may run as code torch.compile generated for one layer
+(compiled_decode.py): measured against the eager loop at first load, kept only where faster, the verdict cached.
+Tried and left out: torch.compile of the whole model with weight freezing (it turns the matmuls back into the
+same oneDNN calls; 37-100 s to compile on 2 cores, in every worker process); fp16 weights through FBGEMM (half
+the bytes, but it changes the numbers: that is quantisation, a different remedy).
 
 The fast model is a twin of the plain one: it shares every parameter (a packed layout is one extra
 copy of the matrices), and `with_kernels(fast_lm, "plain")` gives the plain model back.
@@ -28,6 +30,7 @@ from pathlib import Path
 import torch
 from torch import nn
 
+from engine.techniques import compiled_decode
 from engine.techniques.kernel_candidates import apply, prepare
 from engine.techniques.kernel_choice import PREFILL_ROWS, Choice, choose
 
@@ -85,7 +88,11 @@ def _twin(model: nn.Module, make) -> nn.Module:
     """A copy of `model` sharing every parameter and buffer, with modules replaced where make(m) is not None."""
     extras = [t for m in model.modules() if isinstance(m, ChosenLinear) for t in m.extras()]  # opaque: cannot be copied
     shared = {id(t): t for t in [*model.parameters(), *model.buffers(), *extras]}
-    twin = copy.deepcopy(model, shared)  # new module objects, the same tensors
+    compiled, model.compiled_decode = model.compiled_decode, None  # compiled code belongs to its model alone
+    try:
+        twin = copy.deepcopy(model, shared)  # new module objects, the same tensors
+    finally:
+        model.compiled_decode = compiled
     _swap(twin.blocks, make)
     replacement = make(twin.lm_head)
     if replacement is not None:  # a tied head gets its own packed copy; the embedding keeps the plain matrix
@@ -118,6 +125,12 @@ def with_kernels(lm, kernels: str, cache_dir: Path | None = None, remeasure: boo
     base = with_kernels(lm, "plain") if lm.kernel_choice != "plain" else lm  # measure on (and swap) nn.Linear layers
     choice, label, why = fast_path(base, cache_dir, remeasure)
     if choice is None or (choice.decode, choice.prefill) == ("plain", "plain"):
-        return dataclasses.replace(base, kernels=label, kernel_choice="fast", kernel_why=why)
-    model = _twin(base.model, lambda m: ChosenLinear(m, choice.decode, choice.prefill) if isinstance(m, nn.Linear) else None)
+        model = base.model
+    else:
+        model = _twin(base.model, lambda m: ChosenLinear(m, choice.decode, choice.prefill) if isinstance(m, nn.Linear) else None)
+    if not compiled_decode.applicable(base.model, base.device):  # '' where a compiled decode step may serve
+        model = _twin(base.model, lambda m: None) if model is base.model else model  # never the plain model's
+        verdict = compiled_decode.attach(model, base.model, base.dtype, base.device, cache_dir, remeasure)
+        label += "; decode step compiled (torch.compile)" if verdict.use else ""
+        why = f"{why}; {verdict.words()}" if why else verdict.words()
     return dataclasses.replace(base, model=model, kernels=label, kernel_choice="fast", kernel_why=why)

@@ -1,0 +1,230 @@
+"""The decode step compiled: one generated C++ loop nest per layer instead of ~30 library calls and Python between them.
+
+A batch-1 decode step on CPU reads every weight once; what it loses beyond that read is per call: each oneDNN
+matmul costs ~10 µs before it streams (descriptor and primitive lookup), each small op ~1-8 µs of dispatch, and
+the Python between them. torch.compile (inductor) turns one layer's decode — RMSNorm, the fused QKV product,
+RoPE, the cache write, attention over the cache, the output product, RMSNorm, SwiGLU — into a few generated
+loops. The matrix-vector products are written as reductions (x * W).sum(-1), so inductor generates its own
+vectorised loops that stream the plain weights, with the norms and activations fused into them.
+
+One layer is compiled once and called for every layer (the weights are its inputs), with the cache length
+symbolic (mark_dynamic), so a step never recompiles as the cache grows; warm-up steps at two lengths check
+that, and a step that would still recompile falls back to the eager loop (`fail_on_recompile`). Whether the
+compiled step is used is measured on this machine, against the eager flat loop (`Transformer.decode_rows`),
+and the verdict cached beside the matmul kernels' choice; compiling costs seconds (inductor's on-disk cache
+keeps the generated code between processes). Batch-1 Llama-family decode on CPU only: a batch's rows would
+each read the weights again in these loops, and GPT-2, biases or other devices keep the eager paths.
+"""
+from __future__ import annotations
+
+import json
+import math
+import os
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+
+from engine.core.kv_cache import KVCache, Plan
+from engine.core.layers import rotate_rows, signed_sin
+from engine.techniques.kernel_choice import MARGIN, _key_id, cache_key, default_cache_dir
+
+CACHE_FILE = "compiled-decode.json"
+SWITCH = "TWO_BENDS_COMPILED_DECODE"  # "off": never compile (the test suite's default; a user's escape hatch)
+CONTEXT = 128  # the context the eager and compiled steps are timed at
+VERSION = 1  # of make_layer: a changed layer is measured again, never judged by an older one's verdict
+STEPS, ROUNDS = 8, 3  # steps per timed round; rounds, the two taking turns (the best round counts)
+
+
+@dataclass
+class Verdict:
+    use: bool  # True: the compiled step is faster here and gives the eager step's tokens
+    eager_ms: float
+    compiled_ms: float
+    compile_s: float  # seconds to compile and warm up in the process that measured (or this one)
+    cached: bool = False
+    note: str = ""  # why not used, when it is not
+
+    def words(self) -> str:
+        timing = f"compiled {self.compiled_ms:.1f} ms vs eager {self.eager_ms:.1f} ms per step at context {CONTEXT}"
+        if self.note:
+            return f"decode step eager: {self.note}"
+        where = "cached verdict" if self.cached else "measured now"
+        return f"decode step {'compiled' if self.use else 'eager'} ({timing}; {where}; compiling took {self.compile_s:.1f} s)"
+
+
+def applicable(model, device: torch.device) -> str:
+    """'' when the compiled step can serve this model here, else why not."""
+    cfg = model.cfg
+    if os.environ.get(SWITCH, "").lower() in ("off", "0", "false", "no"):
+        return f"switched off ({SWITCH}=off)"
+    if device.type != "cpu":
+        return "CPU only (CUDA has CUDA graphs)"
+    if not cfg.uses_rope or cfg.qkv_bias:
+        return "Llama family without biases only"
+    return ""
+
+
+def _norm(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
+    """RMSNorm as engine/core/layers.RMSNorm computes it (float32 maths, then scaled in the model's dtype)."""
+    if x.dtype == torch.float32:
+        return F.rms_norm(x, weight.shape, weight, eps)
+    return weight * F.rms_norm(x.float(), weight.shape, None, eps).to(x.dtype)
+
+
+def _gemv(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
+    """x (1, K), w (N, K) -> (1, N) as a reduction inductor generates itself (no library call)."""
+    return (x[:, None, :] * w[None]).sum(-1)
+
+
+def make_layer(H: int, K: int, D: int, eps: float):
+    """One layer's decode for one sequence: x (1, C) -> (1, C), writing this token's K and V at `pos`."""
+    scale = 1.0 / math.sqrt(D)
+
+    def layer(x, cos, sin, k, v, pos, n1, wqkv, wout, n2, wgu, wdown):  # k, v (1, K, S, D): the cache's views
+        qkv = _gemv(_norm(x, n1, eps), wqkv).view(1, H + 2 * K, D)  # (1, H+2K, D)
+        qk = rotate_rows(qkv[:, : H + K], cos, sin)  # (1, H+K, D)
+        k.index_copy_(2, pos, qk[:, H:, None])  # (1, K, 1, D) into position pos (pos < S: the cache itself)
+        v.index_copy_(2, pos, qkv[:, H + K:, None])
+        q = qk[:, :H].view(1, K, H // K, D)  # (1, K, G, D): each KV head's queries
+        scores = (q[:, :, :, None, :] * k[:, :, None]).sum(-1).float() * scale  # (1, K, G, S)
+        probs = scores.softmax(-1).to(v.dtype)
+        y = (probs[..., None] * v[:, :, None]).sum(-2)  # (1, K, G, D)
+        x = x + _gemv(y.reshape(1, H * D), wout)  # (1, C)
+        gate, up = _gemv(_norm(x, n2, eps), wgu).chunk(2, dim=-1)  # (1, F) each
+        return x + _gemv(F.silu(gate) * up, wdown)  # (1, C)
+
+    return layer
+
+
+class CompiledDecode:
+    """The compiled step of one model: `__call__(ids (1, 1), cache, plan) -> logits (1, V)`, as decode_rows."""
+
+    def __init__(self, model):
+        cfg = model.cfg
+        self.model = model
+        self.layer = torch.compile(make_layer(cfg.n_heads, cfg.n_kv_heads, cfg.head_dim, cfg.norm_eps))
+        self.weights = [(b.attn_norm.weight, b.attn.qkv.weight, b.attn.out.weight, b.mlp_norm.weight,
+                         b.mlp.gate_up.weight, b.mlp.down.weight) for b in model.blocks]
+        self.fallbacks = 0  # steps that ran eager because the compiled layer would have recompiled
+        self.warm = False  # compiled once: from then on a step that would recompile runs eager instead
+        from torch._dynamo.exc import RecompileError  # dynamo's import takes ~1 s: only where compiling anyway
+        self.recompile_error = RecompileError
+
+    def __call__(self, ids: torch.Tensor, cache: KVCache, plan: Plan) -> torch.Tensor:
+        m = self.model
+        start, S = plan.positions.start, plan.read_len  # write at start, read [0, S)
+        pos = torch.tensor([start])
+        x = F.embedding(ids[:, 0], m.tok_emb.weight)  # (1, C)
+        cos = m.rope_cos[pos[0]].to(x.dtype).clone()  # (D,) a fresh tensor: no guard on a view's offset
+        sin = signed_sin(m.rope_sin[pos[0]].to(x.dtype))  # (D,)
+        try:
+            with torch.compiler.set_stance("fail_on_recompile" if self.warm else "default"):
+                for layer, ws in enumerate(self.weights):
+                    k, v = cache.keys[layer][:, :, :S], cache.values[layer][:, :, :S]  # (1, K, S, D) views
+                    torch._dynamo.mark_dynamic(k, 2)  # one compiled layer for every cache length
+                    torch._dynamo.mark_dynamic(v, 2)
+                    x = self.layer(x, cos, sin, k, v, pos, *ws)
+        except self.recompile_error:  # a shape it was not compiled for: this step eager (rewrites every layer's K, V)
+            self.fallbacks += 1
+            return m.decode_rows(ids, cache, plan)
+        if plan.advance:
+            cache.advance(1)
+        return m.lm_head(m.final_norm(x)).float()
+
+
+# ------------------------------------------------------------------------------------------------
+# Measured here: compile, check against the eager step, time both taking turns; the verdict cached
+# ------------------------------------------------------------------------------------------------
+def _steps(step, cache: KVCache) -> float:
+    """Seconds for STEPS decode steps from CONTEXT cached tokens (the cache's length put back afterwards)."""
+    ids = torch.ones(1, 1, dtype=torch.long)
+    start = time.perf_counter()
+    for _ in range(STEPS):
+        step(ids, cache, cache.plan(1)).argmax(-1).tolist()
+    seconds = time.perf_counter() - start
+    cache.lengths[:] = CONTEXT
+    return seconds
+
+
+@torch.inference_mode()
+def measure(model, dtype: torch.dtype, time_it: bool = True) -> tuple[CompiledDecode | None, Verdict]:
+    """Compile, warm up at two lengths beside decode_rows (same tokens, logits close), then time both taking turns."""
+    begin = time.perf_counter()
+    compiled = CompiledDecode(model)
+    caches = [KVCache(model.cfg, 1, CONTEXT + STEPS + 2, dtype, "cpu") for _ in range(2)]  # eager's, compiled's
+    prompt = torch.arange(CONTEXT).remainder(model.cfg.vocab_size)[None]  # (1, CONTEXT)
+    for cache in caches:
+        model(prompt, cache)  # a real prefix: attention over real keys
+    ids = torch.ones(1, 1, dtype=torch.long)
+    for _ in range(2):  # two lengths: a step that recompiles shows here, not in a timed run
+        want = model.decode_rows(ids, caches[0], caches[0].plan(1))  # (1, V)
+        got = compiled(ids, caches[1], caches[1].plan(1))  # (1, V)
+        compiled.warm = True  # the second length must not compile again
+        tol = 1e-3 if dtype == torch.float32 else 5e-2  # half types: eager rounds after every op, inductor at stores
+        close = float((got - want).abs().max()) <= tol * float(want.abs().max())
+        if got.argmax(-1).tolist() != want.argmax(-1).tolist() or not close:
+            return None, Verdict(False, 0.0, 0.0, time.perf_counter() - begin, note="its logits differed from the eager step's")
+    compile_s = time.perf_counter() - begin
+    if compiled.fallbacks:
+        return None, Verdict(False, 0.0, 0.0, compile_s, note="it recompiled as the cache grew")
+    if not time_it:
+        return compiled, Verdict(True, 0.0, 0.0, compile_s)
+    cache = caches[1]
+    cache.lengths[:] = CONTEXT
+    best = {"eager": math.inf, "compiled": math.inf}
+    for r in range(ROUNDS):
+        for name in (("eager", "compiled") if r % 2 else ("compiled", "eager")):
+            best[name] = min(best[name], _steps(model.decode_rows if name == "eager" else compiled, cache))
+    eager_ms, compiled_ms = (1000 * best[k] / STEPS for k in ("eager", "compiled"))
+    use = compiled_ms < eager_ms * (1 - MARGIN)
+    return (compiled if use else None), Verdict(use, eager_ms, compiled_ms, compile_s)
+
+
+def attach(model, key_model, dtype: torch.dtype, device: torch.device, cache_dir: Path | None = None,
+           remeasure: bool = False) -> Verdict:
+    """Give `model` its compiled decode step where measured faster here (call only where `applicable` says '').
+
+    The verdict is cached by the kernel choice's key (CPU, flags, torch, threads, dtype, shapes of key_model, the
+    plain model): a machine where compiling lost never compiles again; one where it won compiles once per process."""
+    folder = cache_dir or default_cache_dir()
+    os.environ.setdefault("TORCHINDUCTOR_CACHE_DIR", str(folder / "inductor"))  # generated code kept with the model
+    path = folder / CACHE_FILE
+    key = cache_key(key_model, dtype) | {"what": "compiled decode step", "version": VERSION, "context": CONTEXT}
+    data = _read(path)
+    entry = data.get(_key_id(key))
+    if not remeasure and isinstance(entry, dict) and entry.get("key") == key and not entry["verdict"]["use"]:
+        return Verdict(**entry["verdict"] | {"cached": True})
+    won_before = not remeasure and isinstance(entry, dict) and entry.get("key") == key  # and it won: compile, no timing
+    try:
+        compiled, verdict = measure(model, dtype, time_it=not won_before)
+    except Exception as exc:  # no C++ compiler, an inductor error: the eager loop, and the reason said
+        return Verdict(False, 0.0, 0.0, 0.0, note=f"torch.compile failed here ({type(exc).__name__}: {str(exc)[:120]})")
+    if won_before and compiled is not None:
+        verdict.cached, verdict.eager_ms, verdict.compiled_ms = True, entry["verdict"]["eager_ms"], entry["verdict"]["compiled_ms"]
+    else:
+        _write(path, data, key, verdict)
+    model.compiled_decode = compiled
+    return verdict
+
+
+def _read(path: Path) -> dict:
+    try:
+        data = json.loads(path.read_text())
+        return data if isinstance(data, dict) else {}
+    except (OSError, ValueError):
+        return {}
+
+
+def _write(path: Path, data: dict, key: dict, verdict: Verdict) -> None:
+    record = {k: v for k, v in verdict.__dict__.items() if k != "cached"}
+    data[_key_id(key)] = {"key": key, "verdict": record, "when": time.strftime("%Y-%m-%d %H:%M:%S")}
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+        tmp.write_text(json.dumps(data, indent=1))
+        os.replace(tmp, path)
+    except OSError:
+        pass

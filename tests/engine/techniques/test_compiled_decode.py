@@ -1,0 +1,161 @@
+"""The compiled decode step: the eager step's numbers, one compile for every cache, a measured and cached verdict."""
+import json
+
+import pytest
+import torch
+
+import engine
+from engine.core.kv_cache import KVCache
+from engine.techniques import compiled_decode
+from engine.techniques.compiled_decode import CompiledDecode, Verdict
+from engine.techniques.kernels import with_kernels
+
+
+@pytest.fixture
+def compiling(monkeypatch):
+    """The suite switches compiling off (conftest.py: seconds per process); these tests switch it back on."""
+    monkeypatch.setenv(compiled_decode.SWITCH, "on")
+
+
+@pytest.fixture(scope="module")
+def plain_llama():
+    return engine.load_model("tiny-llama", device="cpu", kernels="plain")
+
+
+@pytest.fixture(scope="module")
+def compiled(plain_llama):
+    return CompiledDecode(plain_llama.model)
+
+
+def _filled(lm, max_len: int, prompt_len: int = 9) -> KVCache:
+    cache = KVCache(lm.config, 1, max_len, lm.dtype, "cpu")
+    with torch.inference_mode():
+        lm.model(torch.arange(prompt_len)[None] % lm.config.vocab_size, cache)
+    return cache
+
+
+@torch.inference_mode()
+def test_compiled_steps_give_the_eager_steps_logits_and_cache(plain_llama, compiled):
+    model = plain_llama.model
+    eager_cache, compiled_cache = _filled(plain_llama, 40), _filled(plain_llama, 40)
+    token = torch.tensor([[3]])
+    for _ in range(6):
+        want = model.decode_rows(token, eager_cache, eager_cache.plan(1))  # (1, V)
+        got = compiled(token, compiled_cache, compiled_cache.plan(1))  # (1, V)
+        compiled.warm = True
+        torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-4)
+        token = want.argmax(-1, keepdim=True)  # (1, 1)
+    assert compiled_cache.length == eager_cache.length == 15
+    for layer in range(plain_llama.config.n_layers):
+        torch.testing.assert_close(compiled_cache.keys[layer][:, :, :15], eager_cache.keys[layer][:, :, :15], rtol=1e-4, atol=1e-5)
+        torch.testing.assert_close(compiled_cache.values[layer][:, :, :15], eager_cache.values[layer][:, :, :15], rtol=1e-4, atol=1e-5)
+
+
+@torch.inference_mode()
+def test_one_compile_serves_caches_of_every_size_and_length(plain_llama, compiled):
+    token = torch.tensor([[5]])
+    for max_len, prompt_len in ((40, 9), (64, 30), (17, 3), (200, 120)):
+        cache = _filled(plain_llama, max_len, prompt_len)
+        compiled(token, cache, cache.plan(1))
+        compiled.warm = True  # from the first step on, any recompile would fall back and count
+    assert compiled.fallbacks == 0
+
+
+@torch.inference_mode()
+def test_a_step_that_would_recompile_runs_eager(plain_llama, compiled, monkeypatch):
+    def recompile(*args):
+        raise compiled.recompile_error("a new shape")
+    monkeypatch.setattr(compiled, "layer", recompile)
+    eager_cache, cache = _filled(plain_llama, 40), _filled(plain_llama, 40)
+    want = plain_llama.model.decode_rows(torch.tensor([[7]]), eager_cache, eager_cache.plan(1))
+    got = compiled(torch.tensor([[7]]), cache, cache.plan(1))
+    assert compiled.fallbacks == 1
+    torch.testing.assert_close(got, want, rtol=0, atol=0)  # the eager loop itself ran
+    assert cache.length == eager_cache.length
+
+
+def _verdict_file(tmp_path, lm, use: bool) -> None:
+    key = compiled_decode.cache_key(lm.model, lm.dtype) | {"what": "compiled decode step", "version": compiled_decode.VERSION,
+                                                           "context": compiled_decode.CONTEXT}
+    verdict = {"use": use, "eager_ms": 9.0, "compiled_ms": 7.0 if use else 9.5, "compile_s": 3.0, "note": ""}
+    data = {compiled_decode._key_id(key): {"key": key, "verdict": verdict}}
+    (tmp_path / compiled_decode.CACHE_FILE).write_text(json.dumps(data))
+
+
+def test_a_machine_where_it_won_compiles_and_decodes_through_it(plain_llama, tmp_path, compiling):
+    _verdict_file(tmp_path, plain_llama, use=True)
+    fast = with_kernels(plain_llama, "fast", tmp_path)
+    assert isinstance(fast.model.compiled_decode, CompiledDecode)
+    assert "decode step compiled" in fast.kernels and "compiled 7.0 ms vs eager 9.0 ms" in fast.kernel_why
+    assert "cached verdict" in fast.kernel_why
+    assert plain_llama.model.compiled_decode is None  # the plain model never runs it
+    calls = []
+    step = fast.model.compiled_decode
+    fast.model.compiled_decode = lambda *a: calls.append(1) or step(*a)
+    a = engine.generate(fast, "hello", 6, ignore_eos=True).output_ids
+    b = engine.generate(plain_llama, "hello", 6, ignore_eos=True).output_ids
+    assert a == b and len(calls) >= 5  # every decode step after the prefill's token (and the warm-up's)
+    assert with_kernels(fast, "plain").model.compiled_decode is None
+
+
+def test_a_machine_where_it_lost_never_compiles(plain_llama, tmp_path, compiling, monkeypatch):
+    _verdict_file(tmp_path, plain_llama, use=False)
+    monkeypatch.setattr(compiled_decode, "CompiledDecode", lambda model: pytest.fail("compiled although it lost here"))
+    fast = with_kernels(plain_llama, "fast", tmp_path)
+    assert fast.model.compiled_decode is None
+    assert "decode step eager (compiled 9.5 ms vs eager 9.0 ms" in fast.kernel_why
+
+
+def test_a_first_load_measures_and_caches_the_verdict(plain_llama, tmp_path, compiling):
+    fast = with_kernels(plain_llama, "fast", tmp_path)
+    saved = json.loads((tmp_path / compiled_decode.CACHE_FILE).read_text())
+    (entry,) = saved.values()
+    assert entry["verdict"]["eager_ms"] > 0 and entry["verdict"]["compiled_ms"] > 0 and "measured now" in fast.kernel_why
+    assert (fast.model.compiled_decode is not None) == entry["verdict"]["use"]
+
+
+def test_a_compile_that_fails_leaves_the_eager_loop_and_says_why(plain_llama, tmp_path, compiling, monkeypatch):
+    def broken(model):
+        raise RuntimeError("no C++ compiler")
+    monkeypatch.setattr(compiled_decode, "CompiledDecode", broken)
+    fast = with_kernels(plain_llama, "fast", tmp_path)
+    assert fast.model.compiled_decode is None
+    assert "torch.compile failed here (RuntimeError: no C++ compiler)" in fast.kernel_why
+    assert not (tmp_path / compiled_decode.CACHE_FILE).exists()  # a failure is not a measurement: try again next time
+
+
+def test_switched_off_or_not_applicable_nothing_is_compiled(plain_llama, tiny_gpt2, tmp_path, monkeypatch):
+    monkeypatch.setenv(compiled_decode.SWITCH, "off")
+    assert "switched off" in compiled_decode.applicable(plain_llama.model, torch.device("cpu"))
+    assert "compiled" not in with_kernels(plain_llama, "fast", tmp_path).kernel_why
+    monkeypatch.setenv(compiled_decode.SWITCH, "on")
+    assert compiled_decode.applicable(tiny_gpt2.model, torch.device("cpu")) == "Llama family without biases only"
+    assert compiled_decode.applicable(plain_llama.model, torch.device("cuda")).startswith("CPU only")
+    assert compiled_decode.applicable(plain_llama.model, torch.device("cpu")) == ""
+
+
+def test_verdict_words_say_what_runs():
+    assert Verdict(True, 14.0, 11.0, 3.2).words() == ("decode step compiled (compiled 11.0 ms vs eager 14.0 ms per step at "
+                                                       "context 128; measured now; compiling took 3.2 s)")
+    assert Verdict(False, 0, 0, 0, note="it recompiled").words() == "decode step eager: it recompiled"
+
+
+@pytest.mark.slow
+def test_smollm_compiled_decode_gives_the_eager_greedy_tokens(smollm):
+    """SmolLM2, float32, 32 greedy steps: the compiled step chooses the tokens the eager loop chooses."""
+    model = with_kernels(smollm, "plain").model
+    step = CompiledDecode(model)
+    with torch.inference_mode():
+        for use in (False, True):
+            cache = KVCache(smollm.config, 1, 80, smollm.dtype, "cpu")
+            ids = torch.tensor([smollm.tokenizer.encode("The two phases of LLM inference are")])
+            token = model(ids, cache)[0].argmax(-1, keepdim=True)  # (1, 1)
+            tokens = []
+            for _ in range(32):
+                logits = step(token, cache, cache.plan(1)) if use else model.decode_rows(token, cache, cache.plan(1))
+                step.warm = use
+                token = logits.argmax(-1, keepdim=True)
+                tokens.append(int(token))
+            if not use:
+                eager = tokens
+    assert tokens == eager and step.fallbacks == 0
