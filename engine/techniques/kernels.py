@@ -110,11 +110,12 @@ def _plain_linear(module: nn.Module) -> nn.Linear | None:
     return linear
 
 
-def with_kernels(lm, kernels: str, cache_dir: Path | None = None, remeasure: bool = False):
+def with_kernels(lm, kernels: str, cache_dir: Path | None = None, remeasure: bool = False, compile_decode: bool = True):
     """`lm` running the asked kernels: `lm` itself when it already does, else a twin sharing its weights.
 
     fast on CPU measures the candidates at first use on this machine (cached in cache_dir's kernel-choice.json;
-    remeasure=True measures again)."""
+    remeasure=True measures again), then the compiled decode step (`with_compiled_decode`; compile_decode=False
+    leaves that to the caller, e.g. a background thread)."""
     if kernels not in KERNELS:
         raise ValueError(f"unknown kernels '{kernels}'; use one of {', '.join(KERNELS)}")
     if kernels == lm.kernel_choice and not remeasure:
@@ -128,9 +129,18 @@ def with_kernels(lm, kernels: str, cache_dir: Path | None = None, remeasure: boo
         model = base.model
     else:
         model = _twin(base.model, lambda m: ChosenLinear(m, choice.decode, choice.prefill) if isinstance(m, nn.Linear) else None)
-    if not compiled_decode.applicable(base.model, base.device):  # '' where a compiled decode step may serve
-        model = _twin(base.model, lambda m: None) if model is base.model else model  # never the plain model's
-        verdict = compiled_decode.attach(model, base.model, base.dtype, base.device, cache_dir, remeasure)
-        label += "; decode step compiled (torch.compile)" if verdict.use else ""
-        why = f"{why}; {verdict.words()}" if why else verdict.words()
-    return dataclasses.replace(base, model=model, kernels=label, kernel_choice="fast", kernel_why=why)
+    fast = dataclasses.replace(base, model=model, kernels=label, kernel_choice="fast", kernel_why=why)
+    return with_compiled_decode(fast, cache_dir, remeasure) if compile_decode else fast
+
+
+def with_compiled_decode(fast, cache_dir: Path | None = None, remeasure: bool = False):
+    """`fast` with a compiled batch-1 decode step where measured faster here (compiled_decode.py), else `fast`.
+
+    A twin (new module objects, the same tensors), so a run already going on `fast` keeps the step it started with."""
+    if compiled_decode.applicable(fast.model, fast.device):  # '' where a compiled decode step may serve
+        return fast
+    model = _twin(fast.model, lambda m: None)
+    verdict = compiled_decode.attach(model, fast.dtype, fast.device, cache_dir, remeasure)
+    label = fast.kernels + ("; decode step compiled (torch.compile)" if verdict.use else "")
+    why = f"{fast.kernel_why}; {verdict.words()}" if fast.kernel_why else verdict.words()
+    return dataclasses.replace(fast, model=model, kernels=label, kernel_why=why)

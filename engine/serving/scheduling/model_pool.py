@@ -6,7 +6,9 @@
 With `background_kernels` (the dashboard's worker, for a fast start: issue 19 §3) a model asked for with fast
 kernels is loaded with plain nn.Linear first, and its fast kernels are prepacked in a background thread. Until they
 are ready the pool hands out the plain model under a label that says so: a run started meanwhile is timed on plain
-nn.Linear, and its Trace's kernels say exactly that. Once they are ready, the next `get` returns the fast model.
+nn.Linear, and its Trace's kernels say exactly that. Then, where a compiled decode step may serve, the prepacked
+model runs (its label saying the step is still compiling) until the compiled one is ready and the next `get`
+returns it.
 """
 from __future__ import annotations
 
@@ -19,7 +21,8 @@ from engine.errors import EngineError
 from engine.loading.loader import load_model
 from engine.serving.scheduling.early_start import mark
 from engine.serving.scheduling.work import ModelSpec
-from engine.techniques.kernels import with_kernels
+from engine.techniques import compiled_decode
+from engine.techniques.kernels import with_compiled_decode, with_kernels
 
 MAX_MODELS = 3  # models kept loaded at once (least recently used goes first)
 
@@ -52,6 +55,7 @@ class _Packing:
 
     def __init__(self, plain, kernels: str):
         self.plain, self.result, self.error = plain, None, None
+        self.early = None  # the prepacked kernels, while the decode step is still being compiled
         self.stand_in = replace(plain, kernels=f"plain nn.Linear: the {kernels} kernels were still being prepacked "
                                                "in the background when this started")
         self.stand_in.prepacking = kernels  # for describe
@@ -60,8 +64,13 @@ class _Packing:
 
     def _run(self, kernels: str) -> None:
         try:
-            self.result = with_kernels(self.plain, kernels)  # reads the shared weights only: safe beside a run
+            fast = with_kernels(self.plain, kernels, compile_decode=False)  # reads the shared weights: safe beside a run
             mark("kernels prepacked")
+            if not compiled_decode.applicable(fast.model, fast.device):  # a decode step to compile: serve fast meanwhile
+                self.early = replace(fast, kernels=f"{fast.kernels} (the decode step was still being compiled in the "
+                                                   "background when this started: this run's steps ran eager)")
+            self.result = with_compiled_decode(fast)  # a twin: a run going on `early` keeps its eager step
+            mark("decode step compiled")
         except Exception as exc:  # the next get loads the model the ordinary way and says what failed
             self.error = exc
 
@@ -94,8 +103,8 @@ class ModelPool:
         if spec in self._models:
             self._models.move_to_end(spec)
             return self._models[spec]
-        if spec in self._packing:  # its kernels are not ready yet: the plain model, labelled so
-            return self._packing[spec].stand_in
+        if spec in self._packing:  # its kernels are not ready yet: the plain model (or eager fast), labelled so
+            return self._packing[spec].early or self._packing[spec].stand_in
         twin = next((lm for s, lm in self._models.items() if replace(s, kernels=spec.kernels) == spec), None)
         if twin is not None:  # the same weights with the other kernels: share them, only re-pack
             lm = with_kernels(twin, spec.kernels)

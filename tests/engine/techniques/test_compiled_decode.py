@@ -75,8 +75,7 @@ def test_a_step_that_would_recompile_runs_eager(plain_llama, compiled, monkeypat
 
 
 def _verdict_file(tmp_path, lm, use: bool) -> None:
-    key = compiled_decode.cache_key(lm.model, lm.dtype) | {"what": "compiled decode step", "version": compiled_decode.VERSION,
-                                                           "context": compiled_decode.CONTEXT}
+    key = compiled_decode.verdict_key(lm.model, lm.dtype)
     verdict = {"use": use, "eager_ms": 9.0, "compiled_ms": 7.0 if use else 9.5, "compile_s": 3.0, "note": ""}
     data = {compiled_decode._key_id(key): {"key": key, "verdict": verdict}}
     (tmp_path / compiled_decode.CACHE_FILE).write_text(json.dumps(data))

@@ -27,9 +27,9 @@ def held_packing(monkeypatch):
     release = threading.Event()
     real = model_pool.with_kernels
 
-    def slow(lm, kernels):
+    def slow(lm, kernels, **kw):
         assert release.wait(60)
-        return real(lm, kernels)
+        return real(lm, kernels, **kw)
 
     monkeypatch.setattr(model_pool, "with_kernels", slow)
     yield release
@@ -52,6 +52,35 @@ def test_a_run_before_the_fast_kernels_are_ready_uses_plain_and_says_so(held_pac
     assert fast.kernel_choice == "fast" and fast.kernels == engine.load_model("tiny-llama", "cpu").kernels
     assert fast.model.blocks[0].attn.qkv.weight is lm.model.blocks[0].attn.qkv.weight  # the same weights, loaded once
     assert pool.get(ModelSpec("tiny-llama", "cpu", "float32", "plain")).kernel_choice == "plain"
+
+
+def test_while_the_decode_step_compiles_runs_take_the_prepacked_model_and_say_so(monkeypatch):
+    """Two stages in the background: prepacked kernels first, then (where it may serve) the compiled decode step;
+    between them the pool hands out the prepacked model, labelled, and a run on it keeps its model to the end."""
+    monkeypatch.setenv("TWO_BENDS_COMPILED_DECODE", "on")
+    release, real = threading.Event(), model_pool.with_compiled_decode
+
+    def held(fast):
+        assert release.wait(60)
+        return real(fast)
+
+    monkeypatch.setattr(model_pool, "with_compiled_decode", held)
+    pool = ModelPool(background_kernels=True)
+    pool.get(FAST)
+    for _ in range(600):  # the prepacking stage ends by itself (tiny model: well under a second)
+        early = pool.get(FAST)
+        if early.kernel_choice == "fast":
+            break
+        threading.Event().wait(0.1)
+    assert _linears(early) != {nn.Linear} or "plain" in early.kernels  # the fast twin, not the plain stand-in
+    assert early.model.compiled_decode is None and "still being compiled" in early.kernels
+    trace = engine.generate(early, [1, 2, 3, 4], 3, ignore_eos=True)
+    assert trace.env["kernels"] == early.kernels
+    release.set()
+    pool.wait_for_kernels(120)
+    done = pool.get(FAST)
+    assert done is not early and "still" not in done.kernels and "decode step" in done.kernel_why
+    assert early.model.compiled_decode is None  # the model a run may still hold never changes under it
 
 
 def test_without_background_kernels_the_pool_loads_fast_kernels_before_it_answers():
