@@ -18,6 +18,7 @@ from engine.core.generate import decode_loop, new_cache, prefill
 from engine.core.prompting import encode_prompt
 from engine.labs.remedies import PhaseRow, Progress, _tick
 from engine.techniques.cuda_graphs import graphed_steps
+from engine.techniques.kernels import without_compiled_decode
 
 
 @dataclass
@@ -57,6 +58,7 @@ def median_decode_step(lm, context: int, steps: int) -> float:
 
 
 def measure_overhead(lm, context: int = 64, steps: int = 16, progress: Progress | None = None) -> OverheadResult:
+    lm = without_compiled_decode(lm)  # eager steps, as the skeleton's: the same operators on both sides
     _tick(progress, "timing decode steps of the real model", 0.1)
     real = median_decode_step(lm, context, steps)
     _tick(progress, "timing decode steps of the same-depth skeleton", 0.6)

@@ -144,3 +144,11 @@ def with_compiled_decode(fast, cache_dir: Path | None = None, remeasure: bool = 
     label = fast.kernels + ("; decode step compiled (torch.compile)" if verdict.use else "")
     why = f"{fast.kernel_why}; {verdict.words()}" if fast.kernel_why else verdict.words()
     return dataclasses.replace(fast, model=model, kernels=label, kernel_why=why)
+
+
+def without_compiled_decode(lm):
+    """`lm` with its decode steps eager (a twin) where it has a compiled one, else `lm` itself."""
+    if getattr(lm.model, "compiled_decode", None) is None:
+        return lm
+    label = lm.kernels.replace("; decode step compiled (torch.compile)", "") + "; decode step eager"
+    return dataclasses.replace(lm, model=_twin(lm.model, lambda m: None), kernels=label)

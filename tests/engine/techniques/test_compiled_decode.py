@@ -158,3 +158,20 @@ def test_smollm_compiled_decode_gives_the_eager_greedy_tokens(smollm):
             if not use:
                 eager = tokens
     assert tokens == eager and step.fallbacks == 0
+
+
+def test_the_overhead_lab_times_eager_steps_on_both_sides(plain_llama, tmp_path, compiling):
+    """The step-overhead lab compares the real step with an eager same-depth skeleton: the real one must be eager too."""
+    from engine.labs.step_overhead import measure_overhead
+    from engine.techniques.kernels import without_compiled_decode
+
+    _verdict_file(tmp_path, plain_llama, use=True)
+    fast = with_kernels(plain_llama, "fast", tmp_path)
+    calls = []
+    step = fast.model.compiled_decode
+    fast.model.compiled_decode = lambda *a: calls.append(1) or step(*a)
+    eager = without_compiled_decode(fast)
+    assert eager.model.compiled_decode is None and fast.model.compiled_decode is not None
+    assert eager.kernels.endswith("decode step eager") and "compiled" not in eager.kernels
+    measure_overhead(fast, context=8, steps=3)
+    assert calls == []
