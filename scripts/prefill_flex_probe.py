@@ -45,7 +45,7 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=6)
     args = ap.parse_args()
     set_threads(2)
-    lm = load_model("smollm2-135m", device="cpu")
+    lm = load_model(device="cpu")  # the default model (SmolLM2-135M)
     flex = flex_prefill_attention()
     for n in args.tokens:
         ids = torch.tensor([prompt_ids_of_length(lm, n)])  # (1, T)

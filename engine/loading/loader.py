@@ -118,7 +118,10 @@ def load_model(name_or_path: str = DEFAULT_MODEL, device: str = "auto", dtype: s
         cfg = replace(cfg, eos_token_ids=(*cfg.eos_token_ids, tokenizer.eos_token_id))
     model = build_model(cfg, ckpt.state_dict, dev, dt)
     if progress and kernels == "fast" and dev.type == "cpu":
-        progress(f"{ckpt.name}: choosing matmul kernels (measured once per machine, then cached)", 0.95)
+        from engine.techniques.compiled_decode import applicable
+
+        compiling = " and compiling the decode step (a few seconds)" if not applicable(model, dev) else ""
+        progress(f"{ckpt.name}: choosing matmul kernels{compiling} (measured once per machine, then cached)", 0.95)
     lm = with_kernels(LoadedModel(model, tokenizer, cfg, ckpt.name, dev, dt, 0.0, str(name_or_path)), kernels, cache_root())
     if progress:
         progress(f"{ckpt.name} ready on {dev.type} ({dtype}, {lm.kernels})", 1.0)
