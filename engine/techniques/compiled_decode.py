@@ -110,9 +110,15 @@ class CompiledDecode:
                          b.mlp.gate_up.weight, b.mlp.down.weight) for b in model.blocks]
         self.fallbacks = 0  # steps that ran eager because the compiled layer would have recompiled
         self.warm = False  # compiled once: from then on a step that would recompile runs eager instead
-        from torch._dynamo.exc import RecompileError  # dynamo's import takes ~1 s: only where compiling anyway
+        from torch._dynamo import config as dynamo_config  # its import takes ~1 s: only where compiling anyway
+        from torch._dynamo.exc import RecompileError
+
+        # four graphs per model (inference or ordinary cache tensors, strided or contiguous view), a few models per
+        # process: more than dynamo's default 8 compiled variants of one function
+        dynamo_config.recompile_limit = max(dynamo_config.recompile_limit, 32)
         self.recompile_error = RecompileError
 
+    @torch.inference_mode()  # its own tensors always inference tensors: the guards see one kind
     def __call__(self, ids: torch.Tensor, cache: KVCache, plan: Plan) -> torch.Tensor:
         m = self.model
         start, S = plan.positions.start, plan.read_len  # write at start, read [0, S)
@@ -156,29 +162,34 @@ def measure(model, dtype: torch.dtype, time_it: bool = True) -> tuple[CompiledDe
     """Compile, warm up at two lengths beside decode_rows (same tokens, logits close), then time both taking turns."""
     begin = time.perf_counter()
     compiled = CompiledDecode(model)
-    # eager's and compiled's caches, and one to time on; all hold a real prefix (attention over real keys)
-    caches = [KVCache(model.cfg, 1, CONTEXT + n, dtype, "cpu") for n in (2, 2, STEPS + 1)]
-    prompt = torch.arange(CONTEXT).remainder(model.cfg.vocab_size)[None]  # (1, CONTEXT)
-    for cache in caches:
-        model(prompt, cache)
     ids = torch.ones(1, 1, dtype=torch.long)
-    # two steps: the cache partly read (its view strided), then read to its end (contiguous: inductor compiles
-    # that layout apart); a later step that would still compile runs eager instead (warm)
-    for _ in range(2):
-        want = model.decode_rows(ids, caches[0], caches[0].plan(1))  # (1, V)
-        got = compiled(ids, caches[1], caches[1].plan(1))  # (1, V)
-        tol = 1e-3 if dtype == torch.float32 else 5e-2  # half types: eager rounds after every op, inductor at stores
-        close = float((got - want).abs().max()) <= tol * float(want.abs().max())
-        if got.argmax(-1).tolist() != want.argmax(-1).tolist() or not close:
-            return None, Verdict(False, 0.0, 0.0, time.perf_counter() - begin, note="its logits differed from the eager step's")
+    prompt = torch.arange(CONTEXT).remainder(model.cfg.vocab_size)[None]  # (1, CONTEXT)
+
+    def filled(size: int, inference: bool) -> KVCache:  # a real prefix: attention over real keys
+        with torch.inference_mode(inference):  # a cache made outside inference mode is another kind of tensor
+            cache = KVCache(model.cfg, 1, size, dtype, "cpu")
+        model(prompt, cache)
+        return cache
+
+    # each kind of cache, two steps: partly read (its view strided), then read to its end (contiguous): inductor
+    # compiles each apart, here, so no later step compiles (from `warm` on, one that would runs eager instead)
+    for inference in (True, False):
+        eager_cache, cache = filled(CONTEXT + 2, inference), filled(CONTEXT + 2, inference)
+        for _ in range(2):
+            want = model.decode_rows(ids, eager_cache, eager_cache.plan(1))  # (1, V)
+            got = compiled(ids, cache, cache.plan(1))  # (1, V)
+            tol = 1e-3 if dtype == torch.float32 else 5e-2  # half types: eager rounds after every op, inductor at stores
+            close = float((got - want).abs().max()) <= tol * float(want.abs().max())
+            if got.argmax(-1).tolist() != want.argmax(-1).tolist() or not close:
+                return None, Verdict(False, 0.0, 0.0, time.perf_counter() - begin, note="its logits differed from the eager step's")
     compile_s = time.perf_counter() - begin
     compiled.warm = True
-    got = compiled(ids, caches[2], caches[2].plan(1))  # a third length in another cache: compiled already
+    cache = filled(CONTEXT + STEPS + 1, True)
+    compiled(ids, cache, cache.plan(1))  # another length in another cache: compiled already
     if compiled.fallbacks:
         return None, Verdict(False, 0.0, 0.0, compile_s, note="it compiled again for another cache length")
     if not time_it:
         return compiled, Verdict(True, 0.0, 0.0, compile_s)
-    cache = caches[2]
     cache.lengths[:] = CONTEXT
     best = {"eager": math.inf, "compiled": math.inf}
     for r in range(ROUNDS):

@@ -175,3 +175,20 @@ def test_the_overhead_lab_times_eager_steps_on_both_sides(plain_llama, tmp_path,
     assert eager.kernels.endswith("decode step eager") and "compiled" not in eager.kernels
     measure_overhead(fast, context=8, steps=3)
     assert calls == []
+
+
+def test_the_engines_own_decode_paths_never_fall_back_to_eager(plain_llama, tmp_path, compiling):
+    """Caches made in or out of inference mode, read partly or to their end: all compiled at load, so a run's steps
+    are the compiled ones its label names (a fallback would run eager under a 'compiled' label)."""
+    from engine.labs.bench import time_decode_ours
+
+    _verdict_file(tmp_path, plain_llama, use=True)
+    fast = with_kernels(plain_llama, "fast", tmp_path)
+    engine.generate(fast, "hello there", 8, ignore_eos=True)
+    time_decode_ours(fast, torch.tensor([[1, 2, 3, 4, 5]]), 6)  # its cache made outside inference mode, read to its end
+    with torch.inference_mode():
+        cache = KVCache(plain_llama.config, 1, 12, plain_llama.dtype, "cpu")
+        fast.model(torch.tensor([[1, 2, 3]]), cache)
+        for _ in range(9):
+            fast.model(torch.tensor([[4]]), cache)
+    assert fast.model.compiled_decode.fallbacks == 0
