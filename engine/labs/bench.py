@@ -265,8 +265,10 @@ def _rows(args, fast, plain, hf, vllm, peaks) -> None:
 
     print(row(f"generate 64 + {new} tokens", medians(reps, {"fast": partial(e2e, fast), "plain": partial(e2e, plain),
                                                             "hf": hf_e2e}), None))
-    same = generate(fast, ids, new, ignore_eos=True).output_ids == generate(plain, ids, new, ignore_eos=True).output_ids
-    print(f"# fast and plain kernels give the same {new} greedy tokens: {same}")
+    a, b = generate(fast, ids, new, ignore_eos=True).output_ids, generate(plain, ids, new, ignore_eos=True).output_ids
+    agree = next((i for i, (x, y) in enumerate(zip(a, b)) if x != y), min(len(a), len(b)))
+    note = "" if a == b else f" (the first {agree} agree: {fast.dtype_name} rounds differently in each kernel)"
+    print(f"# fast and plain kernels give the same {new} greedy tokens: {a == b}{note}")
     got = medians(reps + 2, {"traced": partial(e2e, fast), "bare": lambda: bare_loop_seconds(fast, ids, new)})
     print(f"# Trace bookkeeping: generate() {got['traced'] * 1000:.1f} ms vs bare loop {got['bare'] * 1000:.1f} ms "
           f"-> overhead {100 * (got['traced'] / got['bare'] - 1):+.1f}%")
