@@ -14,17 +14,23 @@ from engine.core.trace import Trace, environment
 
 def start_trace(lm, prompt_ids: list[int], settings: dict, batch_size: int = 1, warmup_seconds: float = 0.0) -> Trace:
     """An empty trace for `prompt_ids` with everything known before the first token."""
-    return Trace(model=lm.name, device=str(lm.device), dtype=lm.dtype_name, prompt_ids=list(prompt_ids), output_ids=[],
+    trace = Trace(model=lm.name, device=str(lm.device), dtype=lm.dtype_name, prompt_ids=list(prompt_ids), output_ids=[],
                  text="", prefill_seconds=0.0, steps=[], env=environment(lm.device) | {"kernels": lm.kernels,
                                                                          "kernels_measured": getattr(lm, "kernel_why", "")},
                  batch_size=batch_size, warmup_seconds=warmup_seconds,
                  kv_bytes_per_token=lm.config.kv_bytes_per_token(lm.dtype.itemsize), weight_bytes=lm.weight_bytes,
                  n_params=lm.config.n_params, settings=dict(settings), config=lm.config.to_dict())
+    trace.fallbacks_at_start = _fallbacks(lm)  # not a field: finish_trace compares
+    return trace
 
 
 def finish_trace(lm, trace: Trace, outputs: list[list[int]], cache=None, row: int = 0) -> Trace:
     """Fill the readable parts once timing is over: text, token pieces and (from `cache` row `row`) key norms."""
     tok = lm.tokenizer
+    eager_steps = _fallbacks(lm) - getattr(trace, "fallbacks_at_start", _fallbacks(lm))
+    if eager_steps > 0:  # the label named a compiled decode step; say which steps were not
+        trace.env["kernels"] += (f" (but {eager_steps} decode step{'s' if eager_steps > 1 else ''} of this run ran the "
+                                 "eager loop: a cache layout the compiled step was not prepared for)")
     trace.output_ids = list(outputs[0])
     trace.batch_output_ids = [list(o) for o in outputs] if trace.batch_size > 1 else None
     trace.text = tok.decode(trace.output_ids, skip_special_tokens=True)
@@ -43,3 +49,9 @@ def add_attention(lm, trace: Trace, layers=None) -> None:
     start = now(lm.device)
     trace.attention = capture_attention(lm, trace.prompt_ids, trace.output_ids, layers)
     trace.capture_seconds = now(lm.device) - start
+
+
+def _fallbacks(lm) -> int:
+    """Decode steps the model's compiled step handed to the eager loop so far (engine/techniques/compiled_decode.py)."""
+    compiled = getattr(lm.model, "compiled_decode", None)
+    return getattr(compiled, "fallbacks", 0)

@@ -192,3 +192,16 @@ def test_the_engines_own_decode_paths_never_fall_back_to_eager(plain_llama, tmp_
         for _ in range(9):
             fast.model(torch.tensor([[4]]), cache)
     assert fast.model.compiled_decode.fallbacks == 0
+
+
+def test_a_run_whose_steps_fell_back_says_so_in_its_trace(plain_llama, tmp_path, compiling, monkeypatch):
+    _verdict_file(tmp_path, plain_llama, use=True)
+    fast = with_kernels(plain_llama, "fast", tmp_path)
+    assert "ran the eager loop" not in engine.generate(fast, "hello", 5, ignore_eos=True).env["kernels"]
+    step = fast.model.compiled_decode
+
+    def recompile(*args):
+        raise step.recompile_error("a new shape")
+    monkeypatch.setattr(step, "layer", recompile)
+    trace = engine.generate(fast, "hello", 5, ignore_eos=True)
+    assert trace.env["kernels"].startswith(fast.kernels) and "4 decode steps of this run ran the eager loop" in trace.env["kernels"]
