@@ -30,7 +30,7 @@ def finish_trace(lm, trace: Trace, outputs: list[list[int]], cache=None, row: in
     eager_steps = _fallbacks(lm) - getattr(trace, "fallbacks_at_start", _fallbacks(lm))
     if eager_steps > 0:  # the label named a compiled decode step; say which steps were not
         trace.env["kernels"] += (f" (but {eager_steps} decode step{'s' if eager_steps > 1 else ''} of this run ran the "
-                                 "eager loop: a cache layout the compiled step was not prepared for)")
+                                 "eager loop instead of the compiled step)")
     trace.output_ids = list(outputs[0])
     trace.batch_output_ids = [list(o) for o in outputs] if trace.batch_size > 1 else None
     trace.text = tok.decode(trace.output_ids, skip_special_tokens=True)

@@ -20,6 +20,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -34,6 +35,7 @@ from engine.techniques.kernel_choice import MARGIN, _key_id, cache_key, default_
 CACHE_FILE = "compiled-decode.json"
 SWITCH = "TWO_BENDS_COMPILED_DECODE"  # "off": never compile (the test suite's default; a user's escape hatch)
 CONTEXT = 128  # the context the eager and compiled steps are timed at
+_STANCE = threading.Lock()  # held by a compiled call: compiling and warm steps never share dynamo's stance
 VERSION = 1  # of make_layer: a changed layer is measured again, never judged by an older one's verdict
 STEPS, ROUNDS = 8, 3  # steps per timed round; rounds, the two taking turns (the best round counts)
 
@@ -108,7 +110,7 @@ class CompiledDecode:
         self.layer = torch.compile(make_layer(cfg.n_heads, cfg.n_kv_heads, cfg.head_dim, cfg.norm_eps))
         self.weights = [(b.attn_norm.weight, b.attn.qkv.weight, b.attn.out.weight, b.mlp_norm.weight,
                          b.mlp.gate_up.weight, b.mlp.down.weight) for b in model.blocks]
-        self.fallbacks = 0  # steps that ran eager because the compiled layer would have recompiled
+        self.fallbacks = 0  # steps that ran eager (a layout not compiled for, or a compile under way elsewhere)
         self.warm = False  # compiled once: from then on a step that would recompile runs eager instead
         from torch._dynamo import config as dynamo_config  # its import takes ~1 s: only where compiling anyway
         from torch._dynamo.exc import RecompileError
@@ -126,6 +128,12 @@ class CompiledDecode:
         x = F.embedding(ids[:, 0], m.tok_emb.weight)  # (1, C)
         cos = m.rope_cos[pos[0]].to(x.dtype).clone()  # (D,) a fresh tensor: no guard on a view's offset
         sin = signed_sin(m.rope_sin[pos[0]].to(x.dtype))  # (D,)
+        # dynamo's stance is process-wide: a compile (this model's warm-up, or another model's in a background
+        # thread) and a warm step never run at once. A warm step finding a compile under way runs eager.
+        if self.warm and not _STANCE.acquire(blocking=False):
+            return self._eager(ids, cache, plan)
+        if not self.warm:
+            _STANCE.acquire()
         try:
             with torch.compiler.set_stance("fail_on_recompile" if self.warm else "default"):
                 for layer, ws in enumerate(self.weights):
@@ -133,14 +141,19 @@ class CompiledDecode:
                     torch._dynamo.mark_dynamic(k, 2)  # one compiled layer for every cache length
                     torch._dynamo.mark_dynamic(v, 2)
                     x = self.layer(x, cos, sin, k, v, pos, *ws)
-        except RuntimeError as exc:  # a shape it was not compiled for: this step eager (rewrites every layer's K, V)
+        except RuntimeError as exc:  # a layout it was not compiled for: this step eager (rewrites every layer's K, V)
             if not isinstance(exc, self.recompile_error) and "Detected recompile" not in str(exc):
                 raise
-            self.fallbacks += 1
-            return m.decode_rows(ids, cache, plan)
+            return self._eager(ids, cache, plan)
+        finally:
+            _STANCE.release()
         if plan.advance:
             cache.advance(1)
         return m.lm_head(m.final_norm(x)).float()
+
+    def _eager(self, ids: torch.Tensor, cache: KVCache, plan: Plan) -> torch.Tensor:
+        self.fallbacks += 1  # counted: the run's Trace says how many of its steps ran eager
+        return self.model.decode_rows(ids, cache, plan)
 
 
 # ------------------------------------------------------------------------------------------------

@@ -205,3 +205,20 @@ def test_a_run_whose_steps_fell_back_says_so_in_its_trace(plain_llama, tmp_path,
     monkeypatch.setattr(step, "layer", recompile)
     trace = engine.generate(fast, "hello", 5, ignore_eos=True)
     assert trace.env["kernels"].startswith(fast.kernels) and "4 decode steps of this run ran the eager loop" in trace.env["kernels"]
+
+
+@torch.inference_mode()
+def test_a_step_during_a_compile_elsewhere_runs_eager_and_is_counted(plain_llama, compiled):
+    """dynamo's stance is process-wide: while another thread compiles (holds the lock), a warm step runs eager."""
+    cache, eager_cache = _filled(plain_llama, 40), _filled(plain_llama, 40)
+    compiled(torch.tensor([[2]]), cache, cache.plan(1))
+    compiled.warm = True
+    plain_llama.model.decode_rows(torch.tensor([[2]]), eager_cache, eager_cache.plan(1))
+    before = compiled.fallbacks
+    with compiled_decode._STANCE:  # a compile under way in another thread
+        got = compiled(torch.tensor([[4]]), cache, cache.plan(1))
+    want = plain_llama.model.decode_rows(torch.tensor([[4]]), eager_cache, eager_cache.plan(1))
+    assert compiled.fallbacks == before + 1
+    torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-4)  # (its cache was written by a compiled step)
+    compiled(torch.tensor([[4]]), cache, cache.plan(1))
+    assert compiled.fallbacks == before + 1 and not compiled_decode._STANCE.locked()
