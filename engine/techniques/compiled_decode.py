@@ -220,7 +220,11 @@ def attach(model, dtype: torch.dtype, device: torch.device, cache_dir: Path | No
     The verdict is cached by the kernel choice's key (CPU, flags, torch, threads, dtype) and the model's shape: a
     machine where compiling lost never compiles again; one where it won compiles once per process."""
     folder = cache_dir or default_cache_dir()
-    os.environ.setdefault("TORCHINDUCTOR_CACHE_DIR", str(folder / "inductor"))  # generated code kept with the model
+    # generated code kept with the model, per instruction set: inductor's own cache key missed an ISA cap here (code
+    # generated under AVX-512, read back under ATEN_CPU_CAPABILITY=avx2, gave wrong logits; a home folder shared by
+    # an AVX2 and an AVX-512 machine would do the same), so the folder is keyed like the kernel choice
+    machine = {k: v for k, v in cache_key(model, dtype).items() if k not in ("dtype", "shapes", "threads")}
+    os.environ.setdefault("TORCHINDUCTOR_CACHE_DIR", str(folder / "inductor" / _key_id(machine)))
     path = folder / CACHE_FILE
     key = verdict_key(model, dtype)
     data = _read(path)

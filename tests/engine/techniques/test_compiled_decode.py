@@ -1,5 +1,6 @@
 """The compiled decode step: the eager step's numbers, one compile for every cache, a measured and cached verdict."""
 import json
+import os
 
 import pytest
 import torch
@@ -9,6 +10,16 @@ from engine.core.kv_cache import KVCache
 from engine.techniques import compiled_decode
 from engine.techniques.compiled_decode import CompiledDecode, Verdict
 from engine.techniques.kernels import with_kernels
+
+
+@pytest.fixture(autouse=True)
+def inductor_folder_put_back(monkeypatch):
+    """attach() sets TORCHINDUCTOR_CACHE_DIR (beside the model cache: here a test's tmp folder): put it back after."""
+    name = "TORCHINDUCTOR_CACHE_DIR"
+    previous = os.environ.get(name)
+    monkeypatch.setenv(name, previous or "unset")
+    if previous is None:
+        monkeypatch.delenv(name)
 
 
 @pytest.fixture
@@ -222,3 +233,16 @@ def test_a_step_during_a_compile_elsewhere_runs_eager_and_is_counted(plain_llama
     torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-4)  # (its cache was written by a compiled step)
     compiled(torch.tensor([[4]]), cache, cache.plan(1))
     assert compiled.fallbacks == before + 1 and not compiled_decode._STANCE.locked()
+
+
+def test_generated_code_is_kept_per_instruction_set(plain_llama, tmp_path, monkeypatch):
+    """Inductor read back code generated under another ISA cap and gave wrong logits: its folder is keyed by the machine."""
+    folders = []
+    monkeypatch.setattr(compiled_decode, "measure", lambda model, dtype, time_it=True: (None, Verdict(False, 1.0, 1.0, 0.0)))
+    for cap in (None, "avx2"):
+        monkeypatch.delenv("TORCHINDUCTOR_CACHE_DIR", raising=False)
+        if cap:
+            monkeypatch.setenv("ATEN_CPU_CAPABILITY", cap)
+        compiled_decode.attach(plain_llama.model, plain_llama.dtype, torch.device("cpu"), tmp_path, remeasure=True)
+        folders.append(os.environ["TORCHINDUCTOR_CACHE_DIR"])
+    assert folders[0] != folders[1] and all(f.startswith(str(tmp_path / "inductor")) for f in folders)
