@@ -8,8 +8,9 @@ loops. The matrix-vector products are written as reductions (x * W).sum(-1), so 
 vectorised loops that stream the plain weights, with the norms and activations fused into them.
 
 One layer is compiled once and called for every layer (the weights are its inputs), with the cache length
-symbolic (mark_dynamic), so a step never recompiles as the cache grows; warm-up steps at two lengths check
-that, and a step that would still recompile falls back to the eager loop (`fail_on_recompile`). Whether the
+symbolic (mark_dynamic), so a step never recompiles as the cache grows; the four layouts a step meets (cache
+tensors made in or out of inference mode, read partly or to their end) are compiled at load, and a later step
+that would still compile runs the eager loop instead (`fail_on_recompile`), counted. Whether the
 compiled step is used is measured on this machine, against the eager flat loop (`Transformer.decode_rows`),
 and the verdict cached beside the matmul kernels' choice; compiling costs seconds (inductor's on-disk cache
 keeps the generated code between processes). Batch-1 Llama-family decode on CPU only: a batch's rows would
