@@ -21,11 +21,15 @@ class RMSNorm(nn.Module):
         self.weight = nn.Parameter(torch.ones(dim))
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        # x / sqrt(mean(x^2) + eps), computed in float32 like the reference, then scaled by weight
-        if x.dtype == torch.float32:
-            return F.rms_norm(x, self.weight.shape, self.weight, self.eps)  # one fused kernel
-        normed = F.rms_norm(x.float(), self.weight.shape, None, self.eps)
-        return self.weight * normed.to(x.dtype)
+        return rms_norm(x, self.weight, self.eps)
+
+
+def rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
+    """x / sqrt(mean(x^2) + eps), computed in float32 like the reference, then scaled by weight (RMSNorm's maths)."""
+    if x.dtype == torch.float32:
+        return F.rms_norm(x, weight.shape, weight, eps)  # one fused kernel
+    normed = F.rms_norm(x.float(), weight.shape, None, eps)
+    return weight * normed.to(x.dtype)
 
 
 def make_norm(arch: str, dim: int, eps: float) -> nn.Module:

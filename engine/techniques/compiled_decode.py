@@ -18,20 +18,19 @@ each read the weights again in these loops, and GPT-2, biases or other devices k
 """
 from __future__ import annotations
 
-import json
 import math
 import os
 import threading
 import time
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
 import torch
 import torch.nn.functional as F
 
 from engine.core.kv_cache import KVCache, Plan
-from engine.core.layers import rotate_rows, signed_sin
-from engine.techniques.kernel_choice import MARGIN, _key_id, cache_key, default_cache_dir
+from engine.core.layers import rms_norm, rotate_rows, signed_sin
+from engine.techniques.kernel_choice import MARGIN, _key_id, _read, add_to_cache_file, cache_key, default_cache_dir
 
 CACHE_FILE = "compiled-decode.json"
 SWITCH = "TWO_BENDS_COMPILED_DECODE"  # "off": never compile (the test suite's default; a user's escape hatch)
@@ -70,13 +69,6 @@ def applicable(model, device: torch.device) -> str:
     return ""
 
 
-def _norm(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
-    """RMSNorm as engine/core/layers.RMSNorm computes it (float32 maths, then scaled in the model's dtype)."""
-    if x.dtype == torch.float32:
-        return F.rms_norm(x, weight.shape, weight, eps)
-    return weight * F.rms_norm(x.float(), weight.shape, None, eps).to(x.dtype)
-
-
 def _gemv(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
     """x (1, K), w (N, K) -> (1, N) as a reduction inductor generates itself (no library call)."""
     return (x[:, None, :] * w[None]).sum(-1)
@@ -87,7 +79,7 @@ def make_layer(H: int, K: int, D: int, eps: float):
     scale = 1.0 / math.sqrt(D)
 
     def layer(x, cos, sin, k, v, pos, n1, wqkv, wout, n2, wgu, wdown):  # k, v (1, K, S, D): the cache's views
-        qkv = _gemv(_norm(x, n1, eps), wqkv).view(1, H + 2 * K, D)  # (1, H+2K, D)
+        qkv = _gemv(rms_norm(x, n1, eps), wqkv).view(1, H + 2 * K, D)  # (1, H+2K, D)
         qk = rotate_rows(qkv[:, : H + K], cos, sin)  # (1, H+K, D)
         k.index_copy_(2, pos, qk[:, H:, None])  # (1, K, 1, D) into position pos (pos < S: the cache itself)
         v.index_copy_(2, pos, qkv[:, H + K:, None])
@@ -96,7 +88,7 @@ def make_layer(H: int, K: int, D: int, eps: float):
         probs = scores.softmax(-1).to(v.dtype)
         y = (probs[..., None] * v[:, :, None]).sum(-2)  # (1, K, G, D)
         x = x + _gemv(y.reshape(1, H * D), wout)  # (1, C)
-        gate, up = _gemv(_norm(x, n2, eps), wgu).chunk(2, dim=-1)  # (1, F) each
+        gate, up = _gemv(rms_norm(x, n2, eps), wgu).chunk(2, dim=-1)  # (1, F) each
         return x + _gemv(F.silu(gate) * up, wdown)  # (1, C)
 
     return layer
@@ -178,6 +170,7 @@ def measure(model, dtype: torch.dtype, time_it: bool = True) -> tuple[CompiledDe
     compiled = CompiledDecode(model)
     ids = torch.ones(1, 1, dtype=torch.long)
     prompt = torch.arange(CONTEXT).remainder(model.cfg.vocab_size)[None]  # (1, CONTEXT)
+    tol = 1e-3 if dtype == torch.float32 else 5e-2  # half types: eager rounds after every op, inductor at stores
 
     def filled(size: int, inference: bool) -> KVCache:  # a real prefix: attention over real keys
         with torch.inference_mode(inference):  # a cache made outside inference mode is another kind of tensor
@@ -192,7 +185,6 @@ def measure(model, dtype: torch.dtype, time_it: bool = True) -> tuple[CompiledDe
         for _ in range(2):
             want = model.decode_rows(ids, eager_cache, eager_cache.plan(1))  # (1, V)
             got = compiled(ids, cache, cache.plan(1))  # (1, V)
-            tol = 1e-3 if dtype == torch.float32 else 5e-2  # half types: eager rounds after every op, inductor at stores
             close = float((got - want).abs().max()) <= tol * float(want.abs().max())
             if got.argmax(-1).tolist() != want.argmax(-1).tolist() or not close:
                 return None, Verdict(False, 0.0, 0.0, time.perf_counter() - begin, note="its logits differed from the eager step's")
@@ -228,19 +220,17 @@ def attach(model, dtype: torch.dtype, device: torch.device, cache_dir: Path | No
     os.environ.setdefault("TORCHINDUCTOR_CACHE_DIR", str(folder / "inductor" / _key_id(machine)))
     path = folder / CACHE_FILE
     key = verdict_key(model, dtype)
-    data = _read(path)
-    entry = data.get(_key_id(key))
-    if not remeasure and isinstance(entry, dict) and entry.get("key") == key and not entry["verdict"]["use"]:
-        return Verdict(**entry["verdict"] | {"cached": True})
-    won_before = not remeasure and isinstance(entry, dict) and entry.get("key") == key  # and it won: compile, no timing
+    found = None if remeasure else _cached(_read(path)[0].get(_key_id(key)), key)
+    if found is not None and not found.use:
+        return found
     try:
-        compiled, verdict = measure(model, dtype, time_it=not won_before)
+        compiled, verdict = measure(model, dtype, time_it=found is None)  # won before: compile and check, no timing
     except Exception as exc:  # no C++ compiler, an inductor error: the eager loop, and the reason said
         return Verdict(False, 0.0, 0.0, 0.0, note=f"torch.compile failed here ({type(exc).__name__}: {str(exc)[:120]})")
-    if won_before and compiled is not None:
-        verdict.cached, verdict.eager_ms, verdict.compiled_ms = True, entry["verdict"]["eager_ms"], entry["verdict"]["compiled_ms"]
+    if found is not None and compiled is not None:
+        verdict = replace(found, compile_s=verdict.compile_s)
     else:
-        _write(path, data, key, verdict)
+        add_to_cache_file(path, key, "verdict", {k: v for k, v in asdict(verdict).items() if k != "cached"})
     model.compiled_decode = compiled
     return verdict
 
@@ -252,21 +242,9 @@ def verdict_key(model, dtype: torch.dtype) -> dict:
     return cache_key(model, dtype) | {"shapes": shape, "what": "compiled decode step", "version": VERSION, "context": CONTEXT}
 
 
-def _read(path: Path) -> dict:
+def _cached(entry, key: dict) -> Verdict | None:
+    """The verdict an earlier process wrote for this key, marked cached; None when there is none (or it is unreadable)."""
     try:
-        data = json.loads(path.read_text())
-        return data if isinstance(data, dict) else {}
-    except (OSError, ValueError):
-        return {}
-
-
-def _write(path: Path, data: dict, key: dict, verdict: Verdict) -> None:
-    record = {k: v for k, v in verdict.__dict__.items() if k != "cached"}
-    data[_key_id(key)] = {"key": key, "verdict": record, "when": time.strftime("%Y-%m-%d %H:%M:%S")}
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-        tmp.write_text(json.dumps(data, indent=1))
-        os.replace(tmp, path)
-    except OSError:
-        pass
+        return Verdict(**entry["verdict"], cached=True) if entry["key"] == key else None
+    except (KeyError, TypeError):
+        return None

@@ -150,10 +150,14 @@ def _valid(entry, key: dict) -> Choice | None:
 
 
 def _write(path: Path, key: dict, choice: Choice) -> None:
-    """Add this choice to the file, written aside and renamed into place; a cache that cannot be written is skipped."""
+    add_to_cache_file(path, key, "choice", asdict(choice) | {"cached": False, "note": ""})
+
+
+def add_to_cache_file(path: Path, key: dict, name: str, record: dict) -> None:
+    """Add {key, name: record} under the key's id, written aside and renamed into place; a cache that cannot be
+    written is skipped (the kernel choice, the compiled decode step's verdict)."""
     data, _ = _read(path)
-    record = asdict(choice) | {"cached": False, "note": ""}
-    data[_key_id(key)] = {"key": key, "choice": record, "when": time.strftime("%Y-%m-%d %H:%M:%S")}
+    data[_key_id(key)] = {"key": key, name: record, "when": time.strftime("%Y-%m-%d %H:%M:%S")}
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")

@@ -35,6 +35,7 @@ from engine.techniques.kernel_candidates import apply, prepare
 from engine.techniques.kernel_choice import PREFILL_ROWS, Choice, choose
 
 KERNELS = ("plain", "fast")
+COMPILED_LABEL = "; decode step compiled (torch.compile)"  # what a fast model's kernels add when it runs one
 WIDE_ROWS = 8  # up to this many rows (decode steps, small batches) run the decode kernel; wider ones the prompt kernel
 
 
@@ -141,7 +142,7 @@ def with_compiled_decode(fast, cache_dir: Path | None = None, remeasure: bool = 
         return fast
     model = _twin(fast.model, lambda m: None)
     verdict = compiled_decode.attach(model, fast.dtype, fast.device, cache_dir, remeasure)
-    label = fast.kernels + ("; decode step compiled (torch.compile)" if verdict.use else "")
+    label = fast.kernels + (COMPILED_LABEL if verdict.use else "")
     why = f"{fast.kernel_why}; {verdict.words()}" if fast.kernel_why else verdict.words()
     return dataclasses.replace(fast, model=model, kernels=label, kernel_why=why)
 
@@ -150,5 +151,5 @@ def without_compiled_decode(lm):
     """`lm` with its decode steps eager (a twin) where it has a compiled one, else `lm` itself."""
     if getattr(lm.model, "compiled_decode", None) is None:
         return lm
-    label = lm.kernels.replace("; decode step compiled (torch.compile)", "") + "; decode step eager"
+    label = lm.kernels.replace(COMPILED_LABEL, "") + "; decode step eager"
     return dataclasses.replace(lm, model=_twin(lm.model, lambda m: None), kernels=label)
