@@ -160,6 +160,10 @@ class Transformer(nn.Module):
             x = x[:, -1]  # (B, C): generation only needs the next-token distribution
         return self.lm_head(self.final_norm(x)).float(), captured
 
+    def rope_row(self, pos: int, dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor]:
+        """One position's RoPE for `rotate_rows`: cos (D,), and sin (D,) with its first half negated."""
+        return self.rope_cos[pos].to(dtype), signed_sin(self.rope_sin[pos].to(dtype))
+
     def decode_rows(self, ids: torch.Tensor, cache: KVCache, plan: Plan) -> torch.Tensor:
         """A decode step (Llama family), ids (B, 1) at one shared position -> logits (B, V): the blocks' forward
         as one flat loop over each layer's weights, as gpt-fast's hot loop. Every tensor stays (B, features):
@@ -169,8 +173,7 @@ class Transformer(nn.Module):
         B = ids.shape[0]
         H, K, D = self.cfg.n_heads, self.cfg.n_kv_heads, self.cfg.head_dim
         x = F.embedding(ids[:, 0], self.tok_emb.weight)  # (B, C)
-        cos = self.rope_cos[pos].to(x.dtype)  # (D,)
-        sin = signed_sin(self.rope_sin[pos].to(x.dtype))  # (D,) first half negated
+        cos, sin = self.rope_row(pos, x.dtype)  # (D,) each
         for layer, block in enumerate(self.blocks):
             attn, mlp = block.attn, block.mlp
             qkv = attn.qkv.forward(block.attn_norm.forward(x)).view(B, H + 2 * K, D)  # (B, H+2K, D)

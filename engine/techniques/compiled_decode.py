@@ -29,7 +29,7 @@ import torch
 import torch.nn.functional as F
 
 from engine.core.kv_cache import KVCache, Plan
-from engine.core.layers import rms_norm, rotate_rows, signed_sin
+from engine.core.layers import rms_norm, rotate_rows
 from engine.techniques.kernel_choice import MARGIN, _key_id, _read, add_to_cache_file, cache_key, default_cache_dir
 
 CACHE_FILE = "compiled-decode.json"
@@ -119,8 +119,8 @@ class CompiledDecode:
         start, S = plan.positions.start, plan.read_len  # write at start, read [0, S)
         pos = torch.tensor([start])
         x = F.embedding(ids[:, 0], m.tok_emb.weight)  # (1, C)
-        cos = m.rope_cos[pos[0]].to(x.dtype).clone()  # (D,) a fresh tensor: no guard on a view's offset
-        sin = signed_sin(m.rope_sin[pos[0]].to(x.dtype))  # (D,)
+        cos, sin = m.rope_row(start, x.dtype)  # (D,) each
+        cos = cos.clone()  # a fresh tensor: no guard on a view's offset
         # dynamo's stance is process-wide: a compile (this model's warm-up, or another model's in a background
         # thread) and a warm step never run at once. A warm step finding a compile under way runs eager.
         if self.warm and not _STANCE.acquire(blocking=False):

@@ -32,6 +32,8 @@ def test_bad_sampling_values_are_refused_alike_by_api_and_cli(tiny_llama, kwargs
     last = out.stderr.strip().splitlines()[-1]
     assert last.startswith("error: ") and re.search(message, last), last
     assert "Traceback" not in out.stderr
+    if not message.startswith("top_k"):  # refused before loading the model (top_k's range needs its vocabulary)
+        assert "ready on" not in out.stderr, out.stderr
 
 
 @pytest.mark.parametrize("seed", [1.5, "7", True])
@@ -63,6 +65,7 @@ def test_bad_batch_size(tiny_llama, batch_size, message):
     if isinstance(batch_size, int):
         out = _cli("generate", "--prompt", "the valley", "--model", "tiny-llama", "--batch-size", str(batch_size))
         assert out.returncode == 2 and "batch_size must be from 1 to 1024" in out.stderr
+        assert "ready on" not in out.stderr, "refused before the model loads"
 
 
 def test_generate_batch_refuses_a_non_list(tiny_llama):
