@@ -48,3 +48,50 @@ def navigation_only(monkeypatch):
             PagesManager.uses_pages_directory = False
 
     monkeypatch.setattr(app_test_module, "PagesManager", NavigationOnly)
+
+
+# --- one real vLLM (chunked prefill on) for every test that asks for it, stopped after the last of them ---------
+# Starting vLLM costs 25-30 s on 2 cores: its tests run one after another (collection order below), share one
+# server, and it stops as soon as the next test does not need it (idle, it would still take CPU from later tests).
+VLLM_FIXTURES = ("vllm_chunked", "vllm_url")
+_shared_vllm: dict = {}  # "server": the open context manager, "value": (url, log); "failed": why it did not start
+
+
+def _uses_vllm(item) -> bool:
+    return any(name in getattr(item, "fixturenames", ()) for name in VLLM_FIXTURES)
+
+
+def pytest_collection_modifyitems(items):
+    users = [item for item in items if _uses_vllm(item)]
+    if users:
+        first, others = items.index(users[0]), [item for item in items if not _uses_vllm(item)]
+        items[:] = others[:first] + users + others[first:]
+
+
+@pytest.fixture
+def vllm_chunked():
+    """(url, log path) of the shared vLLM with chunked prefill on (tests/serving_helpers.vllm_server)."""
+    if "failed" in _shared_vllm:  # did not start for an earlier test: the same outcome, not another 10-minute wait
+        raise _shared_vllm["failed"]
+    if "server" not in _shared_vllm:
+        from tests.serving_helpers import vllm_server
+
+        server = vllm_server("on")
+        try:
+            _shared_vllm["value"] = server.__enter__()  # skips (pytest.skip) when vLLM is not installed
+        except BaseException as exc:  # skipped, or failed to start
+            _shared_vllm["failed"] = exc
+            raise
+        _shared_vllm["server"] = server
+    return _shared_vllm["value"]
+
+
+@pytest.fixture
+def vllm_url(vllm_chunked):
+    return vllm_chunked[0]
+
+
+def pytest_runtest_teardown(item, nextitem):
+    if "server" in _shared_vllm and (nextitem is None or not _uses_vllm(nextitem)):
+        _shared_vllm.pop("value")
+        _shared_vllm.pop("server").__exit__(None, None, None)

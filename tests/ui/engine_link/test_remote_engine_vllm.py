@@ -5,14 +5,13 @@ import pytest
 import engine
 from engine.core.sampling import SamplingParams
 from engine.serving.scheduling.work import Done, ModelSpec, Request, drain
-from tests.engine.serving.client.test_vllm import vllm_chunked, vllm_url  # noqa: F401 - one vLLM per module
 from ui.engine_link import remote_engine, server_measurement
 
 pytestmark = pytest.mark.slow
 LOCAL = ModelSpec("smollm2-135m", "cpu", "float32")
 
 
-def test_a_run_on_vllm_is_measured_and_replayed_locally(vllm_url, monkeypatch, smollm):  # noqa: F811
+def test_a_run_on_vllm_is_measured_and_replayed_locally(vllm_url, monkeypatch, smollm):
     monkeypatch.setenv(server_measurement.ENV, "127.0.0.1")
     ids = smollm.tokenizer.encode("The old post road had two bends: a wide valley and a narrow bridge.")
     work = Request(model=LOCAL, prompt_ids=ids, max_new_tokens=8, params=SamplingParams(), prompt_text="")

@@ -2,8 +2,9 @@
 
 vLLM lives in its own venv outside the clone (scripts/setup_vllm.sh; scripts/test.sh builds it once
 and sets TWO_BENDS_REQUIRE_VLLM=1, so there a missing or broken vLLM fails instead of skipping).
-One vLLM with chunked prefill on serves these tests; the traffic test starts a second with it off (issue 20 §4). Both
-from tests/serving_helpers.vllm_server (scripts/start_vllm.sh --foreground, its own process group, always killed).
+One vLLM with chunked prefill on serves these tests and the room's (tests/conftest.py: shared, stopped after the
+last test using it); the traffic test starts a second with it off (issue 20 §4). Both from
+tests/serving_helpers.vllm_server (scripts/start_vllm.sh --foreground, its own process group, always killed).
 """
 
 import pytest
@@ -18,18 +19,6 @@ from tests.serving_helpers import CliServer, free_port, post, vllm_server
 pytestmark = pytest.mark.slow
 NAME = "smollm2-135m-instruct"
 AGREE = 0.20
-
-
-@pytest.fixture(scope="module")
-def vllm_chunked():
-    """vLLM with chunked prefill on: every test here, and the traffic test's "on" half."""
-    with vllm_server("on") as (url, log):
-        yield url, log
-
-
-@pytest.fixture(scope="module")
-def vllm_url(vllm_chunked):
-    return vllm_chunked[0]
 
 
 def test_measure_agrees_with_vllms_own_histograms(vllm_url):
