@@ -149,16 +149,25 @@ def lab_figures() -> dict:
 
 @pytest.mark.parametrize("width", [1230, 600])  # a full-width chart at 1280, and one of two columns
 def test_lab_figures_have_no_overlapping_or_clipped_text(browser, width, tmp_path):
+    import plotly.io as pio
+    from plotly.offline import get_plotlyjs
+
+    figures = lab_figures()  # all on one page (plotly.js once): one load, one wait for the drawing to settle
+    (tmp_path / "plotly.min.js").write_text(get_plotlyjs())
+    divs = [pio.to_html(fig.update_layout(width=width), full_html=False, include_plotlyjs=False)
+            for fig in figures.values()]
+    path = tmp_path / "figures.html"
+    path.write_text('<html><head><meta charset="utf-8"><script src="plotly.min.js"></script></head><body>'
+                    + "".join(divs) + "</body></html>")
     page = browser.new_page(viewport=VIEW)
     problems = []
     try:
-        for name, fig in lab_figures().items():
-            fig = fig.update_layout(width=width)
-            path = tmp_path / f"{name}.html"
-            fig.write_html(str(path), include_plotlyjs=True, full_html=True)
-            page.goto(path.as_uri())
-            page.locator(".main-svg").first.wait_for(timeout=30_000)
-            problems += check_charts(settled(page, ".js-plotly-plot"), f"{name} at {width} px")
+        page.goto(path.as_uri())
+        page.locator(".main-svg").nth(len(figures) - 1).wait_for(timeout=30_000)
+        charts = settled(page, ".js-plotly-plot")
+        assert len(charts) == len(figures), f"{len(charts)} charts drawn of {len(figures)}"
+        for name, chart in zip(figures, charts):
+            problems += check_charts([chart], f"{name} at {width} px")
     finally:
         page.close()
     assert not problems, "\n".join(problems)
