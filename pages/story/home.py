@@ -16,8 +16,9 @@ ASSETS = Path(__file__).resolve().parents[2] / "assets"
 def show_request(trace) -> None:
     """The measured ledger of the last run: metrics, phase split, diagnosis, prompt and output."""
     summary = run_numbers.summary(trace)
-    kernels = f", {trace.env['kernels']} kernels" if trace.source != "server" and trace.env.get("kernels") else ""
-    st.subheader(f"This request — {trace.model} on {trace.device}, {trace.dtype}{kernels} (measured)")
+    st.subheader(f"This request — {trace.model} on {trace.device}, {trace.dtype} (measured)")
+    if trace.source != "server" and trace.env.get("kernels"):  # the kernels' full label is long: under the heading
+        st.caption(f"Kernels: {trace.env['kernels']}")
     cols = st.columns(5)
     cols[0].metric("TTFT (prefill)", f"{summary.ttft_s * 1000:,.1f} ms", help="request start to the first generated token")
     cols[1].metric("TPOT (decode)", f"{summary.tpot_s * 1000:,.1f} ms" if summary.output_tokens > 1 else "n/a",

@@ -63,6 +63,9 @@ def test_run_shows_metrics_text_and_ledger(app):
     assert trace.text.strip() and trace.text.strip() in texts(app)
     assert trace.attention is not None  # captured for the Prefill/Decode pages
     assert any("dominates" in m.value for m in app.markdown)
+    heading = next(h.value for h in app.subheader if h.value.startswith("This request"))
+    assert heading.endswith("float32 (measured)")  # the kernels' long label is the caption under it
+    assert f"Kernels: {trace.env['kernels']}" in [c.value for c in app.main.caption]
 
     app.switch_page("pages/story/timing.py").run()  # switching pages does not re-run the model
     assert not app.exception
