@@ -155,6 +155,25 @@ def settle(page, timeout_ms: int = 120_000) -> None:
     page.wait_for_function("() => !document.querySelector(\"[data-testid='stStatusWidget']\")", timeout=timeout_ms)
 
 
+def open_page(page, name: str, timeout_s: float = 120.0) -> None:
+    """Click the sidebar navigation's link `name`, unfolding a long navigation ("View N more") first, and again when a
+    rerun folded it back meanwhile (the link then leaves the DOM: one try's click would wait for it in vain)."""
+    nav = page.locator("[data-testid='stSidebarNav']")
+    deadline = time.monotonic() + timeout_s
+    while True:
+        link = nav.get_by_role("link", name=name)
+        if link.count() == 0:
+            more = page.locator("[data-testid='stSidebarNavViewButton']")
+            if more.count() and "more" in more.first.inner_text():
+                more.first.click()
+        try:
+            nav.get_by_role("link", name=name).first.click(timeout=5_000)
+            return
+        except Exception:  # noqa: BLE001 - playwright's TimeoutError, or the link detached while clicking
+            if time.monotonic() > deadline:
+                raise
+
+
 def exception_text(page) -> str | None:
     errors = page.locator("[data-testid='stException']")
     return errors.first.inner_text()[:500] if errors.count() else None

@@ -42,10 +42,7 @@ def _join(browser, url: str, code: str):
 
 
 def _nav(page, name: str) -> None:
-    nav = page.locator("[data-testid='stSidebarNav']")
-    if nav.get_by_role("link", name=name).count() == 0:  # a long navigation is folded: "View N more"
-        page.locator("[data-testid='stSidebarNavViewButton']").first.click()
-    nav.get_by_role("link", name=name).click()
+    appdriver.open_page(page, name)
     appdriver.settle(page)
 
 

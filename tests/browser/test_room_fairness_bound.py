@@ -39,10 +39,7 @@ def _join(browser, url: str, code: str):
 
 
 def _open(page, name: str) -> None:
-    nav = page.locator("[data-testid='stSidebarNav']")
-    if nav.get_by_role("link", name=name).count() == 0:  # a long navigation is folded: "View N more"
-        nav.get_by_text(re.compile(r"^View \d+ more")).first.click()
-    nav.get_by_role("link", name=name).click()
+    appdriver.open_page(page, name)
     appdriver.settle(page, 300_000)
 
 

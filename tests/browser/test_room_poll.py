@@ -27,10 +27,7 @@ def join(browser, url: str, code: str):
     page.get_by_role("button", name="Join").click()
     nav = page.locator("[data-testid='stSidebarNav']")
     nav.get_by_text("Home — two bends").first.wait_for(timeout=180_000)
-    more = nav.get_by_text(re.compile(r"^View \d+ more"))
-    if more.count():
-        more.first.click()  # the sidebar folds long navigation lists
-    nav.get_by_text("Predict, then measure").first.click(timeout=60_000)
+    appdriver.open_page(page, "Predict, then measure")
     page.get_by_role("heading", name="Predict, then measure").first.wait_for(timeout=180_000)
     return page
 
