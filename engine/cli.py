@@ -23,21 +23,23 @@ def _add_model_args(p: argparse.ArgumentParser, kernels: bool = True) -> None:
 
 
 def cmd_generate(args) -> int:
-    from engine.core.cpu_wait import summary_line
-    from engine.core.generate import generate
-    from engine.core.metrics import format_summary, summarize
     from engine.core.prompting import check_batch_size, check_max_new_tokens, fit_prompt_to_tokens
-    from engine.core.sampling import SamplingParams
-    from engine.loading.loader import load_model, set_threads
-    from engine.techniques.cuda_graphs import graphed_steps
+    from engine.core.sampling_params import SamplingParams
 
-    # typos refused before the model loads (seconds), in the words generate() uses; top_k's range names the
-    # vocabulary's size, so generate() checks top_k once the model is here
+    # typos refused at once, before torch is imported and the model loaded (seconds), in the words generate() uses;
+    # top_k's range names the vocabulary's size, so generate() checks top_k once the model is here
     SamplingParams(args.temperature, 0, args.top_p, args.seed, args.ignore_eos).checked()
     check_batch_size(args.batch_size)
     check_max_new_tokens(args.max_new_tokens)
     if args.prompt_tokens is not None and args.prompt_tokens < 1:
         raise EngineError(f"--prompt-tokens must be at least 1 (got {args.prompt_tokens})")
+
+    from engine.core.cpu_wait import summary_line
+    from engine.core.generate import generate
+    from engine.core.metrics import format_summary, summarize
+    from engine.loading.loader import load_model, set_threads
+    from engine.techniques.cuda_graphs import graphed_steps
+
     set_threads(args.threads)
     lm = load_model(args.model, args.device, args.dtype, progress=None if args.json else _progress, kernels=args.kernels)
     prompt = args.prompt

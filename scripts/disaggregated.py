@@ -19,7 +19,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from engine.core.sampling import SamplingParams  # noqa: E402
+from engine.core.sampling_params import SamplingParams  # noqa: E402
 from engine.loading.model_store import DEFAULT_MODEL  # noqa: E402
 from engine.serving.scheduling.lab_jobs import MODEL_DESCRIBE  # noqa: E402
 from engine.serving.scheduling.work import FirstToken, Job, ModelSpec, Request, Token, drain, result_of  # noqa: E402

@@ -20,7 +20,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from engine.core.prompting import SWEEP_TEXT  # noqa: E402
-from engine.core.sampling import SamplingParams  # noqa: E402
+from engine.core.sampling_params import SamplingParams  # noqa: E402
 from engine.loading.model_store import DEFAULT_MODEL  # noqa: E402
 from engine.serving.scheduling import lab_jobs  # noqa: E402
 from engine.serving.scheduling.work import FINAL, FirstToken, Job, ModelSpec, Progress, Request, Started, result_of  # noqa: E402

@@ -27,7 +27,7 @@ import torch  # noqa: E402
 from engine.core.capture import capture_attention, layers_within_budget  # noqa: E402
 from engine.core.generate import generate  # noqa: E402
 from engine.core.metrics import format_summary, summarize  # noqa: E402
-from engine.core.sampling import SamplingParams  # noqa: E402
+from engine.core.sampling_params import SamplingParams  # noqa: E402
 from engine.core.trace_file import describe, load_trace, save_trace  # noqa: E402
 from engine.loading.loader import load_model  # noqa: E402
 from engine.loading.model_store import DEFAULT_MODEL  # noqa: E402

@@ -21,7 +21,8 @@ from engine.core.cpu_wait import CpuWaitMeter
 from engine.core.kv_cache import KVCache
 from engine.core.prompting import check_batch_size, check_lengths, encode_prompt
 from engine.core.recorder import add_attention, finish_trace, start_trace
-from engine.core.sampling import SamplingParams, make_generator, sample_with
+from engine.core.sampling import make_generator, sample_with
+from engine.core.sampling_params import SamplingParams
 from engine.core.sequence import CANCELLED, EOS, Sequence
 from engine.core.trace import DecodeStep, Trace
 from engine.errors import EngineError

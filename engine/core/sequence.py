@@ -12,7 +12,7 @@ from collections.abc import Iterable
 import torch
 
 from engine.core.prompting import token_pieces
-from engine.core.sampling import SamplingParams
+from engine.core.sampling_params import SamplingParams
 
 EOS, LENGTH, CANCELLED = "eos", "length", "cancelled"  # the reasons a sequence ends (Trace.stop_reason)
 

@@ -13,7 +13,7 @@ import dataclasses
 import random
 import time
 
-from engine.core.sampling import SamplingParams
+from engine.core.sampling_params import SamplingParams
 from engine.perfmodel.fleet_sim import Fleet, simulate
 from engine.perfmodel.goodput import SLO, Outcome, goodput, percentile, span_s
 from engine.perfmodel.step_model import Step, StepFit, fit_steps

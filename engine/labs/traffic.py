@@ -17,7 +17,7 @@ import random
 import time
 from dataclasses import dataclass, field
 
-from engine.core.sampling import SamplingParams
+from engine.core.sampling_params import SamplingParams
 from engine.errors import EngineError
 from engine.labs.traffic_steps import HandoverRun, StepRun, from_events, from_step_log, from_timeline
 from engine.perfmodel.goodput import Outcome

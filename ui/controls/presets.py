@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import streamlit as st
 
-from engine.core.sampling import SamplingParams
+from engine.core.sampling_params import SamplingParams
 from engine.errors import EngineError
 from engine.serving.scheduling.work import Done, Request
 from ui import state

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 
 import streamlit as st
 
-from engine.core.sampling import SamplingParams
+from engine.core.sampling_params import SamplingParams
 from engine.serving.scheduling.work import Request
 from ui import state
 from ui.controls import demo_panel, theme_toggle

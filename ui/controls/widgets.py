@@ -10,7 +10,7 @@ import os
 import streamlit as st
 
 from engine.core.prompting import encode_prompt
-from engine.core.sampling import SamplingParams
+from engine.core.sampling_params import SamplingParams
 from engine.errors import EngineError
 from engine.loading.model_store import DEFAULT_MODEL as BUNDLED_DEFAULT
 from ui import state

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import streamlit as st
 
-from engine.core.sampling import SamplingParams
+from engine.core.sampling_params import SamplingParams
 from engine.serving.scheduling.work import Failed, ModelSpec, Request
 from ui import state
 from ui.engine_link import remote_engine, server_measurement, worker_link

@@ -13,7 +13,7 @@ import time
 import uuid
 from dataclasses import dataclass, field
 
-from engine.core.sampling import SamplingParams
+from engine.core.sampling_params import SamplingParams
 
 MAX_STOP_STRINGS = 8
 # fields that would change the answer in ways this server does not do: refused unless left at the default

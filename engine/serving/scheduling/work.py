@@ -13,7 +13,7 @@ import time
 import traceback
 from dataclasses import dataclass, field
 
-from engine.core.sampling import SamplingParams
+from engine.core.sampling_params import SamplingParams
 from engine.core.trace import DecodeStep
 from engine.errors import EngineError
 from engine.loading.model_store import DEFAULT_MODEL

@@ -1,7 +1,7 @@
 """The room's serving engine: allow-list, model matching, one Run measured in a child process against `engine serve`."""
 import pytest
 
-from engine.core.sampling import SamplingParams
+from engine.core.sampling_params import SamplingParams
 from engine.errors import EngineError
 from engine.serving.scheduling.work import Done, Failed, ModelSpec, Request, Started, drain
 from tests import ROOT

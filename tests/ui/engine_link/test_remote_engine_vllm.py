@@ -3,7 +3,7 @@ local engine's untimed replay of the same prompt for the insides (slow: vLLM tak
 import pytest
 
 import engine
-from engine.core.sampling import SamplingParams
+from engine.core.sampling_params import SamplingParams
 from engine.serving.scheduling.work import Done, ModelSpec, Request, drain
 from ui.engine_link import remote_engine, server_measurement
 
