@@ -20,6 +20,8 @@ from __future__ import annotations
 
 import math
 import os
+import shutil
+import sys
 import threading
 import time
 from dataclasses import asdict, dataclass, replace
@@ -36,6 +38,7 @@ CACHE_FILE = "compiled-decode.json"
 SWITCH = "TWO_BENDS_COMPILED_DECODE"  # "off": never compile (the test suite's default; a user's escape hatch)
 CONTEXT = 128  # the context the eager and compiled steps are timed at
 _STANCE = threading.Lock()  # held by a compiled call: compiling and warm steps never share dynamo's stance
+NO_COMPILER = "no C++ compiler here (torch.compile writes C++ on CPU: install g++, or set CXX)"
 VERSION = 1  # of make_layer: a changed layer is measured again, never judged by an older one's verdict
 STEPS, ROUNDS = 8, 3  # steps per timed round; rounds, the two taking turns (the best round counts)
 
@@ -66,7 +69,15 @@ def applicable(model, device: torch.device) -> str:
         return "CPU only (CUDA has CUDA graphs)"
     if not cfg.uses_rope or cfg.qkv_bias:
         return "Llama family without biases only"
+    if cxx_compiler() is None:  # inductor would import, trace and then fail: seconds in every process, for nothing
+        return NO_COMPILER
     return ""
+
+
+def cxx_compiler() -> str | None:
+    """The C++ compiler inductor would use on this machine (CXX, else g++; clang++ on macOS), None when it is missing."""
+    name = os.environ.get("CXX") or ("clang++" if sys.platform == "darwin" else "g++")
+    return shutil.which(name)
 
 
 def _gemv(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:

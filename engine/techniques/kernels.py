@@ -138,7 +138,10 @@ def with_compiled_decode(fast, cache_dir: Path | None = None, remeasure: bool = 
     """`fast` with a compiled batch-1 decode step where measured faster here (compiled_decode.py), else `fast`.
 
     A twin (new module objects, the same tensors), so a run already going on `fast` keeps the step it started with."""
-    if compiled_decode.applicable(fast.model, fast.device):  # '' where a compiled decode step may serve
+    reason = compiled_decode.applicable(fast.model, fast.device)  # '' where a compiled decode step may serve
+    if reason == compiled_decode.NO_COMPILER:  # the one reason a user can act on: said beside the kernels' why
+        return dataclasses.replace(fast, kernel_why=f"{fast.kernel_why}; decode step eager: {reason}".lstrip("; "))
+    if reason:
         return fast
     model = _twin(fast.model, lambda m: None)
     verdict = compiled_decode.attach(model, fast.dtype, fast.device, cache_dir, remeasure)

@@ -134,6 +134,17 @@ def test_a_compile_that_fails_leaves_the_eager_loop_and_says_why(plain_llama, tm
     assert not (tmp_path / compiled_decode.CACHE_FILE).exists()  # a failure is not a measurement: try again next time
 
 
+def test_without_a_cpp_compiler_nothing_is_compiled_and_the_kernels_say_why(plain_llama, tmp_path, compiling,
+                                                                             monkeypatch):
+    monkeypatch.setenv("CXX", "no-such-compiler-two-bends")
+    monkeypatch.setattr(compiled_decode, "CompiledDecode", lambda model: pytest.fail("compiled without a compiler"))
+    assert compiled_decode.applicable(plain_llama.model, torch.device("cpu")) == compiled_decode.NO_COMPILER
+    fast = with_kernels(plain_llama, "fast", tmp_path)
+    assert fast.model.compiled_decode is None and "compiled" not in fast.kernels
+    assert fast.kernel_why.endswith("decode step eager: " + compiled_decode.NO_COMPILER)
+    assert not (tmp_path / compiled_decode.CACHE_FILE).exists()  # installing g++ later is enough: nothing cached
+
+
 def test_switched_off_or_not_applicable_nothing_is_compiled(plain_llama, tiny_gpt2, tmp_path, monkeypatch):
     monkeypatch.setenv(compiled_decode.SWITCH, "off")
     assert "switched off" in compiled_decode.applicable(plain_llama.model, torch.device("cpu"))
