@@ -5,6 +5,7 @@ from __future__ import annotations
 from engine.core.metrics import PhaseSummary, bridge_sharing, summarize
 from engine.core.trace import Trace
 from engine.serving.client.server_benchmark import trace_from_record
+from engine.serving.scheduling.model_pool import COMPILING, PREPACKING
 from ui.text.diagnosis import sharing_markdown
 
 
@@ -63,6 +64,8 @@ def cpu_wait_note(trace: Trace, quiet: bool = False) -> str:
                 f"({share:.0%} of TPOT) and {prefill}. These timings are the model's own. {how}")
     who = ("other programs held the cores (quiet timing was on, so not this page's drawing)" if quiet else
            "your browser was drawing this page, Streamlit was sending it, or other programs held the cores")
+    if background := background_work(trace):
+        who = f"{background}; besides, {who}"
     text = (f"**This run waited {per_token * 1e3:,.1f} ms per token for a CPU**: {who}. That is {share:.0%} of its "
             f"TPOT of {tpot_ms:,.1f} ms (without the wait, about **{tpot_ms - per_token * 1e3:,.1f} ms**), and "
             f"{prefill}. {how}")
@@ -95,5 +98,16 @@ def cpu_wait_caption(trace: Trace) -> str | None:
     tpot = trace.decode_seconds / len(trace.steps) if trace.steps else 0.0
     if per_token is None or tpot <= 0 or per_token / tpot < FREE_SHARE:
         return None
-    return (f"This run waited {per_token * 1e3:,.1f} ms per token for a CPU ({per_token / tpot:.0%} of TPOT): other "
-            "programs, most likely your browser drawing this page, held the cores. The Timing page says more.")
+    who = background_work(trace) or "other programs, most likely your browser drawing this page, held the cores"
+    return (f"This run waited {per_token * 1e3:,.1f} ms per token for a CPU ({per_token / tpot:.0%} of TPOT): {who}. "
+            "The Timing page says more.")
+
+
+def background_work(trace: Trace) -> str | None:
+    """The engine's own start-up work that ran beside this run (its kernels label says so), in words; else None."""
+    kernels = trace.env.get("kernels", "")
+    if PREPACKING in kernels:
+        return "the engine was still preparing its fast kernels in the background, on the same cores"
+    if COMPILING in kernels:
+        return "the engine was still compiling its decode step in the background, on the same cores"
+    return None

@@ -50,14 +50,20 @@ def describe(lm, spec: ModelSpec) -> ModelInfo:
                      kernels, lm.load_seconds, getattr(lm, "kernel_why", ""))
 
 
+# what a run's kernels label says when it started before the background work at start-up ended (ui/text reads them:
+# that work takes CPU from the run, so its CPU wait names it)
+PREPACKING = "still being prepacked in the background"
+COMPILING = "the decode step was still being compiled in the background"
+
+
 class _Packing:
     """The fast kernels of a loaded plain model, prepared in a background thread; `stand_in` runs meanwhile."""
 
     def __init__(self, plain, kernels: str):
         self.plain, self.result, self.error = plain, None, None
         self.early = None  # the prepacked kernels, while the decode step is still being compiled
-        self.stand_in = replace(plain, kernels=f"plain nn.Linear: the {kernels} kernels were still being prepacked "
-                                               "in the background when this started")
+        self.stand_in = replace(plain, kernels=f"plain nn.Linear: the {kernels} kernels were {PREPACKING} when this "
+                                               "started")
         self.stand_in.prepacking = kernels  # for describe
         self.thread = threading.Thread(target=self._run, args=(kernels,), name="two-bends-prepack", daemon=True)
         self.thread.start()
@@ -67,8 +73,8 @@ class _Packing:
             fast = with_kernels(self.plain, kernels, compile_decode=False)  # reads the shared weights: safe beside a run
             mark("kernels prepacked")
             if not compiled_decode.applicable(fast.model, fast.device):  # a decode step to compile: serve fast meanwhile
-                self.early = replace(fast, kernels=f"{fast.kernels} (the decode step was still being compiled in the "
-                                                   "background when this started: this run's steps ran eager)")
+                self.early = replace(fast, kernels=f"{fast.kernels} ({COMPILING} when this started: this run's "
+                                                   "steps ran eager)")
             self.result = with_compiled_decode(fast)  # a twin: a run going on `early` keeps its eager step
             mark("decode step compiled")
         except Exception as exc:  # the next get loads the model the ordinary way and says what failed
