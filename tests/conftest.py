@@ -91,7 +91,16 @@ def vllm_url(vllm_chunked):
     return vllm_chunked[0]
 
 
-def pytest_runtest_teardown(item, nextitem):
-    if "server" in _shared_vllm and (nextitem is None or not _uses_vllm(nextitem)):
+def _stop_shared_vllm() -> None:
+    if "server" in _shared_vllm:
         _shared_vllm.pop("value")
         _shared_vllm.pop("server").__exit__(None, None, None)
+
+
+def pytest_runtest_teardown(item, nextitem):
+    if nextitem is None or not _uses_vllm(nextitem):
+        _stop_shared_vllm()
+
+
+def pytest_sessionfinish(session, exitstatus):
+    _stop_shared_vllm()  # an interrupted run (Ctrl-C, -x) never reaches the teardown after its last vLLM test
