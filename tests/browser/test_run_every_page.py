@@ -67,7 +67,9 @@ def test_run_then_visit_every_page():
                 # click the link (client-side navigation keeps the session, and with it the last run)
                 page.locator(f"[data-testid='stSidebarNav'] a[href='{href}']").first.click()
                 appdriver.settle(page)
-                time.sleep(1.0)  # let charts finish drawing before the screenshot
+                page.wait_for_function(  # every chart drawn before the screenshot
+                    "() => [...document.querySelectorAll(\"[data-testid='stPlotlyChart']\")]"
+                    ".every(c => c.querySelector('.main-svg'))", timeout=60_000)
                 name = re.sub(r"\W+", "_", href.rstrip("/").rsplit("/", 1)[-1] or "home")[:40]
                 _no_exception(page, name)
                 page.screenshot(path=str(SHOTS / f"{i:02d}-{name}.png"), full_page=True)
