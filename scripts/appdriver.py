@@ -167,7 +167,7 @@ def open_page(page, name: str, timeout_s: float = 120.0) -> None:
             if more.count() and "more" in more.first.inner_text():
                 more.first.click()
         try:
-            nav.get_by_role("link", name=name).first.click(timeout=5_000)
+            link.first.click(timeout=5_000)
             return
         except Exception:  # noqa: BLE001 - playwright's TimeoutError, or the link detached while clicking
             if time.monotonic() > deadline:

@@ -140,14 +140,18 @@ def with_compiled_decode(fast, cache_dir: Path | None = None, remeasure: bool = 
     A twin (new module objects, the same tensors), so a run already going on `fast` keeps the step it started with."""
     reason = compiled_decode.applicable(fast.model, fast.device)  # '' where a compiled decode step may serve
     if reason == compiled_decode.NO_COMPILER:  # the one reason a user can act on: said beside the kernels' why
-        return dataclasses.replace(fast, kernel_why=f"{fast.kernel_why}; decode step eager: {reason}".lstrip("; "))
+        return dataclasses.replace(fast, kernel_why=_and(fast.kernel_why, f"decode step eager: {reason}"))
     if reason:
         return fast
     model = _twin(fast.model, lambda m: None)
     verdict = compiled_decode.attach(model, fast.dtype, fast.device, cache_dir, remeasure)
     label = fast.kernels + (COMPILED_LABEL if verdict.use else "")
-    why = f"{fast.kernel_why}; {verdict.words()}" if fast.kernel_why else verdict.words()
-    return dataclasses.replace(fast, model=model, kernels=label, kernel_why=why)
+    return dataclasses.replace(fast, model=model, kernels=label, kernel_why=_and(fast.kernel_why, verdict.words()))
+
+
+def _and(why: str, more: str) -> str:
+    """The kernels' why with one more clause."""
+    return f"{why}; {more}" if why else more
 
 
 def without_compiled_decode(lm):
