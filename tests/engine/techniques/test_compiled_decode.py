@@ -53,7 +53,6 @@ def test_compiled_steps_give_the_eager_steps_logits_and_cache(plain_llama, compi
     for _ in range(6):
         want = model.decode_rows(token, eager_cache, eager_cache.plan(1))  # (1, V)
         got = compiled(token, compiled_cache, compiled_cache.plan(1))  # (1, V)
-        compiled.warm = True
         torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-4)
         token = want.argmax(-1, keepdim=True)  # (1, 1)
     assert compiled_cache.length == eager_cache.length == 15
@@ -62,27 +61,58 @@ def test_compiled_steps_give_the_eager_steps_logits_and_cache(plain_llama, compi
         torch.testing.assert_close(compiled_cache.values[layer][:, :, :15], eager_cache.values[layer][:, :, :15], rtol=1e-4, atol=1e-5)
 
 
-@torch.inference_mode()
-def test_one_compile_serves_caches_of_every_size_and_length(plain_llama, compiled):
+def test_one_compile_serves_caches_of_every_size_and_length_without_entering_dynamo(plain_llama, compiled):
+    """After the first step, steps call the generated code directly: dynamo sees no frame (no guards, no compile)."""
+    from torch._dynamo.utils import counters
+
     token = torch.tensor([[5]])
-    for max_len, prompt_len in ((40, 9), (64, 30), (17, 3), (200, 120)):
-        cache = _filled(plain_llama, max_len, prompt_len)
-        compiled(token, cache, cache.plan(1))
-        compiled.warm = True  # from the first step on, any recompile would fall back and count
-    assert compiled.fallbacks == 0
+    sizes = ((40, 9), (64, 30), (17, 3), (200, 120), (12, 11))  # the last read to its end: a contiguous view
+    pairs = []
+    for n, (max_len, prompt_len) in enumerate(sizes):
+        with torch.inference_mode(n % 2 == 0):  # caches made in inference mode or not: one compiled layer
+            pairs.append((_filled(plain_llama, max_len, prompt_len), _filled(plain_llama, max_len, prompt_len)))
+    with torch.inference_mode():
+        first = _filled(plain_llama, 40, 9)
+        compiled(token, first, first.plan(1))
+        frames = sum(counters["frames"].values())
+        for cache, eager in pairs:
+            torch.testing.assert_close(compiled(token, cache, cache.plan(1)),
+                                       plain_llama.model.decode_rows(token, eager, eager.plan(1)), rtol=1e-4, atol=1e-4)
+    assert sum(counters["frames"].values()) == frames and compiled.fallbacks == 0
 
 
 @torch.inference_mode()
-def test_a_step_that_would_recompile_runs_eager(plain_llama, compiled, monkeypatch):
-    def recompile(*args):
-        raise compiled.recompile_error("a new shape")
-    monkeypatch.setattr(compiled, "layer", recompile)
+def test_a_cache_it_was_not_compiled_for_runs_eager_and_is_counted(plain_llama, compiled, monkeypatch):
+    cache = _filled(plain_llama, 40)
+    compiled(torch.tensor([[7]]), cache, cache.plan(1))  # compiled (if not yet)
+    before = compiled.fallbacks
+    for rows, dtype in ((2, plain_llama.dtype), (1, torch.bfloat16)):  # not the engine's, but never read as if it were:
+        other = KVCache(plain_llama.config, rows, 40, dtype, "cpu")  # the eager loop's own error, not wrong memory
+        with pytest.raises(RuntimeError):
+            compiled(torch.tensor([[7]]), other, other.plan(1))
+    assert compiled.fallbacks == before + 2
+
+    def refused(*args):  # what the generated code's own size/stride check raises
+        raise AssertionError("expected size 3==3, stride 64==128 at dim=1")
+    monkeypatch.setattr(compiled, "layer", refused)
     eager_cache, cache = _filled(plain_llama, 40), _filled(plain_llama, 40)
     want = plain_llama.model.decode_rows(torch.tensor([[7]]), eager_cache, eager_cache.plan(1))
     got = compiled(torch.tensor([[7]]), cache, cache.plan(1))
-    assert compiled.fallbacks == 1
+    assert compiled.fallbacks == before + 3
     torch.testing.assert_close(got, want, rtol=0, atol=0)  # the eager loop itself ran
     assert cache.length == eager_cache.length
+
+
+@torch.inference_mode()
+def test_each_model_compiles_its_own_layer(plain_llama, compiled):
+    """dynamo keeps compiled code per code object: a second step object of the same shape must still get code to call."""
+    cache = _filled(plain_llama, 40)
+    compiled(torch.tensor([[7]]), cache, cache.plan(1))
+    again = CompiledDecode(plain_llama.model)
+    assert again.source.__code__ is not compiled.source.__code__
+    cache = _filled(plain_llama, 40)
+    again(torch.tensor([[7]]), cache, cache.plan(1))
+    assert again.layer is not None and again.fallbacks == 0
 
 
 def _verdict_file(tmp_path, lm, use: bool) -> None:
@@ -174,7 +204,6 @@ def test_smollm_compiled_decode_gives_the_eager_greedy_tokens(smollm):
             tokens = []
             for _ in range(32):
                 logits = step(token, cache, cache.plan(1)) if use else model.decode_rows(token, cache, cache.plan(1))
-                step.warm = use
                 token = logits.argmax(-1, keepdim=True)
                 tokens.append(int(token))
             if not use:
@@ -222,28 +251,11 @@ def test_a_run_whose_steps_fell_back_says_so_in_its_trace(plain_llama, tmp_path,
     assert "ran the eager loop" not in engine.generate(fast, "hello", 5, ignore_eos=True).env["kernels"]
     step = fast.model.compiled_decode
 
-    def recompile(*args):
-        raise step.recompile_error("a new shape")
-    monkeypatch.setattr(step, "layer", recompile)
+    def refused(*args):  # what the generated code's own size/stride check raises
+        raise AssertionError("expected size 3==3, stride 64==128 at dim=1")
+    monkeypatch.setattr(step, "layer", refused)
     trace = engine.generate(fast, "hello", 5, ignore_eos=True)
     assert trace.env["kernels"].startswith(fast.kernels) and "4 decode steps of this run ran the eager loop" in trace.env["kernels"]
-
-
-@torch.inference_mode()
-def test_a_step_during_a_compile_elsewhere_runs_eager_and_is_counted(plain_llama, compiled):
-    """dynamo's stance is process-wide: while another thread compiles (holds the lock), a warm step runs eager."""
-    cache, eager_cache = _filled(plain_llama, 40), _filled(plain_llama, 40)
-    compiled(torch.tensor([[2]]), cache, cache.plan(1))
-    compiled.warm = True
-    plain_llama.model.decode_rows(torch.tensor([[2]]), eager_cache, eager_cache.plan(1))
-    before = compiled.fallbacks
-    with compiled_decode._STANCE:  # a compile under way in another thread
-        got = compiled(torch.tensor([[4]]), cache, cache.plan(1))
-    want = plain_llama.model.decode_rows(torch.tensor([[4]]), eager_cache, eager_cache.plan(1))
-    assert compiled.fallbacks == before + 1
-    torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-4)  # (its cache was written by a compiled step)
-    compiled(torch.tensor([[4]]), cache, cache.plan(1))
-    assert compiled.fallbacks == before + 1 and not compiled_decode._STANCE.locked()
 
 
 def test_generated_code_is_kept_per_instruction_set(plain_llama, tmp_path, monkeypatch):
