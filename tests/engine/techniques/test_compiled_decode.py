@@ -269,3 +269,19 @@ def test_generated_code_is_kept_per_instruction_set(plain_llama, tmp_path, monke
         compiled_decode.attach(plain_llama.model, plain_llama.dtype, torch.device("cpu"), tmp_path, remeasure=True)
         folders.append(os.environ["TORCHINDUCTOR_CACHE_DIR"])
     assert folders[0] != folders[1] and all(f.startswith(str(tmp_path / "inductor")) for f in folders)
+
+
+@torch.inference_mode()
+def test_bfloat16_compiled_steps_choose_the_eager_steps_tokens():
+    """bfloat16: inductor rounds at its stores, the eager loop after every op; the greedy tokens agree on the tiny model."""
+    lm = engine.load_model("tiny-llama", device="cpu", dtype="bfloat16", kernels="plain")
+    step = CompiledDecode(lm.model)
+    eager_cache, cache = _filled(lm, 40), _filled(lm, 40)
+    token = torch.tensor([[3]])
+    for _ in range(8):
+        want = lm.model.decode_rows(token, eager_cache, eager_cache.plan(1))  # (1, V)
+        got = step(token, cache, cache.plan(1))
+        assert got.argmax(-1).tolist() == want.argmax(-1).tolist()
+        torch.testing.assert_close(got, want, rtol=5e-2, atol=5e-2 * float(want.abs().max()))
+        token = want.argmax(-1, keepdim=True)
+    assert step.fallbacks == 0 and step.layer is not None
