@@ -99,7 +99,7 @@ def start_server(cmd: list[str], port: int, log_path: Path, timeout: float, env:
         if time.monotonic() - began > timeout:
             stop_server(proc)
             raise ServerDidNotStart(f"did not answer /health within {timeout:.0f} s", None)
-        time.sleep(1)
+        time.sleep(0.25)  # a started server is used the moment it answers
     return proc
 
 
