@@ -122,9 +122,10 @@ def _follow_live(live: LiveRun, live_chart: bool, quiet: bool = False, start=Non
         bar = st.progress(0.0, text="Waiting for the engine…")
         text_box, chart_box = st.empty(), st.empty()
         clock = dict(text=0.0, chart=time.perf_counter(), draws=0, quiet_shown=False)
+        sent = {"bar": (0.0, "Waiting for the engine…"), "text": ""}  # what the browser shows: only changes are sent
         if start is not None:
             bar.progress(0.0, text=QUIET_TEXT)
-            clock["quiet_shown"] = True
+            clock["quiet_shown"], sent["bar"] = True, (0.0, QUIET_TEXT)
             time.sleep(QUIET_SETTLE_S)  # outside every timing: the request is not sent yet
             if refused := start():
                 cancel_box.empty(), bar.empty()
@@ -138,11 +139,14 @@ def _follow_live(live: LiveRun, live_chart: bool, quiet: bool = False, start=Non
             if quiet and not live.finished:  # quiet timing: one line now, everything else once the run is over
                 if not clock["quiet_shown"]:
                     bar.progress(0.0, text=QUIET_TEXT)
-                    clock["quiet_shown"] = True
+                    clock["quiet_shown"], sent["bar"] = True, (0.0, QUIET_TEXT)
                 return
-            if now - clock["text"] >= LIVE_TEXT_EVERY_S or live.finished:
-                bar.progress(min(live.n_output / live.max_new_tokens, 1.0), text=_progress_text(live))
-                text_box.text("".join(live.pieces))
+            if now - clock["text"] >= LIVE_TEXT_EVERY_S or live.finished:  # only what changed: a page waiting in the
+                progress = (min(live.n_output / live.max_new_tokens, 1.0), _progress_text(live))  # queue sends its moves
+                if _changed(sent, "bar", progress):
+                    bar.progress(progress[0], text=progress[1])
+                if _changed(sent, "text", "".join(live.pieces)):
+                    text_box.text(sent["text"])
                 clock["text"] = now
             if live.steps and ((live_chart and now - clock["chart"] >= LIVE_CHART_EVERY_S) or (quiet and live.finished)):
                 clock["draws"] += 1
@@ -166,6 +170,15 @@ def _follow_live(live: LiveRun, live_chart: bool, quiet: bool = False, start=Non
             cancel_box.empty(), bar.empty()  # no stale "Prefill: reading…" under a failure
             status.update(label="The run did not complete", state="error", expanded=True)
             st.error(f"Cannot run: {live.failure}")
+    return True
+
+
+def _changed(sent: dict, key: str, value) -> bool:
+    """True, and `value` remembered, when it differs from what was last sent to the browser under `key` (each element
+    sent again redraws a waiting student's page twice a second, on the server and in the browser, for nothing)."""
+    if sent.get(key) == value:
+        return False
+    sent[key] = value
     return True
 
 
