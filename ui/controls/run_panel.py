@@ -119,13 +119,17 @@ def _follow_live(live: LiveRun, live_chart: bool, quiet: bool = False, start=Non
         st.html(STILL_WHILE_RUNNING)
         cancel_box = st.empty()  # emptied when the run failed: nothing left to cancel
         cancel_box.button("■ Cancel this run", key=state.RUN_CANCEL)
-        bar = st.progress(0.0, text="Waiting for the engine…")
-        text_box, chart_box = st.empty(), st.empty()
-        clock = dict(text=0.0, chart=time.perf_counter(), draws=0, quiet_shown=False)
         sent = {"bar": (0.0, "Waiting for the engine…"), "text": ""}  # what the browser shows: only changes are sent
+        bar = st.progress(*sent["bar"])
+        text_box, chart_box = st.empty(), st.empty()
+        clock = dict(text=0.0, chart=time.perf_counter(), draws=0)
+
+        def set_bar(value: float, text: str) -> None:
+            if _changed(sent, "bar", (value, text)):
+                bar.progress(value, text=text)
+
         if start is not None:
-            bar.progress(0.0, text=QUIET_TEXT)
-            clock["quiet_shown"], sent["bar"] = True, (0.0, QUIET_TEXT)
+            set_bar(0.0, QUIET_TEXT)
             time.sleep(QUIET_SETTLE_S)  # outside every timing: the request is not sent yet
             if refused := start():
                 cancel_box.empty(), bar.empty()
@@ -137,14 +141,10 @@ def _follow_live(live: LiveRun, live_chart: bool, quiet: bool = False, start=Non
             live.apply(event) if event is not None else None
             now = time.perf_counter()
             if quiet and not live.finished:  # quiet timing: one line now, everything else once the run is over
-                if not clock["quiet_shown"]:
-                    bar.progress(0.0, text=QUIET_TEXT)
-                    clock["quiet_shown"], sent["bar"] = True, (0.0, QUIET_TEXT)
+                set_bar(0.0, QUIET_TEXT)
                 return
             if now - clock["text"] >= LIVE_TEXT_EVERY_S or live.finished:  # only what changed: a page waiting in the
-                progress = (min(live.n_output / live.max_new_tokens, 1.0), _progress_text(live))  # queue sends its moves
-                if _changed(sent, "bar", progress):
-                    bar.progress(progress[0], text=progress[1])
+                set_bar(min(live.n_output / live.max_new_tokens, 1.0), _progress_text(live))  # queue sends its moves
                 if _changed(sent, "text", "".join(live.pieces)):
                     text_box.text(sent["text"])
                 clock["text"] = now
