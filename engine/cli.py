@@ -47,7 +47,8 @@ def cmd_generate(args) -> int:
         prompt = fit_prompt_to_tokens(lm.tokenizer, args.prompt, args.prompt_tokens).ids
     trace = generate(lm, prompt, args.max_new_tokens, temperature=args.temperature, top_k=args.top_k,
                      top_p=args.top_p, seed=args.seed, ignore_eos=args.ignore_eos, chat=args.chat,
-                     batch_size=args.batch_size, make_step=graphed_steps(lm) if args.cuda_graphs else None)
+                     batch_size=args.batch_size, make_step=graphed_steps(lm) if args.cuda_graphs else None,
+                     adaptive_threads=not args.fixed_threads)
     if args.json:
         print(trace.to_json())
         return 0
@@ -57,6 +58,8 @@ def cmd_generate(args) -> int:
           f"warm-up {trace.warmup_seconds * 1000:.0f} ms (excluded)")
     print(format_summary(summarize(trace)))
     print(summary_line(trace))
+    if trace.threads_note:
+        print(trace.threads_note)
     return 0
 
 
@@ -205,6 +208,9 @@ def main(argv: list[str] | None = None) -> int:
     g.add_argument("--json", action="store_true", help="print the whole Trace as JSON")
     g.add_argument("--threads", type=int, default=0,
                    help="torch threads for the model (default 0: every core; the dashboard's --model-threads)")
+    g.add_argument("--fixed-threads", action="store_true",
+                   help="keep every decode step at --threads (default: fewer threads while other programs hold "
+                        "cores, chosen by measurement; see engine/core/thread_governor.py)")
     _add_model_args(g)
     g.set_defaults(func=cmd_generate)
 

@@ -24,6 +24,7 @@ from engine.core.recorder import add_attention, finish_trace, start_trace
 from engine.core.sampling import make_generator, sample_with
 from engine.core.sampling_params import SamplingParams
 from engine.core.sequence import CANCELLED, EOS, Sequence
+from engine.core.thread_governor import ThreadGovernor
 from engine.core.trace import DecodeStep, Trace
 from engine.errors import EngineError
 
@@ -55,24 +56,35 @@ def greedy(logits: torch.Tensor) -> torch.Tensor:
 def decode_loop(lm, token: torch.Tensor, cache: KVCache, max_steps: int, *,
                 choose: Callable[[torch.Tensor], torch.Tensor] = greedy, step=None,
                 after_step: Callable[[torch.Tensor, float], bool] | None = None,
-                meter: CpuWaitMeter | None = None) -> list[float]:
+                meter: CpuWaitMeter | None = None, governor: ThreadGovernor | None = None) -> list[float]:
     """The bridge: feed `token` (B,), choose the next from the logits, `max_steps` times or until
     `after_step(token, seconds)` returns False. Returns each step's seconds (pass + choice, host-side
     token ready). `step` replaces `decode_step` (e.g. a CUDA-graph replay). With a `meter`, each step's
-    CPU wait is in `meter.last` when `after_step` runs (its reads lie outside the timed interval)."""
+    CPU wait is in `meter.last` when `after_step` runs (its reads lie outside the timed interval), and
+    `torch.get_num_threads()` is the threads the step ran with. With a `governor` (and a meter) the threads
+    change between steps as it measures (engine/core/thread_governor.py); they are set back when the loop ends."""
     step = step or (lambda t: decode_step(lm, t, cache))
     seconds: list[float] = []
-    for _ in range(max_steps):
-        if meter is not None:
-            meter.mark()
-        start = now(lm.device)
-        token = choose(step(token))  # (B,)
-        token.tolist()  # the token exists on the host: the step is over
-        seconds.append(now(lm.device) - start)
-        if meter is not None:
-            meter.lap()
-        if after_step is not None and after_step(token, seconds[-1]) is False:
-            break
+    threads = torch.get_num_threads()
+    try:
+        for _ in range(max_steps):
+            if meter is not None:
+                meter.mark()
+            start = now(lm.device)
+            token = choose(step(token))  # (B,)
+            token.tolist()  # the token exists on the host: the step is over
+            seconds.append(now(lm.device) - start)
+            if meter is not None:
+                meter.lap()
+            if after_step is not None and after_step(token, seconds[-1]) is False:
+                break
+            if governor is not None and meter is not None:
+                wanted = governor.observe(seconds[-1], meter.last.longest)
+                if wanted != torch.get_num_threads():
+                    torch.set_num_threads(wanted)
+    finally:
+        if torch.get_num_threads() != threads:
+            torch.set_num_threads(threads)
     return seconds
 
 
@@ -99,7 +111,8 @@ def warm_up(lm, batch: int) -> float:
 def generate(lm, prompt: str | list[int], max_new_tokens: int, params: SamplingParams | None = None, *,
              chat: bool = False, batch_size: int = 1, capture_attention: bool = False, capture_layers=None,
              on_step: StepCallback | None = None, on_capture: Callable[[Trace], None] | None = None,
-             warmup: bool = True, make_step: StepMaker | None = None, **sampling) -> Trace:
+             warmup: bool = True, make_step: StepMaker | None = None, adaptive_threads: bool = True,
+             **sampling) -> Trace:
     """Generate for one prompt (text or ids), replicated `batch_size` times; see `generate_batch`.
 
     Sampling settings come as a SamplingParams or as its field names (temperature=..., seed=...).
@@ -109,7 +122,7 @@ def generate(lm, prompt: str | list[int], max_new_tokens: int, params: SamplingP
     max_new_tokens = check_lengths(lm, len(ids), max_new_tokens)
     params = (params or SamplingParams(**sampling)).checked(lm.config.vocab_size)
     trace = _run(lm, [ids] * batch_size, max_new_tokens, params, chat, capture_attention, capture_layers,
-                 on_step, on_capture, warmup, make_step)
+                 on_step, on_capture, warmup, make_step, adaptive_threads)
     trace.prompt_text = prompt if isinstance(prompt, str) else lm.tokenizer.decode(ids)
     return trace
 
@@ -117,7 +130,8 @@ def generate(lm, prompt: str | list[int], max_new_tokens: int, params: SamplingP
 def generate_batch(lm, prompts: list[list[int]], max_new_tokens: int, params: SamplingParams | None = None, *,
                    capture_attention: bool = False, capture_layers=None, on_step: StepCallback | None = None,
                    on_capture: Callable[[Trace], None] | None = None, warmup: bool = True,
-                   make_step: StepMaker | None = None, chat: bool = False, **sampling) -> Trace:
+                   make_step: StepMaker | None = None, chat: bool = False, adaptive_threads: bool = True,
+                   **sampling) -> Trace:
     """B prompts of equal token length: one batched prefill, then batched decode steps.
 
     A sequence that produced an end token stops growing (its text ends there) while the others go on.
@@ -125,6 +139,8 @@ def generate_batch(lm, prompts: list[list[int]], max_new_tokens: int, params: Sa
     (untimed) attention capture of `capture_layers` (default: all) starts; a cancelled run skips both.
     `make_step(lm, cache)` builds the decode step after the first token, e.g. a CUDA-graph replay
     (engine/techniques/cuda_graphs.py); the time it takes counts as warm-up, not as a decode step.
+    On CPU with more than one thread, `adaptive_threads` lets the decode loop use fewer threads while other
+    programs hold cores (engine/core/thread_governor.py; each step records its threads); False keeps them fixed.
     """
     if not isinstance(prompts, (list, tuple)) or not prompts:
         raise EngineError("give at least one prompt")
@@ -136,18 +152,22 @@ def generate_batch(lm, prompts: list[list[int]], max_new_tokens: int, params: Sa
     max_new_tokens = check_lengths(lm, len(prompts[0]), max_new_tokens)
     params = (params or SamplingParams(**sampling)).checked(lm.config.vocab_size)
     return _run(lm, prompts, max_new_tokens, params, chat, capture_attention, capture_layers, on_step, on_capture,
-                warmup, make_step)
+                warmup, make_step, adaptive_threads)
 
 
 @torch.inference_mode()
 def _run(lm, prompts: list[list[int]], max_new_tokens: int, params: SamplingParams, chat: bool,
          capture_attention: bool, capture_layers, on_step: StepCallback | None,
-         on_capture: Callable[[Trace], None] | None, warmup: bool, make_step: StepMaker | None) -> Trace:
+         on_capture: Callable[[Trace], None] | None, warmup: bool, make_step: StepMaker | None,
+         adaptive_threads: bool) -> Trace:
     """The run itself, on checked input: one Sequence per row, timed prefill, then the decode loop."""
     B, T = len(prompts), len(prompts[0])
     device = lm.device
+    on_cpu = device.type == "cpu"
+    adaptive_threads = adaptive_threads and on_cpu and torch.get_num_threads() > 1
     settings = dict(params.as_dict(), max_new_tokens=max_new_tokens, chat=chat, capture_attention=capture_attention,
-                    decode_step=getattr(make_step, "__name__", "custom") if make_step else "eager")
+                    decode_step=getattr(make_step, "__name__", "custom") if make_step else "eager",
+                    adaptive_threads=adaptive_threads)
     trace = start_trace(lm, prompts[0], settings, batch_size=B, warmup_seconds=warm_up(lm, B) if warmup else 0.0)
     gen = make_generator(params.seed, device)
     seqs = [Sequence(p, max_new_tokens, params, lm.config.eos_token_ids) for p in prompts]
@@ -181,6 +201,7 @@ def _run(lm, prompts: list[list[int]], max_new_tokens: int, params: SamplingPara
     token.tolist()  # the first token exists on the host: TTFT ends here
     trace.prefill_seconds = now(device) - start
     trace.prefill_cpu_wait_seconds = meter.lap().longest
+    governor = ThreadGovernor(torch.get_num_threads()) if adaptive_threads and meter.available else None
     if keep(token):
         step = None
         if make_step is not None:
@@ -190,11 +211,14 @@ def _run(lm, prompts: list[list[int]], max_new_tokens: int, params: SamplingPara
 
         def after_step(token: torch.Tensor, seconds: float) -> bool:
             trace.steps.append(DecodeStep(seconds, cache.length, cache.nbytes_used, riders=B,
-                                          cpu_wait_seconds=meter.last.longest))
+                                          cpu_wait_seconds=meter.last.longest,
+                                          threads=torch.get_num_threads() if on_cpu else 0))
             return keep(token)
 
-        decode_loop(lm, token, cache, max_new_tokens - 1, choose=choose, step=step, after_step=after_step, meter=meter)
+        decode_loop(lm, token, cache, max_new_tokens - 1, choose=choose, step=step, after_step=after_step, meter=meter,
+                    governor=governor)
     record_cpu_wait(trace, meter)
+    trace.threads_note = governor.note() if governor is not None else ""
     finish_trace(lm, trace, [seq.output_ids for seq in seqs], cache)
     if capture_attention and trace.stop_reason != CANCELLED:  # nobody waits for a cancelled run's pictures
         if on_capture is not None:

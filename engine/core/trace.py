@@ -16,9 +16,10 @@ from dataclasses import asdict, dataclass, field
 import numpy as np
 import torch
 
-SCHEMA_VERSION = 4  # 1: first landing (decode captures indexed [step][layer]); 2: [layer][step], config, riders;
+SCHEMA_VERSION = 5  # 1: first landing (decode captures indexed [step][layer]); 2: [layer][step], config, riders;
 # 3: arrays packed as {"dtype", "shape", "zlib_base64"} (float16 bytes: ~6x smaller than lists of numbers);
 # 4: CPU wait (schedstat's run-queue delay) per step and in total (older files: not measured)
+# 5: the threads each decode step ran with, and the thread changes' note (older files: 0, not recorded)
 PACKED_KEY = "zlib_base64"
 
 
@@ -31,6 +32,7 @@ class DecodeStep:
     stall_seconds: float = 0.0  # part of `seconds` spent on other requests' prefills run in between
     cpu_wait_seconds: float = 0.0  # part of `seconds` the engine's threads were runnable but had no CPU (longest
     # waiting thread; engine/core/cpu_wait.py); 0 where not measured (see Trace.cpu_wait_seconds)
+    threads: int = 0  # CPU threads this step ran with (engine/core/thread_governor.py); 0: not recorded (GPU, older files)
 
 
 @dataclass
@@ -93,6 +95,7 @@ class Trace:
     cpu_wait_all_threads_seconds: float | None = None  # the same intervals, every thread's wait added up
     cpu_wait_note: str = ""  # why it was not measured (no schedstat on this system), else ""
     cpu_wait_read_seconds: float = 0.0  # what reading schedstat cost, outside every timed interval
+    threads_note: str = ""  # the decode loop's thread changes and why (engine/core/thread_governor.py), else ""
     source: str = "local"  # "local" (this engine) or "server" (measured over HTTP, see engine.serving.client.openai_client)
     schema_version: int = SCHEMA_VERSION
 

@@ -18,12 +18,12 @@ OLDEST_SCHEMA = 1
 MAX_UNPACKED_BYTES = 256 * 2**20  # attention + cache pictures once unpacked (a dashboard run keeps ~8 MB)
 REQUIRED = ("schema_version", "model", "device", "dtype", "prompt_ids", "output_ids", "text", "prefill_seconds",
             "steps", "env")
-STEP_FIELDS = {"seconds", "kv_length", "kv_bytes", "riders", "stall_seconds", "cpu_wait_seconds"}
+STEP_FIELDS = {"seconds", "kv_length", "kv_bytes", "riders", "stall_seconds", "cpu_wait_seconds", "threads"}
 SECONDS = ("prefill_seconds", "warmup_seconds", "capture_seconds", "queue_seconds", "prefill_cpu_wait_seconds",
            "cpu_wait_read_seconds")
 MAYBE_SECONDS = ("cpu_wait_seconds", "cpu_wait_all_threads_seconds")  # null: not measured
 COUNTS = ("kv_bytes_per_token", "weight_bytes", "n_params")
-TEXTS = ("model", "device", "dtype", "text", "prompt_text", "stop_reason", "source", "cpu_wait_note")
+TEXTS = ("model", "device", "dtype", "text", "prompt_text", "stop_reason", "source", "cpu_wait_note", "threads_note")
 # names pages print inside Markdown: plain characters only, so a file cannot smuggle links, images or HTML in
 NAMES = ("model", "device", "dtype", "stop_reason")
 PLAIN_NAME = re.compile(r"[\w .,:;/@()+=%'?&#~-]{0,200}")
@@ -87,8 +87,9 @@ def check_fields(data) -> None:
     for key in NAMES:
         if key in data and not PLAIN_NAME.fullmatch(data[key]):
             raise ValueError(f"field '{key}' has characters a {key.replace('_', ' ')} never has")
-    if not PLAIN_NOTE.fullmatch(data.get("cpu_wait_note", "")):
-        raise ValueError("field 'cpu_wait_note' has characters such a note never has")
+    for note in ("cpu_wait_note", "threads_note"):
+        if not PLAIN_NOTE.fullmatch(data.get(note, "")):
+            raise ValueError(f"field '{note}' has characters such a note never has")
     if not PLAIN_NAME.fullmatch(str(data["env"].get("device_name", "")) if isinstance(data["env"], dict) else ""):
         raise ValueError("field 'env.device_name' has characters a device name never has")
     if data.get("source", "local") not in ("local", "server"):
@@ -138,7 +139,7 @@ def _check_steps(steps, n_output: int) -> None:
             raise ValueError(f"field 'steps[{i}]' must be an object")
         if set(step) - STEP_FIELDS or not {"seconds", "kv_length", "kv_bytes"} <= set(step):
             raise ValueError(f"field 'steps[{i}]' must have seconds, kv_length, kv_bytes (and optionally riders, "
-                             "stall_seconds, cpu_wait_seconds) only")
+                             "stall_seconds, cpu_wait_seconds, threads) only")
         _number(step, "seconds", where)
         _count(step, "kv_length", where, low=1)
         _count(step, "kv_bytes", where)
@@ -150,6 +151,8 @@ def _check_steps(steps, n_output: int) -> None:
                 raise ValueError(f"field '{where}stall_seconds' is longer than the step itself")
         if "cpu_wait_seconds" in step:
             _number(step, "cpu_wait_seconds", where)
+        if "threads" in step:
+            _count(step, "threads", where)
 
 
 def _check_config(config) -> None:

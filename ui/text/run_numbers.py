@@ -2,6 +2,8 @@
 a measured server's records as traces. Streamlit-free; pages call these instead of engine.core.metrics."""
 from __future__ import annotations
 
+from collections import Counter
+
 from engine.core.metrics import PhaseSummary, bridge_sharing, summarize
 from engine.core.trace import Trace
 from engine.serving.client.server_benchmark import trace_from_record
@@ -69,10 +71,21 @@ def cpu_wait_note(trace: Trace, quiet: bool = False) -> str:
     text = (f"**This run waited {per_token * 1e3:,.1f} ms per token for a CPU**: {who}. That is {share:.0%} of its "
             f"TPOT of {tpot_ms:,.1f} ms (without the wait, about **{tpot_ms - per_token * 1e3:,.1f} ms**), and "
             f"{prefill}. {how}")
+    text += threads_sentence(trace)
     if share >= QUIET_HINT_SHARE and not quiet:
         text += (" For cleaner timings turn on **Quiet timing** in the sidebar: no live chart and no streamed text "
                  "while the model runs, both drawn when it ends.")
     return text
+
+
+def threads_sentence(trace: Trace) -> str:
+    """' The engine changed its thread count while decoding (...): why.' when it did, else ''."""
+    if not trace.threads_note:
+        return ""
+    counts = Counter(step.threads for step in trace.steps if step.threads)
+    ran = ", ".join(f"{n} step(s) with {t} thread(s)" for t, n in sorted(counts.items(), reverse=True))
+    return (f" To lose less to the wait, the engine changed its thread count while decoding ({ran}; "
+            f"{trace.threads_note}).")
 
 
 def cpu_wait_label(trace: Trace) -> str:
@@ -99,8 +112,9 @@ def cpu_wait_caption(trace: Trace) -> str | None:
     if per_token is None or tpot <= 0 or per_token / tpot < FREE_SHARE:
         return None
     who = background_work(trace) or "other programs, most likely your browser drawing this page, held the cores"
-    return (f"This run waited {per_token * 1e3:,.1f} ms per token for a CPU ({per_token / tpot:.0%} of TPOT): {who}. "
-            "The Timing page says more.")
+    fewer = " The engine decoded with fewer threads while they did." if trace.threads_note else ""
+    return (f"This run waited {per_token * 1e3:,.1f} ms per token for a CPU ({per_token / tpot:.0%} of TPOT): {who}."
+            f"{fewer} The Timing page says more.")
 
 
 def background_work(trace: Trace) -> str | None:

@@ -57,6 +57,8 @@ def steps_table(trace) -> pd.DataFrame:
     table = pd.DataFrame(rows)
     if trace.cpu_wait_seconds is None:  # not measured (an older file, disaggregated, no schedstat): no column of zeros
         table = table.drop(columns="CPU wait (ms)")
+    if trace.threads_note:  # the decode loop changed its thread count: say which steps ran with how many
+        table["threads"] = [None] + [step.threads or None for step in trace.steps]
     return table[["token", "phase", "latency (ms)"]] if trace.source == "server" else table
 
 

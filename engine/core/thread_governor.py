@@ -1,0 +1,131 @@
+"""The decode loop's thread count, chosen by measurement while it runs (CPU only).
+
+A decode step is many short parallel operations (30 layers x matmuls, attention, norms), each ending at a barrier
+where the model's threads wait for the slowest. When another program holds one of the cores (the browser drawing
+the page, the class server's Streamlit, someone else's job), one thread waits for a CPU at every barrier and the
+others spin: two threads on one free core run a step slower than one thread does. Linux says when that happens:
+the threads' run-queue wait (engine/core/cpu_wait.py). So the loop looks at windows of steps:
+
+- at its full thread count, a window whose steps waited for a CPU `wait_share` of their time or more starts a
+  trial window with fewer threads;
+- with fewer threads, a window during which the machine had idle cores (/proc/stat) starts a trial with more;
+- a trial window is kept only if its median step is `margin` faster than the window before it, else the loop goes
+  back and waits longer (doubling, up to `MAX_HOLD` windows) before its next trial.
+
+On a quiet machine the steps never wait, so nothing changes and nothing is tried. Each step records the threads it
+ran with (DecodeStep.threads) and the trace says every kept change and why (Trace.threads_note).
+"""
+from __future__ import annotations
+
+import os
+import statistics
+from dataclasses import dataclass
+
+MAX_HOLD = 16  # windows between a lost trial and the next, at most
+
+
+def read_idle_seconds(path: str = "/proc/stat") -> float | None:
+    """CPU-seconds the machine's cores have been idle since boot (idle + iowait), None where not readable."""
+    try:
+        with open(path) as f:
+            fields = f.readline().split()
+        return (int(fields[4]) + int(fields[5])) / os.sysconf("SC_CLK_TCK")
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def thread_choices(most: int) -> list[int]:
+    """most, most/2, most/4, ..., 1 (descending, no repeats)."""
+    choices, n = [], most
+    while n >= 1:
+        choices.append(n)
+        n //= 2
+    return choices if choices[-1] == 1 else choices + [1]
+
+
+@dataclass
+class ThreadChange:
+    step: int  # the first decode step (0-based) that ran with `threads`
+    threads: int
+    why: str
+
+
+class ThreadGovernor:
+    """Feed it each step's seconds and CPU wait; it answers the threads for the next step."""
+
+    def __init__(self, most: int, window: int = 8, wait_share: float = 0.2, margin: float = 0.05,
+                 idle_seconds=read_idle_seconds, clock=None):
+        import time
+
+        self.most, self.window, self.wait_share, self.margin = most, window, wait_share, margin
+        self.choices = thread_choices(most)
+        self.threads = most
+        self.changes: list[ThreadChange] = []  # kept changes only (trials that lost are not changes)
+        self.trials = 0
+        self._idle_seconds, self._clock = idle_seconds, clock or time.perf_counter
+        self._seconds: list[float] = []
+        self._waits: list[float] = []
+        self._medians: dict[int, float] = {}  # threads -> median step of its latest window
+        self._trial_from: int | None = None  # where a trial goes back to if it is not faster
+        self._trial_why = ""
+        self._hold, self._backoff = 0, 1
+        self._steps = 0
+        self._mark = (self._idle_seconds(), self._clock())
+
+    def observe(self, seconds: float, wait: float) -> int:
+        """One finished step: its seconds and its CPU wait (longest waiting thread). Returns the next step's threads."""
+        self._steps += 1
+        self._seconds.append(seconds)
+        self._waits.append(wait)
+        if len(self._seconds) >= self.window:
+            self._decide()
+        return self.threads
+
+    def _idle_cores(self) -> float | None:
+        """Idle cores, on average, since the last window ended (None: /proc/stat not readable)."""
+        idle, t = self._idle_seconds(), self._clock()
+        (idle0, t0), self._mark = self._mark, (idle, t)
+        if idle is None or idle0 is None or t <= t0:
+            return None
+        return (idle - idle0) / (t - t0)
+
+    def _decide(self) -> None:
+        median = statistics.median(self._seconds)
+        share = sum(self._waits) / max(sum(self._seconds), 1e-12)
+        idle = self._idle_cores()
+        self._seconds, self._waits = [], []
+        now, self._medians[self.threads] = self.threads, median
+        if self._trial_from is not None:  # the window just measured was a trial: keep it or go back
+            back, self._trial_from = self._trial_from, None
+            if median < self._medians[back] * (1 - self.margin):
+                self._backoff = 1
+                self.changes.append(ThreadChange(self._steps - self.window, now,
+                                                 f"{self._trial_why}; {now} measured {median * 1e3:.1f} ms a step "
+                                                 f"vs {back}: {self._medians[back] * 1e3:.1f} ms"))
+            else:
+                self.threads = back
+                self._hold, self._backoff = self._backoff, min(2 * self._backoff, MAX_HOLD)
+            return
+        if self._hold > 0:  # a trial lost lately: wait before the next
+            self._hold -= 1
+            return
+        index = self.choices.index(now)
+        fewer = self.choices[index + 1] if index + 1 < len(self.choices) else None
+        more = self.choices[index - 1] if index > 0 else None
+        if fewer is not None and share >= self.wait_share:
+            self._try(fewer, f"the steps waited for a CPU {share:.0%} of their time with {now} threads")
+        elif more is not None and (idle is None or idle >= 0.75 * (more - now)):
+            self._try(more, "no idle-time reading here" if idle is None else f"{idle:.1f} cores idle with {now} thread(s)")
+
+    def _try(self, threads: int, why: str) -> None:
+        self._trial_from, self._trial_why = self.threads, why
+        self.threads = threads
+        self.trials += 1
+
+    def note(self) -> str:
+        """One plain sentence on what changed and why ('' when nothing did)."""
+        if not self.changes:
+            return ""
+        said = "; then ".join(f"from step {c.step + 1} {c.threads} thread(s) ({c.why})" for c in self.changes[:2])
+        more = f"; and {len(self.changes) - 2} change(s) more" if len(self.changes) > 2 else ""
+        return f"threads chosen by measurement while decoding: {said}{more}"

@@ -1,0 +1,149 @@
+"""The decode loop's threads chosen by measurement: the policy on scripted windows, and a run that records them."""
+import json
+
+import pytest
+import torch
+
+from engine.core import generate as generate_module
+from engine.core.generate import generate
+from engine.core.thread_governor import ThreadGovernor, read_idle_seconds, thread_choices
+from engine.core.trace_check import check_fields
+
+MS = 1e-3
+
+
+class Clock:
+    """perf_counter and /proc/stat's idle seconds, moved by the test."""
+
+    def __init__(self):
+        self.t, self.idle = 0.0, 0.0
+
+    def advance(self, seconds: float, idle_cores: float) -> None:
+        self.t += seconds
+        self.idle += seconds * idle_cores
+
+
+def governor(most=2, idle: float | None = 0.0, window=4):
+    clock = Clock()
+    g = ThreadGovernor(most, window=window, idle_seconds=lambda: None if idle is None else clock.idle,
+                       clock=lambda: clock.t)
+    return g, clock
+
+
+def window(g: ThreadGovernor, clock: Clock, step_ms: float, wait_ms: float, idle_cores: float = 0.0) -> int:
+    """One window of equal steps; returns the threads the governor answered after it."""
+    for _ in range(g.window):
+        clock.advance(step_ms * MS, idle_cores)
+        threads = g.observe(step_ms * MS, wait_ms * MS)
+    return threads
+
+
+def test_choices_halve_down_to_one():
+    assert thread_choices(2) == [2, 1] and thread_choices(8) == [8, 4, 2, 1] and thread_choices(3) == [3, 1]
+    assert thread_choices(1) == [1]
+
+
+def test_a_quiet_machine_never_changes_or_tries_anything():
+    g, clock = governor()
+    for _ in range(20):
+        assert window(g, clock, 15.0, 0.1) == 2
+    assert g.trials == 0 and g.changes == [] and g.note() == ""
+
+
+def test_waiting_steps_try_fewer_threads_and_keep_them_when_faster():
+    g, clock = governor()
+    assert window(g, clock, 31.0, 12.0) == 1  # 39 % of the steps waiting for a CPU: a trial with one thread
+    assert window(g, clock, 19.0, 0.0) == 1  # faster by more than the margin: kept
+    assert [(c.step, c.threads) for c in g.changes] == [(4, 1)]
+    assert "waited for a CPU 39% of their time with 2 threads" in g.note()
+    assert "1 measured 19.0 ms a step vs 2: 31.0 ms" in g.note()
+    assert window(g, clock, 19.0, 0.0, idle_cores=0.0) == 1  # no idle core: no trial upward
+
+
+def test_a_trial_that_is_not_faster_goes_back_and_waits_longer_each_time():
+    g, clock = governor()
+    assert window(g, clock, 20.0, 6.0) == 1  # trial
+    assert window(g, clock, 20.0, 0.0) == 2  # not 5 % faster: back to two threads
+    assert g.changes == [] and g.note() == ""
+    assert window(g, clock, 20.0, 6.0) == 2  # held for one window
+    assert window(g, clock, 20.0, 6.0) == 1  # then tried again
+    assert window(g, clock, 21.0, 0.0) == 2  # lost again: held for two windows now
+    assert window(g, clock, 20.0, 6.0) == 2 and window(g, clock, 20.0, 6.0) == 2
+    assert window(g, clock, 20.0, 6.0) == 1
+    assert g.trials == 3
+
+
+def test_idle_cores_bring_the_threads_back_when_that_is_faster():
+    g, clock = governor()
+    window(g, clock, 31.0, 12.0)
+    window(g, clock, 19.0, 0.0)  # one thread kept
+    assert window(g, clock, 19.0, 0.0, idle_cores=1.0) == 2  # the other core idle for the window: a trial with two
+    assert window(g, clock, 14.5, 0.0) == 2  # faster: kept
+    assert [c.threads for c in g.changes] == [1, 2] and "1.0 cores idle with 1 thread(s)" in g.note()
+
+
+def test_without_an_idle_reading_it_still_tries_upward_now_and_then():
+    g, clock = governor(idle=None)
+    window(g, clock, 31.0, 12.0)
+    window(g, clock, 19.0, 0.0)
+    assert window(g, clock, 19.0, 0.0) == 2 and "no idle-time reading here" in g._trial_why
+
+
+def test_idle_seconds_come_from_proc_stat_and_none_where_it_is_missing(tmp_path):
+    stat = tmp_path / "stat"
+    stat.write_text("cpu  100 0 50 1000 100 0 0 0 0 0\ncpu0 ...\n")
+    import os
+    assert read_idle_seconds(str(stat)) == pytest.approx(1100 / os.sysconf("SC_CLK_TCK"))
+    assert read_idle_seconds(str(tmp_path / "missing")) is None
+    stat.write_text("garbage\n")
+    assert read_idle_seconds(str(stat)) is None
+
+
+class Scripted:
+    """A governor that answers a fixed list of thread counts, one per step."""
+
+    def __init__(self, most, answers=(1, 1, 2, 1)):
+        self.answers, self.seen = list(answers), []
+
+    def observe(self, seconds, wait):
+        self.seen.append(wait)
+        return self.answers.pop(0) if self.answers else 1
+
+    def note(self):
+        return "threads chosen by measurement while decoding: scripted"
+
+
+def test_a_run_records_each_steps_threads_and_sets_them_back(tiny_llama, monkeypatch):
+    monkeypatch.setattr(generate_module, "ThreadGovernor", Scripted)
+    before = torch.get_num_threads()
+    torch.set_num_threads(2)
+    try:
+        trace = generate(tiny_llama, [1, 2, 3, 4], 6, ignore_eos=True)
+        assert torch.get_num_threads() == 2  # the loop gives the process its threads back
+        assert [s.threads for s in trace.steps] == [2, 1, 1, 2, 1]  # each step ran with what the one before chose
+        assert trace.settings["adaptive_threads"] is True and trace.threads_note.endswith("scripted")
+        check_fields(json.loads(trace.to_json()))  # the file format takes both
+        fixed = generate(tiny_llama, [1, 2, 3, 4], 6, ignore_eos=True, adaptive_threads=False)
+        assert [s.threads for s in fixed.steps] == [2] * 5 and fixed.threads_note == ""
+        assert fixed.settings["adaptive_threads"] is False
+    finally:
+        torch.set_num_threads(before)
+
+
+def test_one_thread_has_nothing_to_adapt(tiny_llama):
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        trace = generate(tiny_llama, [1, 2, 3], 4, ignore_eos=True)
+        assert trace.settings["adaptive_threads"] is False and {s.threads for s in trace.steps} == {1}
+    finally:
+        torch.set_num_threads(before)
+
+
+def test_trace_files_refuse_odd_threads_and_notes(tiny_llama):
+    data = json.loads(generate(tiny_llama, [1, 2, 3], 3, ignore_eos=True).to_json())
+    bad = dict(data, steps=[dict(data["steps"][0], threads=-1)] + data["steps"][1:])
+    with pytest.raises(ValueError, match="threads"):
+        check_fields(bad)
+    with pytest.raises(ValueError, match="threads_note"):
+        check_fields(dict(data, threads_note="[click](http://x)"))
