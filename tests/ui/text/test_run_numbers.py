@@ -74,3 +74,19 @@ def test_a_run_beside_the_engines_own_start_up_work_names_it():
     prepacking.env["kernels"] = f"plain nn.Linear: the fast kernels were {PREPACKING} when this started"
     assert "still preparing its fast kernels" in run_numbers.cpu_wait_caption(prepacking)
     assert run_numbers.background_work(waited(0.024)) is None  # an ordinary run: the browser, as before
+
+
+def test_a_run_that_changed_its_threads_says_so_and_the_steps_table_shows_them():
+    from ui.text import runs
+
+    trace = waited(0.02)
+    for step, threads in zip(trace.steps, [2, 1, 1, 1]):
+        step.threads = threads
+    assert "threads" not in runs.steps_table(trace).columns  # nothing changed: no column, no sentence
+    assert "thread count" not in run_numbers.cpu_wait_note(trace)
+    trace.threads_note = "threads chosen by measurement while decoding: from step 2 1 thread(s) (a reason)"
+    note = run_numbers.cpu_wait_note(trace)
+    assert "changed its thread count while decoding (1 step(s) with 2 thread(s), 3 step(s) with 1 thread(s);" in note
+    assert "from step 2 1 thread(s) (a reason)" in note
+    assert list(runs.steps_table(trace)["threads"])[1:] == [2, 1, 1, 1]
+    assert "fewer threads" in run_numbers.cpu_wait_caption(trace)
