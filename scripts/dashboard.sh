@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Run the Two Bends dashboard: sets up .venv on first use, converts the bundled model once, serves the app.
 # Usage: scripts/dashboard.sh [--mode queue|batch] [--max-num-batched-tokens N] [--max-queue N] [--max-new-tokens N] [--max-batch N]
-#                             [--model-threads N] [--replay] [--dry-run]
+#                             [--model-threads N] [--fixed-threads] [--replay] [--dry-run]
 #                             [--room [--code CODE] [--teacher-code CODE]]
 #                             [--measure-hosts HOST[:PORT],...] [--engine-url URL]
 #                             [streamlit args, e.g. --server.port 8501]
@@ -16,6 +16,8 @@
 # --model-threads N: torch threads for the model (default: every core). With the browser on the same small
 #   machine (an instructor's laptop), cores - 1 leaves the page a core: its numbers then match
 #   `python -m engine generate --threads N` (README, "Serving a room").
+# --fixed-threads: every decode step on --model-threads threads. By default a run decodes with fewer while other
+#   programs hold cores (its steps' CPU wait says so), chosen by measurement and shown per step (README, "Threads").
 # --replay: recorded runs only (assets/traces/ and uploaded Trace JSON files); no model is converted or loaded.
 # --dry-run: print the Streamlit command this would run and stop (no set-up, no model).
 # --measure-hosts: the servers the "Measure a server" page may measure (off when not given: nobody in the
@@ -35,6 +37,7 @@ while [ $# -gt 0 ]; do
     --max-batch) export TWO_BENDS_MAX_BATCH="$2"; shift 2 ;;
     --max-num-batched-tokens) export TWO_BENDS_MAX_NUM_BATCHED_TOKENS="$2"; shift 2 ;;
     --model-threads) export TWO_BENDS_THREADS="$2"; shift 2 ;;
+    --fixed-threads) export TWO_BENDS_FIXED_THREADS=1; shift ;;
     --replay) export TWO_BENDS_REPLAY=1; shift ;;
     --room) ROOM=1; export TWO_BENDS_ROOM=1; shift ;;
     --code) export TWO_BENDS_JOIN_CODE="${2:-}"; shift 2 ;;

@@ -8,7 +8,7 @@
   engine  No browsers: N default requests (64 -> 32) submitted at once to the scheduler, queue mode then
           batch mode, taking turns: the room's tokens/s and each request's TPOT (what the engine alone can take).
 
-Usage: .venv/bin/python scripts/loadtest.py room --sessions 30 --runs 3 --modes queue,batch
+Usage: .venv/bin/python scripts/loadtest.py room --sessions 30 --runs 3 --modes queue,batch  (queue-fixed: queue mode, --fixed-threads)
        .venv/bin/python scripts/loadtest.py memory
        .venv/bin/python scripts/loadtest.py engine --requests 8 --rounds 2
 A measurement, not a test: the numbers go in the README's "Serving a room".
@@ -133,8 +133,9 @@ def room(args) -> None:
           f"{args.sessions} sessions x {args.runs} runs | mixes {MIXES}")
     quiet = quiet_cli_tpot(args.model)
     print(f"# quiet CLI TPOT (64 -> 32, alone): {quiet:.1f} ms")
-    for mode in args.modes.split(","):
-        env = dict(TWO_BENDS_MODEL=args.model, TWO_BENDS_MODE=mode, TWO_BENDS_MAX_QUEUE=str(4 * args.sessions))
+    for mode in args.modes.split(","):  # "queue-fixed": queue mode with every decode step on every core's thread
+        env = dict(TWO_BENDS_MODEL=args.model, TWO_BENDS_MODE=mode.removesuffix("-fixed"),
+                   TWO_BENDS_MAX_QUEUE=str(4 * args.sessions), TWO_BENDS_FIXED_THREADS="1" if mode.endswith("-fixed") else "")
         with appdriver.dashboard(env) as (url, proc):
             results, errors = [], []
             start = time.perf_counter()

@@ -100,8 +100,8 @@ class ThreadGovernor:
             if median < self._medians[back] * (1 - self.margin):
                 self._backoff = 1
                 self.changes.append(ThreadChange(self._steps - self.window, now,
-                                                 f"{self._trial_why}; {now} measured {median * 1e3:.1f} ms a step "
-                                                 f"vs {back}: {self._medians[back] * 1e3:.1f} ms"))
+                                                 f"{self._trial_why}; measured {median * 1e3:.1f} ms a step with {now}, "
+                                                 f"{self._medians[back] * 1e3:.1f} ms with {back}"))
             else:
                 self.threads = back
                 self._hold, self._backoff = self._backoff, min(2 * self._backoff, MAX_HOLD)
@@ -113,9 +113,9 @@ class ThreadGovernor:
         fewer = self.choices[index + 1] if index + 1 < len(self.choices) else None
         more = self.choices[index - 1] if index > 0 else None
         if fewer is not None and share >= self.wait_share:
-            self._try(fewer, f"the steps waited for a CPU {share:.0%} of their time with {now} threads")
+            self._try(fewer, f"the steps had waited for a CPU {share:.0%} of their time")
         elif more is not None and (idle is None or idle >= 0.75 * (more - now)):
-            self._try(more, "no idle-time reading here" if idle is None else f"{idle:.1f} cores idle with {now} thread(s)")
+            self._try(more, "a periodic try: no idle-time reading here" if idle is None else f"{idle:.1f} core(s) idle")
 
     def _try(self, threads: int, why: str) -> None:
         self._trial_from, self._trial_why = self.threads, why
@@ -126,6 +126,6 @@ class ThreadGovernor:
         """One plain sentence on what changed and why ('' when nothing did)."""
         if not self.changes:
             return ""
-        said = "; then ".join(f"from step {c.step + 1} {c.threads} thread(s) ({c.why})" for c in self.changes[:2])
+        said = "; then ".join(f"from step {c.step + 1} on {c.threads} thread(s) ({c.why})" for c in self.changes[:2])
         more = f"; and {len(self.changes) - 2} change(s) more" if len(self.changes) > 2 else ""
-        return f"threads chosen by measurement while decoding: {said}{more}"
+        return f"{said}{more}"

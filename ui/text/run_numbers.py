@@ -84,8 +84,8 @@ def threads_sentence(trace: Trace) -> str:
         return ""
     counts = Counter(step.threads for step in trace.steps if step.threads)
     ran = ", ".join(f"{n} step(s) with {t} thread(s)" for t, n in sorted(counts.items(), reverse=True))
-    return (f" To lose less to the wait, the engine changed its thread count while decoding ({ran}; "
-            f"{trace.threads_note}).")
+    return (f" To lose less to the wait, the engine changed its thread count while decoding, by measurement "
+            f"({ran}): {trace.threads_note}.")
 
 
 def cpu_wait_label(trace: Trace) -> str:

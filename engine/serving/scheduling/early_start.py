@@ -156,5 +156,6 @@ def options_from_env(env=os.environ, prepack_in_background: bool = True):
                           max_new_tokens_cap=int_env("TWO_BENDS_MAX_NEW_TOKENS", 4096, env),
                           max_batch=int_env("TWO_BENDS_MAX_BATCH", 8, env),
                           threads=max(0, int_env("TWO_BENDS_THREADS", 0, env)),
+                          fixed_threads=env.get("TWO_BENDS_FIXED_THREADS", "") == "1",
                           preload=ModelSpec(model, "auto", "float32"), max_num_batched_tokens=budget_env(env),
                           prepack_in_background=prepack_in_background)

@@ -34,7 +34,8 @@ MODES = ("queue", "batch")
 
 class Scheduler(Slicing):
     def __init__(self, mode: str = "queue", *, max_queue: int = 64, max_new_tokens_cap: int = 4096,
-                 max_batch: int = 8, pool: ModelPool | None = None, max_num_batched_tokens: int | None = None):
+                 max_batch: int = 8, pool: ModelPool | None = None, max_num_batched_tokens: int | None = None,
+                 adaptive_threads: bool = True):
         if mode not in MODES:
             raise EngineError(f"unknown scheduling mode '{mode}'; use one of: {', '.join(MODES)}")
         self.mode = mode
@@ -42,6 +43,7 @@ class Scheduler(Slicing):
         self.max_num_batched_tokens = check_token_budget(max_num_batched_tokens, max_batch)  # None: whole prefills
         self.step_log: deque[StepRecord] = deque(maxlen=4096)  # batch mode's engine steps: who shared each one
         self.pool = pool or ModelPool()
+        self.adaptive_threads = adaptive_threads  # queue mode's runs: threads chosen while decoding (generate())
         self._waiting = WaitingQueue(max_queue)  # its Estimates are refined by every finished run
         self._cond = threading.Condition()
         self._running: list[Work] = []  # what the thread works on now (several in batch mode)
@@ -219,7 +221,8 @@ class Scheduler(Slicing):
         if req.capture_attention:
             layers = layers_within_budget(lm.config, len(req.prompt_ids), req.max_new_tokens, preferred=req.capture_layer)
         trace = generate(lm, req.prompt_ids, req.max_new_tokens, req.params, chat=req.chat, on_step=on_step,
-                         capture_attention=req.capture_attention, capture_layers=layers, on_capture=on_capture)
+                         capture_attention=req.capture_attention, capture_layers=layers, on_capture=on_capture,
+                         adaptive_threads=self.adaptive_threads)
         on_step(trace)  # the last token (generate does not call back after the final one)
         trace.queue_seconds = started - req.arrival
         trace.prompt_text = req.prompt_text or trace.prompt_text

@@ -35,7 +35,8 @@ def _make_scheduler(options: ServiceOptions) -> Scheduler:
                                       max_batch=options.max_batch, threads=options.threads)
     return Scheduler(options.mode, max_queue=options.max_queue, max_new_tokens_cap=options.max_new_tokens_cap,
                      max_batch=options.max_batch, max_num_batched_tokens=options.max_num_batched_tokens,
-                     pool=ModelPool(background_kernels=options.prepack_in_background))
+                     pool=ModelPool(background_kernels=options.prepack_in_background),
+                     adaptive_threads=not options.fixed_threads)
 
 
 class LocalService:
