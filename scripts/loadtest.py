@@ -213,36 +213,49 @@ def engine_only(args) -> None:
     """The scheduler without the dashboard: what sharing the bridge does to the room's tokens/s and to each TPOT."""
     sys.path.insert(0, str(appdriver.ROOT))
     import engine
+    from engine.serving.scheduling.work import ModelSpec
+
+    spec, greedy = ModelSpec(args.model, "auto", "float32"), engine.SamplingParams(ignore_eos=True)
+    print(f"# {time.strftime('%Y-%m-%d %H:%M')} | {os.cpu_count()} CPUs | load average {os.getloadavg()[0]:.2f} | "
+          f"{args.requests} requests of 64 -> 32 tokens submitted at once, max batch {args.requests} | "
+          f"{args.hogs} busy loop(s) beside")
+    hogs = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(args.hogs)]
+    try:
+        for _ in range(args.rounds):
+            for mode in args.modes.split(","):
+                engine_round(mode, spec, greedy, args.requests, 32)
+    finally:
+        for hog in hogs:
+            hog.kill()
+
+
+def engine_round(mode: str, spec, greedy, n: int, n_out: int) -> None:
+    """One mode's n requests through a fresh scheduler ("batch-fixed": batch mode with --fixed-threads)."""
     from engine.core.metrics import summarize
     from engine.core.prompting import fit_prompt_to_tokens
     from engine.serving.scheduling.lab_jobs import MODEL_DESCRIBE
     from engine.serving.scheduling.scheduler import Scheduler
-    from engine.serving.scheduling.work import Job, ModelSpec, Request, result_of
+    from engine.serving.scheduling.work import Job, Request, result_of
     from ui.text import prompts
 
-    spec, greedy = ModelSpec(args.model, "auto", "float32"), engine.SamplingParams(ignore_eos=True)
-    n, n_out = args.requests, 32
-    print(f"# {time.strftime('%Y-%m-%d %H:%M')} | {os.cpu_count()} CPUs | load average {os.getloadavg()[0]:.2f} | "
-          f"{n} requests of 64 -> {n_out} tokens submitted at once, max batch {n}")
-    for _ in range(args.rounds):
-        for mode in ("queue", "batch"):
-            scheduler = Scheduler(mode, max_batch=n).start()
-            try:
-                info = result_of(scheduler.submit(Job(model=spec, name=MODEL_DESCRIBE.name,
-                                                      args=(spec,))), 600)  # loaded by the scheduler's thread
-                ids = fit_prompt_to_tokens(info.tokenizer, prompts.example("summarisation").text, 64 + n).ids
-                result_of(scheduler.submit(Request(model=spec, prompt_ids=ids[:64], max_new_tokens=4, params=greedy)), 600)
-                start = time.perf_counter()
-                works = [scheduler.submit(Request(model=spec, prompt_ids=ids[i:i + 64], max_new_tokens=n_out, params=greedy))
-                         for i in range(n)]  # different prompts of the same length
-                traces = [result_of(w, 1800) for w in works]
-                wall = time.perf_counter() - start
-            finally:
-                scheduler.stop()
-            tpot = statistics.median(summarize(t).tpot_s * 1000 for t in traces)
-            ttft = statistics.median(summarize(t).ttft_s * 1000 for t in traces)
-            print(f"{mode:<6} {n} requests in {wall:5.1f} s = {n * n_out / wall:5.1f} tokens/s | TPOT median {tpot:6.1f} ms | "
-                  f"TTFT median {ttft:6.1f} ms | queue wait max {max(t.queue_seconds for t in traces):5.1f} s", flush=True)
+    scheduler = Scheduler(mode.removesuffix("-fixed"), max_batch=n, adaptive_threads=not mode.endswith("-fixed")).start()
+    try:
+        info = result_of(scheduler.submit(Job(model=spec, name=MODEL_DESCRIBE.name, args=(spec,))), 600)  # loaded there
+        ids = fit_prompt_to_tokens(info.tokenizer, prompts.example("summarisation").text, 64 + n).ids
+        result_of(scheduler.submit(Request(model=spec, prompt_ids=ids[:64], max_new_tokens=4, params=greedy)), 600)
+        start = time.perf_counter()
+        works = [scheduler.submit(Request(model=spec, prompt_ids=ids[i:i + 64], max_new_tokens=n_out, params=greedy))
+                 for i in range(n)]  # different prompts of the same length
+        traces = [result_of(w, 1800) for w in works]
+        wall = time.perf_counter() - start
+    finally:
+        scheduler.stop()
+    tpot = statistics.median(summarize(t).tpot_s * 1000 for t in traces)
+    ttft = statistics.median(summarize(t).ttft_s * 1000 for t in traces)
+    one = sum(s.threads == 1 for t in traces for s in t.steps) / max(sum(len(t.steps) for t in traces), 1)
+    print(f"{mode:<11} {n} requests in {wall:5.1f} s = {n * n_out / wall:5.1f} tokens/s | TPOT median {tpot:6.1f} ms | "
+          f"TTFT median {ttft:6.1f} ms | queue wait max {max(t.queue_seconds for t in traces):5.1f} s | "
+          f"steps on 1 thread {one:.0%}", flush=True)
 
 
 def main() -> None:
@@ -259,6 +272,8 @@ def main() -> None:
     e = sub.add_parser("engine")
     e.add_argument("--requests", type=int, default=8)
     e.add_argument("--rounds", type=int, default=2)
+    e.add_argument("--modes", default="queue,batch", help="queue, batch; -fixed after one: --fixed-threads")
+    e.add_argument("--hogs", type=int, default=0, help="busy loops beside the engine (cores other programs hold)")
     sys.path.insert(0, str(appdriver.ROOT))
     from engine.loading.model_store import DEFAULT_MODEL  # the dashboard's default (imports torch here, once)
 

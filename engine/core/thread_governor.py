@@ -72,6 +72,20 @@ class ThreadGovernor:
         self._steps = 0
         self._mark = (self._idle_seconds(), self._clock())
 
+    @property
+    def steps(self) -> int:
+        """Steps observed so far (ThreadChange.step counts in these)."""
+        return self._steps
+
+    def restart(self) -> int:
+        """The work per step changed (a batch's riders joined or left): drop the window so far and what earlier
+        windows measured, and end a trial by going back. Returns the threads for the next step."""
+        self._seconds, self._waits, self._medians = [], [], {}
+        if self._trial_from is not None:
+            self.threads, self._trial_from = self._trial_from, None
+        self._mark = (self._idle_seconds(), self._clock())
+        return self.threads
+
     def observe(self, seconds: float, wait: float) -> int:
         """One finished step: its seconds and its CPU wait (longest waiting thread). Returns the next step's threads."""
         self._steps += 1
@@ -122,10 +136,14 @@ class ThreadGovernor:
         self.threads = threads
         self.trials += 1
 
-    def note(self) -> str:
-        """One plain sentence on what changed and why ('' when nothing did)."""
-        if not self.changes:
+    def note(self, since: int = 0) -> str:
+        """One plain sentence on what changed and why ('' when nothing did). `since` (a value of `steps`): only
+        what applied from then on, the change in force at that step included; steps counted from `since`."""
+        earlier = [c for c in self.changes if c.step < since]
+        changes = earlier[-1:] + [c for c in self.changes if c.step >= since]
+        if not changes or changes[0].threads == self.most and len(changes) == 1 and changes[0].step < since:
             return ""
-        said = "; then ".join(f"from step {c.step + 1} on {c.threads} thread(s) ({c.why})" for c in self.changes[:2])
-        more = f"; and {len(self.changes) - 2} change(s) more" if len(self.changes) > 2 else ""
+        said = "; then ".join(f"from step {max(c.step - since, 0) + 1} on {c.threads} thread(s) ({c.why})"
+                              for c in changes[:2])
+        more = f"; and {len(changes) - 2} change(s) more" if len(changes) > 2 else ""
         return f"{said}{more}"

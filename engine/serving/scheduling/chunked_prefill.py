@@ -86,7 +86,8 @@ class ChunkedPrefill:
             else:
                 seq.trace.steps.append(DecodeStep(ready - seq.last_ready, int(view.lengths[row]), kv_bytes,
                                                   riders=len(plan.rows), stall_seconds=seq.stall,
-                                                  cpu_wait_seconds=wait))
+                                                  cpu_wait_seconds=wait,
+                                                  threads=torch.get_num_threads() if self.lm.device.type == "cpu" else 0))
             seq.last_ready, seq.stall = ready, 0.0
             self._keep(seq, token, first=first)
         self._record(start, ready, decode, chunks)

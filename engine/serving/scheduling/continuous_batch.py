@@ -25,6 +25,7 @@ from engine.core.kv_cache import KVCache
 from engine.core.recorder import add_attention, finish_trace, start_trace
 from engine.core.sampling import make_generator, sample_with
 from engine.core.sequence import CANCELLED, Sequence
+from engine.core.thread_governor import ThreadGovernor
 from engine.core.trace import DecodeStep, Trace
 from engine.serving.scheduling.chunked_prefill import ChunkedPrefill, check_token_budget
 from engine.serving.scheduling.work import Done, Failed, FirstToken, Request, Started, Token, failure_message
@@ -45,6 +46,7 @@ class Rider(Sequence):
         self.cpu_wait = Wait()  # its prefill's and its steps' CPU waits, added up
         self.read_mark = 0.0  # the meter's read cost when it joined (its share of what measuring cost)
         self.wait_note = ""  # why its run's CPU wait cannot be known whole (disaggregated: prefill elsewhere)
+        self.governor_mark = 0  # the batch's thread governor's step count when it joined (its note from there)
 
     @property
     def prefilling(self) -> bool:
@@ -54,7 +56,8 @@ class Rider(Sequence):
 class Batch(ChunkedPrefill):
     """The sequences of one model decoding together."""
 
-    def __init__(self, lm, max_batch: int, max_num_batched_tokens: int | None = None, log: deque | None = None):
+    def __init__(self, lm, max_batch: int, max_num_batched_tokens: int | None = None, log: deque | None = None,
+                 adaptive_threads: bool = True):
         self.lm = lm
         self.max_batch = max_batch
         self.budget = check_token_budget(max_num_batched_tokens, max_batch)  # tokens per step; None: whole prefills
@@ -62,6 +65,12 @@ class Batch(ChunkedPrefill):
         self.seqs: list[Rider] = []  # seqs[i] lives in cache row i
         self.cache: KVCache | None = None
         self.meter = CpuWaitMeter()  # how long the engine's threads waited for a CPU in each rider's gaps
+        # plain decode steps: fewer threads while other programs hold cores (engine/core/thread_governor.py); the
+        # window starts again whenever riders join or leave (another amount of work per step)
+        threads = torch.get_num_threads()
+        self.governor = (ThreadGovernor(threads) if adaptive_threads and lm.device.type == "cpu" and threads > 1
+                         and self.meter.available else None)
+        self._governed_riders = 0
 
     @property
     def size(self) -> int:
@@ -108,10 +117,12 @@ class Batch(ChunkedPrefill):
         With a token budget it only takes its row here: its prompt goes in chunk by chunk in the next steps."""
         lm = self.lm
         trace = start_trace(lm, req.prompt_ids, dict(req.params.as_dict(), max_new_tokens=req.max_new_tokens,
-                                                     chat=req.chat, scheduler="batch", max_num_batched_tokens=self.budget))
+                                                     chat=req.chat, scheduler="batch", max_num_batched_tokens=self.budget,
+                                                     adaptive_threads=self.governor is not None))
         trace.prompt_text = req.prompt_text
         trace.queue_seconds = started - req.arrival
         seq = Rider(req, trace, lm)
+        seq.governor_mark = self.governor.steps if self.governor is not None else 0
         req.emit(Started(trace.queue_seconds))
         grow = now(lm.device)
         self._room_for(seq.reserved_len)
@@ -155,6 +166,8 @@ class Batch(ChunkedPrefill):
     def _decode_step(self) -> None:
         """Every rider decodes one token: a plain (n, 1) pass, no ragged bookkeeping."""
         n, lm = len(self.seqs), self.lm
+        threads = self._threads_for_step(n)
+        begin = self.meter.snapshot() if self.governor is not None else None
         start = now(lm.device)
         view = self.cache.rows(0, n)
         tokens = torch.tensor([[s.last_token] for s in self.seqs], device=lm.device)  # (n, 1)
@@ -164,15 +177,31 @@ class Batch(ChunkedPrefill):
                   for i, s in enumerate(self.seqs)]
         ready = now(lm.device)
         waits, kv_bytes = self.meter.snapshot(), view.nbytes_used
+        if self.governor is not None:
+            self.governor.observe(ready - start, self.meter.since(begin, waits).longest)
+            if torch.get_num_threads() != self.governor.most:  # joins and chunked steps run on every thread
+                torch.set_num_threads(self.governor.most)
         for i, (seq, token) in enumerate(zip(self.seqs, chosen)):
             seq.trace.steps.append(DecodeStep(ready - seq.last_ready, int(view.lengths[i]), kv_bytes, riders=n,
-                                              stall_seconds=seq.stall, cpu_wait_seconds=self._waited(seq, waits).longest))
+                                              stall_seconds=seq.stall, cpu_wait_seconds=self._waited(seq, waits).longest,
+                                              threads=threads))
             seq.last_ready, seq.stall = ready, 0.0
             self._keep(seq, token)
         self._record(start, ready, [s.request.id for s in self.seqs], [])
         self._evict()
 
     # --- bookkeeping -------------------------------------------------------------------------------------
+    def _threads_for_step(self, riders: int) -> int:
+        """Set the threads the governor chose for a plain decode step of `riders`; returns them (0: not a CPU)."""
+        if self.governor is None:
+            return torch.get_num_threads() if self.lm.device.type == "cpu" else 0
+        if riders != self._governed_riders:
+            self.governor.restart()
+            self._governed_riders = riders
+        if torch.get_num_threads() != self.governor.threads:
+            torch.set_num_threads(self.governor.threads)
+        return self.governor.threads
+
     def _waited(self, seq: Rider, waits: dict[str, int]) -> Wait:
         """The CPU wait of `seq`'s gap that ends now (at the snapshot `waits`); its next gap starts here."""
         wait = self.meter.since(seq.wait_mark, waits)
@@ -240,6 +269,7 @@ class Batch(ChunkedPrefill):
         else:
             trace.cpu_wait_note = seq.wait_note or self.meter.reason
         finish_trace(self.lm, trace, [seq.output_ids], self.cache, row)
+        trace.threads_note = self.governor.note(since=seq.governor_mark) if self.governor is not None else ""
         if seq.stop_reason == CANCELLED:
             req.emit(Failed("cancelled", cancelled=True))
             return

@@ -145,7 +145,8 @@ class Scheduler(Slicing):
                 if work is not None and self.mode == "batch" and isinstance(work, Request):
                     lm = self.pool.get(work.model)
                     if batch is None or batch.lm is not lm:
-                        batch = Batch(lm, self.max_batch, self.max_num_batched_tokens, self.step_log)
+                        batch = Batch(lm, self.max_batch, self.max_num_batched_tokens, self.step_log,
+                                      adaptive_threads=self.adaptive_threads)
                         self._batch_spec = work.model
                     self._admit(batch, work)
                 elif work is not None:

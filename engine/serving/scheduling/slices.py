@@ -63,7 +63,7 @@ class Slicing:
         for req in ready:
             by_model.setdefault(req.model, []).append(req)
         for spec, reqs in by_model.items():
-            batch = Batch(self.pool.get(spec), self.max_batch)
+            batch = Batch(self.pool.get(spec), self.max_batch, adaptive_threads=self.adaptive_threads)
             while reqs or batch.size:
                 while reqs and batch.has_room():
                     req = reqs.pop(0)
