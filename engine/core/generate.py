@@ -19,6 +19,7 @@ import torch
 from engine.core.clock import now
 from engine.core.cpu_wait import CpuWaitMeter
 from engine.core.kv_cache import KVCache
+from engine.core.machine_load import WATCH
 from engine.core.prompting import check_batch_size, check_lengths, encode_prompt
 from engine.core.recorder import add_attention, finish_trace, start_trace
 from engine.core.sampling import make_generator, sample_with
@@ -194,31 +195,46 @@ def _run(lm, prompts: list[list[int]], max_new_tokens: int, params: SamplingPara
                 return False
         return not all(seq.finished for seq in seqs)  # else every row is over: some by eos, the rest by length
 
-    meter = CpuWaitMeter()  # the time this process's threads waited for a CPU, per timed interval
-    meter.mark()
-    start = now(device)
-    token = choose(prefill(lm, torch.tensor(prompts, device=device), cache))  # (B,)
-    token.tolist()  # the first token exists on the host: TTFT ends here
-    trace.prefill_seconds = now(device) - start
-    trace.prefill_cpu_wait_seconds = meter.lap().longest
-    governor = ThreadGovernor(torch.get_num_threads()) if adaptive_threads and meter.available else None
-    if keep(token):
-        step = None
-        if make_step is not None:
-            build_start = now(device)
-            step = make_step(lm, cache)
-            trace.warmup_seconds += now(device) - build_start
+    most = torch.get_num_threads()
+    threads, why = WATCH.threads_for_run(most) if adaptive_threads else (most, "")  # other programs' recent load
+    if threads != most:
+        torch.set_num_threads(threads)
+    try:
+        meter = CpuWaitMeter()  # the time this process's threads waited for a CPU, per timed interval
+        meter.mark()
+        start = now(device)
+        token = choose(prefill(lm, torch.tensor(prompts, device=device), cache))  # (B,)
+        token.tolist()  # the first token exists on the host: TTFT ends here
+        trace.prefill_seconds = now(device) - start
+        trace.prefill_cpu_wait_seconds = meter.lap().longest
+        governor = ThreadGovernor(most, start=threads) if adaptive_threads and meter.available else None
+        if keep(token):
+            step = None
+            if make_step is not None:
+                build_start = now(device)
+                step = make_step(lm, cache)
+                trace.warmup_seconds += now(device) - build_start
 
-        def after_step(token: torch.Tensor, seconds: float) -> bool:
-            trace.steps.append(DecodeStep(seconds, cache.length, cache.nbytes_used, riders=B,
-                                          cpu_wait_seconds=meter.last.longest,
-                                          threads=torch.get_num_threads() if on_cpu else 0))
-            return keep(token)
+            def after_step(token: torch.Tensor, seconds: float) -> bool:
+                trace.steps.append(DecodeStep(seconds, cache.length, cache.nbytes_used, riders=B,
+                                              cpu_wait_seconds=meter.last.longest,
+                                              threads=torch.get_num_threads() if on_cpu else 0))
+                return keep(token)
 
-        decode_loop(lm, token, cache, max_new_tokens - 1, choose=choose, step=step, after_step=after_step, meter=meter,
-                    governor=governor)
+            decode_loop(lm, token, cache, max_new_tokens - 1, choose=choose, step=step, after_step=after_step,
+                        meter=meter, governor=governor)
+    finally:
+        if torch.get_num_threads() != most:
+            torch.set_num_threads(most)
+        if adaptive_threads:
+            WATCH.mark()  # the next run looks at other programs' load from here
     record_cpu_wait(trace, meter)
-    trace.threads_note = governor.note() if governor is not None else ""
+    if on_cpu:
+        trace.settings["prefill_threads"] = threads
+    notes = [f"prefill on {threads} thread(s) ({why})"] if threads < most else []
+    if governor is not None and governor.note():
+        notes.append(governor.note())
+    trace.threads_note = "; ".join(notes)
     finish_trace(lm, trace, [seq.output_ids for seq in seqs], cache)
     if capture_attention and trace.stop_reason != CANCELLED:  # nobody waits for a cancelled run's pictures
         if on_capture is not None:

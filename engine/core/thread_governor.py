@@ -54,12 +54,12 @@ class ThreadGovernor:
     """Feed it each step's seconds and CPU wait; it answers the threads for the next step."""
 
     def __init__(self, most: int, window: int = 8, wait_share: float = 0.2, margin: float = 0.05,
-                 idle_seconds=read_idle_seconds, clock=None):
+                 idle_seconds=read_idle_seconds, clock=None, start: int | None = None):
         import time
 
         self.most, self.window, self.wait_share, self.margin = most, window, wait_share, margin
         self.choices = thread_choices(most)
-        self.threads = most
+        self.threads = start if start in self.choices else most  # a run may start lower (engine/core/machine_load.py)
         self.changes: list[ThreadChange] = []  # kept changes only (trials that lost are not changes)
         self.trials = 0
         self._idle_seconds, self._clock = idle_seconds, clock or time.perf_counter

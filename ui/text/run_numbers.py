@@ -84,8 +84,8 @@ def threads_sentence(trace: Trace) -> str:
         return ""
     counts = Counter(step.threads for step in trace.steps if step.threads)
     ran = ", ".join(f"{n} step(s) with {t} thread(s)" for t, n in sorted(counts.items(), reverse=True))
-    return (f" To lose less to the wait, the engine changed its thread count while decoding, by measurement "
-            f"({ran}): {trace.threads_note}.")
+    return (f" To lose less to the wait, the engine chose fewer threads by measurement ({ran}): "
+            f"{trace.threads_note}.")
 
 
 def cpu_wait_label(trace: Trace) -> str:
@@ -112,7 +112,7 @@ def cpu_wait_caption(trace: Trace) -> str | None:
     if per_token is None or tpot <= 0 or per_token / tpot < FREE_SHARE:
         return None
     who = background_work(trace) or "other programs, most likely your browser drawing this page, held the cores"
-    fewer = " The engine decoded with fewer threads while they did." if trace.threads_note else ""
+    fewer = " The engine ran on fewer threads while they did." if trace.threads_note else ""
     return (f"This run waited {per_token * 1e3:,.1f} ms per token for a CPU ({per_token / tpot:.0%} of TPOT): {who}."
             f"{fewer} The Timing page says more.")
 

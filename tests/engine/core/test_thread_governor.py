@@ -103,7 +103,7 @@ def test_idle_seconds_come_from_proc_stat_and_none_where_it_is_missing(tmp_path)
 class Scripted:
     """A governor that answers a fixed list of thread counts, one per step."""
 
-    def __init__(self, most, answers=(1, 1, 2, 1)):
+    def __init__(self, most, answers=(1, 1, 2, 1), start=None):
         self.answers, self.seen = list(answers), []
 
     def observe(self, seconds, wait):
@@ -114,8 +114,22 @@ class Scripted:
         return "scripted"
 
 
+class Calm:
+    """The machine-load watch of a machine where nothing else ran (or, with `others`, where something did)."""
+
+    def __init__(self, threads=None, why=""):
+        self.threads, self.why, self.marks = threads, why, 0
+
+    def threads_for_run(self, most):
+        return (self.threads or most), self.why
+
+    def mark(self):
+        self.marks += 1
+
+
 def test_a_run_records_each_steps_threads_and_sets_them_back(tiny_llama, monkeypatch):
     monkeypatch.setattr(generate_module, "ThreadGovernor", Scripted)
+    monkeypatch.setattr(generate_module, "WATCH", Calm())
     before = torch.get_num_threads()
     torch.set_num_threads(2)
     try:
@@ -127,6 +141,22 @@ def test_a_run_records_each_steps_threads_and_sets_them_back(tiny_llama, monkeyp
         fixed = generate(tiny_llama, [1, 2, 3, 4], 6, ignore_eos=True, adaptive_threads=False)
         assert [s.threads for s in fixed.steps] == [2] * 5 and fixed.threads_note == ""
         assert fixed.settings["adaptive_threads"] is False
+    finally:
+        torch.set_num_threads(before)
+
+
+def test_a_run_after_other_programs_kept_a_core_busy_starts_on_fewer_threads(tiny_llama, monkeypatch):
+    watch = Calm(1, "other programs kept 1.0 core(s) busy since the last run")
+    monkeypatch.setattr(generate_module, "WATCH", watch)
+    before = torch.get_num_threads()
+    torch.set_num_threads(2)
+    try:
+        trace = generate(tiny_llama, [1, 2, 3, 4], 4, ignore_eos=True)
+        assert torch.get_num_threads() == 2 and watch.marks == 1  # given back, and the next run looks from here
+        assert trace.settings["prefill_threads"] == 1 and trace.steps[0].threads == 1
+        assert trace.threads_note.startswith("prefill on 1 thread(s) (other programs kept 1.0 core(s) busy")
+        fixed = generate(tiny_llama, [1, 2, 3, 4], 4, ignore_eos=True, adaptive_threads=False)
+        assert fixed.settings["prefill_threads"] == 2 and watch.marks == 1
     finally:
         torch.set_num_threads(before)
 

@@ -83,10 +83,10 @@ def test_a_run_that_changed_its_threads_says_so_and_the_steps_table_shows_them()
     for step, threads in zip(trace.steps, [2, 1, 1, 1]):
         step.threads = threads
     assert "threads" not in runs.steps_table(trace).columns  # nothing changed: no column, no sentence
-    assert "thread count" not in run_numbers.cpu_wait_note(trace)
+    assert "fewer threads" not in run_numbers.cpu_wait_note(trace)
     trace.threads_note = "from step 2 on 1 thread(s) (a reason)"
     note = run_numbers.cpu_wait_note(trace)
-    assert ("changed its thread count while decoding, by measurement (1 step(s) with 2 thread(s), 3 step(s) with 1 "
+    assert ("the engine chose fewer threads by measurement (1 step(s) with 2 thread(s), 3 step(s) with 1 "
             "thread(s)): from step 2 on 1 thread(s) (a reason).") in note
     assert list(runs.steps_table(trace)["threads"])[1:] == [2, 1, 1, 1]
     assert "fewer threads" in run_numbers.cpu_wait_caption(trace)
