@@ -7,7 +7,9 @@ machine with one core held by a busy loop, a 64-token prefill took 265 ms on 2 t
 tokens: 623 vs 411; 1024: 2600 vs 1790), while on free cores 2 threads win (76 vs 97 ms). So a run starts with
 fewer threads when other programs kept cores busy since the last run ended (or since the engine loaded; this
 process's own CPU time taken out), and its decode loop starts from there (engine/core/thread_governor.py tries
-more threads again once cores go idle).
+more threads again once cores go idle) — but only when the last run's decode loop had itself ended on fewer
+threads, or there was no last run: a page drawing the last result between two runs (a burst, over by the next
+click; measured: it sent the single-user page's runs to one thread, 1.39x the CLI's TPOT) is not a reason.
 """
 from __future__ import annotations
 
@@ -42,8 +44,10 @@ class LoadWatch:
         self.cores = cores or core_count()
         self.mark()
 
-    def mark(self) -> None:
+    def mark(self, last_threads: int | None = None) -> None:
+        """From now on; `last_threads`: what the run that just ended decoded with at its end (None: no run yet)."""
         self._start = (self._idle_seconds(), self._own(), self._clock())
+        self.last_threads = last_threads
 
     def others_cores(self) -> float | None:
         """Cores other programs kept busy on average since `mark()`; None where not measurable or too short."""
@@ -57,6 +61,8 @@ class LoadWatch:
     def threads_for_run(self, most: int) -> tuple[int, str]:
         """The threads a run should start with (the most of most, most/2, ..., 1 that fits the cores other programs
         left free, give or take `BUSY_SHARE` of a core), and why in a few words ('' when `most`)."""
+        if self.last_threads is not None and self.last_threads >= most:  # the last run's decode kept every thread
+            return most, ""
         others = self.others_cores()
         if others is None:
             return most, ""

@@ -43,6 +43,20 @@ def test_a_mark_starts_the_look_back_and_a_short_one_says_nothing():
     assert w.others_cores() is None and w.threads_for_run(2) == (2, "")
 
 
+def test_only_a_run_that_ended_on_fewer_threads_lets_the_next_start_lower():
+    m = Machine()
+    w = m.watch()
+    w.mark(last_threads=2)  # the last run decoded on both threads to its end
+    m.run(1.0, others=1.0)  # then the page drew its result: a burst between runs
+    assert w.threads_for_run(2) == (2, "")
+    w.mark(last_threads=1)  # the last run's decode loop had moved to one thread
+    m.run(1.0, others=1.0)
+    assert w.threads_for_run(2)[0] == 1
+    w.mark(last_threads=1)
+    m.run(1.0, others=0.0)  # the other program stopped
+    assert w.threads_for_run(2) == (2, "")
+
+
 def test_without_proc_stat_every_thread_is_kept():
     m = Machine()
     w = m.watch(readable=False)

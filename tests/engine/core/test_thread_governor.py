@@ -104,11 +104,12 @@ class Scripted:
     """A governor that answers a fixed list of thread counts, one per step."""
 
     def __init__(self, most, answers=(1, 1, 2, 1), start=None):
-        self.answers, self.seen = list(answers), []
+        self.answers, self.seen, self.threads = list(answers), [], start or most
 
     def observe(self, seconds, wait):
         self.seen.append(wait)
-        return self.answers.pop(0) if self.answers else 1
+        self.threads = self.answers.pop(0) if self.answers else 1
+        return self.threads
 
     def note(self):
         return "scripted"
@@ -123,7 +124,7 @@ class Calm:
     def threads_for_run(self, most):
         return (self.threads or most), self.why
 
-    def mark(self):
+    def mark(self, last_threads=None):
         self.marks += 1
 
 
