@@ -19,7 +19,7 @@ import time
 from engine.core.thread_governor import read_idle_seconds, thread_choices
 
 BUSY_SHARE = 0.5  # a core other programs used this much of counts as taken
-MIN_INTERVAL = 0.1  # seconds: a shorter look back says nothing (back-to-back runs keep every thread)
+MIN_INTERVAL = 0.1  # seconds: a shorter look back says nothing (back to back, a run starts where the last ended)
 
 
 def own_cpu_seconds() -> float:
@@ -64,8 +64,10 @@ class LoadWatch:
         if self.last_threads is not None and self.last_threads >= most:  # the last run's decode kept every thread
             return most, ""
         others = self.others_cores()
-        if others is None:
-            return most, ""
+        if others is None:  # too short a look back (runs back to back): the last run's own ending, if any, stands
+            if self.last_threads is None:
+                return most, ""
+            return self.last_threads, "the run just before ended on them"
         room = self.cores - others + BUSY_SHARE
         threads = next((n for n in thread_choices(most) if n <= room), 1)
         return threads, (f"other programs kept {others:.1f} core(s) busy since the last run" if threads < most else "")

@@ -41,6 +41,9 @@ def test_a_mark_starts_the_look_back_and_a_short_one_says_nothing():
     w.mark()
     m.run(0.05, others=2.0)
     assert w.others_cores() is None and w.threads_for_run(2) == (2, "")
+    w.mark(last_threads=1)
+    m.run(0.05, others=2.0)  # back to back after a run that ended on one thread: start there
+    assert w.threads_for_run(2) == (1, "the run just before ended on them")
 
 
 def test_only_a_run_that_ended_on_fewer_threads_lets_the_next_start_lower():
