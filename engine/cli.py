@@ -59,7 +59,7 @@ def cmd_generate(args) -> int:
     print(format_summary(summarize(trace)))
     print(summary_line(trace))
     if trace.threads_note:
-        print(f"threads chosen by measurement while decoding: {trace.threads_note}")
+        print(f"threads chosen by measurement: {trace.threads_note}")
     return 0
 
 

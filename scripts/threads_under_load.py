@@ -31,7 +31,7 @@ def one_run(tokens: int, extra: list[str]) -> dict:
     ttft = re.search(r"^TTFT \(prefill\)\s+([\d.,]+)", out, re.M)
     itl = re.search(r"^ITL p50 / p90 / p99 / max\s+([\d.,]+) / ([\d.,]+) / ([\d.,]+)", out, re.M)
     wait = re.search(r"CPU wait.*?: ([\d.,]+) ms per decode step", out)
-    note = re.search(r"^threads chosen by measurement while decoding: (.*)$", out, re.M)
+    note = re.search(r"^threads chosen by measurement: (.*)$", out, re.M)
     if not tpot:
         raise SystemExit(f"engine generate printed no TPOT:\n{out[-2000:]}")
     number = lambda m, i=1: float(m.group(i).replace(",", "")) if m else float("nan")  # noqa: E731
