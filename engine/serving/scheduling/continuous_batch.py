@@ -127,6 +127,8 @@ class Batch(ChunkedPrefill):
         grow = now(lm.device)
         self._room_for(seq.reserved_len)
         row = len(self.seqs)
+        if self.budget is None and lm.device.type == "cpu":  # a whole prefill: on the threads the decode steps use
+            trace.settings["prefill_threads"] = self._threads_for_step(len(self.seqs))
         seq.wait_mark, seq.read_mark = self.meter.snapshot(), self.meter.read_seconds  # read outside the timing
         start = seq.prefill_start = now(lm.device)
         if self.budget is not None:
@@ -135,7 +137,10 @@ class Batch(ChunkedPrefill):
             self.seqs.append(seq)
             return
         ids = torch.tensor([req.prompt_ids], device=lm.device)  # (1, T)
-        logits = lm.model(ids, self.cache.rows(row, row + 1))[0]  # (1, V)
+        try:
+            logits = lm.model(ids, self.cache.rows(row, row + 1))[0]  # (1, V)
+        finally:
+            self._every_thread()
         token = int(sample_with(req.params, logits, seq.generator))
         seq.last_ready = now(lm.device)
         seq.prefilled = len(req.prompt_ids)
@@ -179,8 +184,7 @@ class Batch(ChunkedPrefill):
         waits, kv_bytes = self.meter.snapshot(), view.nbytes_used
         if self.governor is not None:
             self.governor.observe(ready - start, self.meter.since(begin, waits).longest)
-            if torch.get_num_threads() != self.governor.most:  # joins and chunked steps run on every thread
-                torch.set_num_threads(self.governor.most)
+            self._every_thread()  # chunked steps and whatever else runs between steps: every thread
         for i, (seq, token) in enumerate(zip(self.seqs, chosen)):
             seq.trace.steps.append(DecodeStep(ready - seq.last_ready, int(view.lengths[i]), kv_bytes, riders=n,
                                               stall_seconds=seq.stall, cpu_wait_seconds=self._waited(seq, waits).longest,
@@ -192,7 +196,8 @@ class Batch(ChunkedPrefill):
 
     # --- bookkeeping -------------------------------------------------------------------------------------
     def _threads_for_step(self, riders: int) -> int:
-        """Set the threads the governor chose for a plain decode step of `riders`; returns them (0: not a CPU)."""
+        """Set the threads the governor chose for a plain decode step of `riders` (or a whole prefill joining them:
+        the work per step changes either way); returns them (0: not a CPU). `_every_thread()` after it."""
         if self.governor is None:
             return torch.get_num_threads() if self.lm.device.type == "cpu" else 0
         if riders != self._governed_riders:
@@ -201,6 +206,10 @@ class Batch(ChunkedPrefill):
         if torch.get_num_threads() != self.governor.threads:
             torch.set_num_threads(self.governor.threads)
         return self.governor.threads
+
+    def _every_thread(self) -> None:
+        if self.governor is not None and torch.get_num_threads() != self.governor.most:
+            torch.set_num_threads(self.governor.most)
 
     def _waited(self, seq: Rider, waits: dict[str, int]) -> Wait:
         """The CPU wait of `seq`'s gap that ends now (at the snapshot `waits`); its next gap starts here."""

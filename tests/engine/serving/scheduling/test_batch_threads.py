@@ -1,4 +1,4 @@
-"""Batch mode's plain decode steps on the threads its governor chooses; joins and chunked steps on every thread."""
+"""Batch mode's plain decode steps and whole-prefill joins on the threads its governor chooses; the rest on every one."""
 import time
 
 import pytest
@@ -64,6 +64,7 @@ def test_plain_steps_run_on_the_governors_threads_and_the_rest_on_every_thread(t
     assert one.threads_note.startswith("from step 2 on 1 thread(s) (scripted)")
     assert two.threads_note.startswith("from step 1 on 1 thread(s) (scripted)")  # in force when it joined
     assert one.settings["adaptive_threads"] is True
+    assert one.settings["prefill_threads"] == 2 and two.settings["prefill_threads"] == 1  # a join: the steps' threads
     assert one.output_ids == engine.generate(tiny_llama, [1, 2, 3, 4, 5], 6, ignore_eos=True).output_ids
 
 
