@@ -25,7 +25,7 @@ from engine.core.recorder import add_attention, finish_trace, start_trace
 from engine.core.sampling import make_generator, sample_with
 from engine.core.sampling_params import SamplingParams
 from engine.core.sequence import CANCELLED, EOS, Sequence
-from engine.core.thread_governor import ThreadGovernor
+from engine.core.thread_governor import ThreadGovernor, use_threads
 from engine.core.trace import DecodeStep, Trace
 from engine.errors import EngineError
 
@@ -80,12 +80,9 @@ def decode_loop(lm, token: torch.Tensor, cache: KVCache, max_steps: int, *,
             if after_step is not None and after_step(token, seconds[-1]) is False:
                 break
             if governor is not None and meter is not None:
-                wanted = governor.observe(seconds[-1], meter.last.longest)
-                if wanted != torch.get_num_threads():
-                    torch.set_num_threads(wanted)
+                use_threads(governor.observe(seconds[-1], meter.last.longest))
     finally:
-        if torch.get_num_threads() != threads:
-            torch.set_num_threads(threads)
+        use_threads(threads)
     return seconds
 
 
@@ -197,8 +194,7 @@ def _run(lm, prompts: list[list[int]], max_new_tokens: int, params: SamplingPara
 
     most = torch.get_num_threads()
     threads, why = WATCH.threads_for_run(most) if adaptive_threads else (most, "")  # other programs' recent load
-    if threads != most:
-        torch.set_num_threads(threads)
+    use_threads(threads)
     try:
         meter = CpuWaitMeter()  # the time this process's threads waited for a CPU, per timed interval
         meter.mark()
@@ -224,17 +220,15 @@ def _run(lm, prompts: list[list[int]], max_new_tokens: int, params: SamplingPara
             decode_loop(lm, token, cache, max_new_tokens - 1, choose=choose, step=step, after_step=after_step,
                         meter=meter, governor=governor)
     finally:
-        if torch.get_num_threads() != most:
-            torch.set_num_threads(most)
+        use_threads(most)
         if adaptive_threads:  # the next run looks at other programs' load from here
             WATCH.mark(governor.threads if governor is not None else threads)
     record_cpu_wait(trace, meter)
     if on_cpu:
         trace.settings["prefill_threads"] = threads
-    notes = [f"prefill on {threads} thread(s) ({why})"] if threads < most else []
-    if governor is not None and governor.note():
-        notes.append(governor.note())
-    trace.threads_note = "; ".join(notes)
+    notes = [f"prefill on {threads} thread(s) ({why})" if threads < most else "",
+             governor.note() if governor is not None else ""]
+    trace.threads_note = "; ".join(note for note in notes if note)
     finish_trace(lm, trace, [seq.output_ids for seq in seqs], cache)
     if capture_attention and trace.stop_reason != CANCELLED:  # nobody waits for a cancelled run's pictures
         if on_capture is not None:

@@ -19,7 +19,10 @@ from __future__ import annotations
 
 import os
 import statistics
+import time
 from dataclasses import dataclass
+
+import torch
 
 MAX_HOLD = 16  # windows between a lost trial and the next, at most
 
@@ -43,6 +46,12 @@ def thread_choices(most: int) -> list[int]:
     return choices if choices[-1] == 1 else choices + [1]
 
 
+def use_threads(threads: int) -> None:
+    """torch's threads for what runs next (set only when they differ: the call is cheap, not free)."""
+    if torch.get_num_threads() != threads:
+        torch.set_num_threads(threads)
+
+
 @dataclass
 class ThreadChange:
     step: int  # the first decode step (0-based) that ran with `threads`
@@ -55,8 +64,6 @@ class ThreadGovernor:
 
     def __init__(self, most: int, window: int = 8, wait_share: float = 0.2, margin: float = 0.05,
                  idle_seconds=read_idle_seconds, clock=None, start: int | None = None):
-        import time
-
         self.most, self.window, self.wait_share, self.margin = most, window, wait_share, margin
         self.choices = thread_choices(most)
         self.threads = start if start in self.choices else most  # a run may start lower (engine/core/machine_load.py)

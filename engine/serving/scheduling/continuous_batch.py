@@ -25,7 +25,7 @@ from engine.core.kv_cache import KVCache
 from engine.core.recorder import add_attention, finish_trace, start_trace
 from engine.core.sampling import make_generator, sample_with
 from engine.core.sequence import CANCELLED, Sequence
-from engine.core.thread_governor import ThreadGovernor
+from engine.core.thread_governor import ThreadGovernor, use_threads
 from engine.core.trace import DecodeStep, Trace
 from engine.serving.scheduling.chunked_prefill import ChunkedPrefill, check_token_budget
 from engine.serving.scheduling.work import Done, Failed, FirstToken, Request, Started, Token, failure_message
@@ -203,13 +203,12 @@ class Batch(ChunkedPrefill):
         if riders != self._governed_riders:
             self.governor.restart()
             self._governed_riders = riders
-        if torch.get_num_threads() != self.governor.threads:
-            torch.set_num_threads(self.governor.threads)
+        use_threads(self.governor.threads)
         return self.governor.threads
 
     def _every_thread(self) -> None:
-        if self.governor is not None and torch.get_num_threads() != self.governor.most:
-            torch.set_num_threads(self.governor.most)
+        if self.governor is not None:
+            use_threads(self.governor.most)
 
     def _waited(self, seq: Rider, waits: dict[str, int]) -> Wait:
         """The CPU wait of `seq`'s gap that ends now (at the snapshot `waits`); its next gap starts here."""
