@@ -33,3 +33,18 @@ def test_labels_do_not_promise_lengths_the_slider_decides():
     labels = {e.key: e.label for e in prompts.examples()}
     assert "long input, short output" not in labels["summarisation"]
     assert all("input" not in label and "output" not in label for label in labels.values())
+
+
+
+TINY = presets.Rates(((16, 0.002), (224, 0.0024)), 0.0004, "a tiny random model")  # CI's tiny-llama, measured
+
+
+def test_clear_cut_presets_survive_a_stall_on_a_millisecond_model():
+    chosen = presets.choose(TINY, 224, 240)
+    decode = chosen["decode"]  # a 10 ms stall in its 2 ms prefill still leaves it decode-heavy
+    decode_s = (decode.output_tokens - 1) * TINY.tpot_s
+    assert diagnosis.verdict_of((0.002 + presets.HICCUP_SECONDS) / (0.012 + decode_s)) == "decode", decode
+    prefill = chosen["prefill"]  # a stall in its decode steps (if any) still leaves it prefill-heavy
+    prefill_s, steps_s = TINY.ttft(224), (prefill.output_tokens - 1) * TINY.tpot_s
+    stall = presets.HICCUP_SECONDS if steps_s else 0.0
+    assert diagnosis.verdict_of(prefill_s / (prefill_s + steps_s + stall)) == "prefill", prefill
