@@ -25,7 +25,10 @@ SAMPLING_CASES = [  # (keyword arguments, CLI flags, what the message must say)
 def test_bad_sampling_values_are_refused_alike_by_api_and_cli(tiny_llama, kwargs, flags, message):
     with pytest.raises(engine.EngineError, match=message):
         engine.generate(tiny_llama, "the valley", 4, **kwargs)
-    out = _cli("generate", "--prompt", "the valley", "--max-new-tokens", "4", "--model", "tiny-llama", *flags)
+    # the first case as a real `python -m engine` process; the others through the same main() in this process
+    # (each process pays ~3 s of imports for one line of argument checking)
+    cli = _cli if (kwargs, flags, message) == SAMPLING_CASES[0] else _cli_in_process
+    out = cli("generate", "--prompt", "the valley", "--max-new-tokens", "4", "--model", "tiny-llama", *flags)
     assert out.returncode == 2, out.stderr
     import re
 
@@ -63,7 +66,7 @@ def test_bad_batch_size(tiny_llama, batch_size, message):
     with pytest.raises(engine.EngineError, match=message):
         engine.generate(tiny_llama, "the valley", 4, batch_size=batch_size)
     if isinstance(batch_size, int):
-        out = _cli("generate", "--prompt", "the valley", "--model", "tiny-llama", "--batch-size", str(batch_size))
+        out = _cli_in_process("generate", "--prompt", "the valley", "--model", "tiny-llama", "--batch-size", str(batch_size))
         assert out.returncode == 2 and "batch_size must be from 1 to 1024" in out.stderr
         assert "ready on" not in out.stderr, "refused before the model loads"
 
@@ -88,11 +91,31 @@ def _cli(*args: str) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "engine", *args], capture_output=True, text=True, timeout=300)
 
 
+def _cli_in_process(*args: str) -> subprocess.CompletedProcess:
+    """engine.cli.main(args) here, its output and exit code as a finished process's (torch's threads put back)."""
+    import contextlib
+    import io
+
+    import torch
+
+    from engine.cli import main
+
+    out, err, threads = io.StringIO(), io.StringIO(), torch.get_num_threads()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        try:
+            code = main(list(args))
+        except SystemExit as exc:  # argparse's own refusals
+            code = exc.code
+        finally:
+            torch.set_num_threads(threads)
+    return subprocess.CompletedProcess(["python", "-m", "engine", *args], code, out.getvalue(), err.getvalue())
+
+
 def test_generate_threads_are_used_and_negative_ones_refused():
     out = _cli("generate", "--prompt", "the valley", "--max-new-tokens", "2", "--model", "tiny-llama", "--threads", "1")
     assert out.returncode == 0, out.stderr
     assert ", 1 threads;" in out.stdout  # the summary line says how many threads ran the model
-    out = _cli("generate", "--prompt", "the valley", "--model", "tiny-llama", "--threads", "-1")
+    out = _cli_in_process("generate", "--prompt", "the valley", "--model", "tiny-llama", "--threads", "-1")
     assert out.returncode == 2
     assert out.stderr.strip().splitlines()[-1] == "error: threads must be 0 (every core) or more (got -1)"
 
