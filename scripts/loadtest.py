@@ -223,14 +223,15 @@ def engine_only(args) -> None:
     try:
         for _ in range(args.rounds):
             for mode in args.modes.split(","):
-                engine_round(mode, spec, greedy, args.requests, 32)
+                engine_round(mode, spec, greedy, args.requests, 32, args.budget)
     finally:
         for hog in hogs:
             hog.kill()
 
 
-def engine_round(mode: str, spec, greedy, n: int, n_out: int) -> None:
-    """One mode's n requests through a fresh scheduler ("batch-fixed": batch mode with --fixed-threads)."""
+def engine_round(mode: str, spec, greedy, n: int, n_out: int, budget: int | None = None) -> None:
+    """One mode's n requests through a fresh scheduler ("batch-fixed": batch mode with --fixed-threads; `budget`:
+    batch mode's chunked prefill, tokens per step)."""
     from engine.core.metrics import summarize
     from engine.core.prompting import fit_prompt_to_tokens
     from engine.serving.scheduling.lab_jobs import MODEL_DESCRIBE
@@ -238,11 +239,12 @@ def engine_round(mode: str, spec, greedy, n: int, n_out: int) -> None:
     from engine.serving.scheduling.work import Job, Request, result_of
     from ui.text import prompts
 
-    scheduler = Scheduler(mode.removesuffix("-fixed"), max_batch=n, adaptive_threads=not mode.endswith("-fixed")).start()
+    scheduler = Scheduler(mode.removesuffix("-fixed"), max_batch=n, adaptive_threads=not mode.endswith("-fixed"),
+                          max_num_batched_tokens=budget if mode.startswith("batch") else None).start()
     try:
         info = result_of(scheduler.submit(Job(model=spec, name=MODEL_DESCRIBE.name, args=(spec,))), 600)  # loaded there
         ids = fit_prompt_to_tokens(info.tokenizer, prompts.example("summarisation").text, 64 + n).ids
-        result_of(scheduler.submit(Request(model=spec, prompt_ids=ids[:64], max_new_tokens=4, params=greedy)), 600)
+        warm = result_of(scheduler.submit(Request(model=spec, prompt_ids=ids[:64], max_new_tokens=4, params=greedy)), 600)
         start = time.perf_counter()
         works = [scheduler.submit(Request(model=spec, prompt_ids=ids[i:i + 64], max_new_tokens=n_out, params=greedy))
                  for i in range(n)]  # different prompts of the same length
@@ -255,7 +257,7 @@ def engine_round(mode: str, spec, greedy, n: int, n_out: int) -> None:
     one = sum(s.threads == 1 for t in traces for s in t.steps) / max(sum(len(t.steps) for t in traces), 1)
     print(f"{mode:<11} {n} requests in {wall:5.1f} s = {n * n_out / wall:5.1f} tokens/s | TPOT median {tpot:6.1f} ms | "
           f"TTFT median {ttft:6.1f} ms | queue wait max {max(t.queue_seconds for t in traces):5.1f} s | "
-          f"steps on 1 thread {one:.0%}", flush=True)
+          f"steps on 1 thread {one:.0%} | warm-up steps' threads {[s.threads for s in warm.steps]}", flush=True)
 
 
 def main() -> None:
@@ -274,6 +276,7 @@ def main() -> None:
     e.add_argument("--rounds", type=int, default=2)
     e.add_argument("--modes", default="queue,batch", help="queue, batch; -fixed after one: --fixed-threads")
     e.add_argument("--hogs", type=int, default=0, help="busy loops beside the engine (cores other programs hold)")
+    e.add_argument("--budget", type=int, default=None, help="batch mode's chunked prefill: tokens per step")
     sys.path.insert(0, str(appdriver.ROOT))
     from engine.loading.model_store import DEFAULT_MODEL  # the dashboard's default (imports torch here, once)
 

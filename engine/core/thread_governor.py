@@ -93,6 +93,15 @@ class ThreadGovernor:
         self._mark = (self._idle_seconds(), self._clock())
         return self.threads
 
+    def start_at(self, threads: int, why: str) -> int:
+        """Start again on `threads` (a batch forming from empty, on what other programs left free: machine_load.py);
+        below `most` it is a change with its reason. Returns the threads for the next step."""
+        self.restart()
+        if threads in self.choices and threads != self.threads:
+            self.threads = threads
+            self.changes.append(ThreadChange(self._steps, threads, why))
+        return self.threads
+
     def observe(self, seconds: float, wait: float) -> int:
         """One finished step: its seconds and its CPU wait (longest waiting thread). Returns the next step's threads."""
         self._steps += 1

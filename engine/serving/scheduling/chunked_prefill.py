@@ -66,7 +66,11 @@ class ChunkedPrefill:
         decode = [s.request.id for s, c in zip(seqs, counts) if c and not s.prefilling]
         flat = [t for s, c in zip(seqs, counts) if c
                 for t in (s.prompt_ids[s.prefilled:s.prefilled + c] if s.prefilling else [s.last_token])]
-        logits, _ = lm.model(torch.tensor([flat], device=lm.device), view, plan=plan)  # (rows in plan, V)
+        threads = self._threads_for_step(len(seqs))  # the threads the plain steps chose (not timed for them)
+        try:
+            logits, _ = lm.model(torch.tensor([flat], device=lm.device), view, plan=plan)  # (rows in plan, V)
+        finally:
+            self._every_thread()
         chosen = {}
         for j, row in enumerate(plan.rows):
             seq = seqs[row]
@@ -87,7 +91,7 @@ class ChunkedPrefill:
                 seq.trace.steps.append(DecodeStep(ready - seq.last_ready, int(view.lengths[row]), kv_bytes,
                                                   riders=len(plan.rows), stall_seconds=seq.stall,
                                                   cpu_wait_seconds=wait,
-                                                  threads=torch.get_num_threads() if self.lm.device.type == "cpu" else 0))
+                                                  threads=threads))
             seq.last_ready, seq.stall = ready, 0.0
             self._keep(seq, token, first=first)
         self._record(start, ready, decode, chunks)

@@ -22,6 +22,7 @@ from engine.core.capture import layers_within_budget
 from engine.core.clock import now
 from engine.core.cpu_wait import CpuWaitMeter, Wait
 from engine.core.kv_cache import KVCache
+from engine.core.machine_load import WATCH, LoadWatch
 from engine.core.recorder import add_attention, finish_trace, start_trace
 from engine.core.sampling import make_generator, sample_with
 from engine.core.sequence import CANCELLED, Sequence
@@ -57,7 +58,7 @@ class Batch(ChunkedPrefill):
     """The sequences of one model decoding together."""
 
     def __init__(self, lm, max_batch: int, max_num_batched_tokens: int | None = None, log: deque | None = None,
-                 adaptive_threads: bool = True):
+                 adaptive_threads: bool = True, load_watch: LoadWatch = WATCH):
         self.lm = lm
         self.max_batch = max_batch
         self.budget = check_token_budget(max_num_batched_tokens, max_batch)  # tokens per step; None: whole prefills
@@ -71,6 +72,7 @@ class Batch(ChunkedPrefill):
         self.governor = (ThreadGovernor(threads) if adaptive_threads and lm.device.type == "cpu" and threads > 1
                          and self.meter.available else None)
         self._governed_riders = 0
+        self.load_watch = load_watch  # other programs' load while the batch was empty: where a new batch starts
 
     @property
     def size(self) -> int:
@@ -127,6 +129,10 @@ class Batch(ChunkedPrefill):
         grow = now(lm.device)
         self._room_for(seq.reserved_len)
         row = len(self.seqs)
+        if not self.seqs and self.governor is not None:  # a batch forming: on what other programs left free
+            self.governor.start_at(*self.load_watch.threads_for_run(self.governor.most))
+            self._governed_riders = 0
+            seq.governor_mark = self.governor.steps
         if self.budget is None and lm.device.type == "cpu":  # a whole prefill: on the threads the decode steps use
             trace.settings["prefill_threads"] = self._threads_for_step(len(self.seqs))
         seq.wait_mark, seq.read_mark = self.meter.snapshot(), self.meter.read_seconds  # read outside the timing
@@ -262,6 +268,8 @@ class Batch(ChunkedPrefill):
             left = True
         if not self.seqs:
             self.cache = None  # an idle server keeps no KV cache
+            if left and self.governor is not None:  # the next batch looks at other programs' load from here
+                self.load_watch.mark(self.governor.threads)
         elif left:
             start = now(self.lm.device)
             self._shrink_if_sparse()

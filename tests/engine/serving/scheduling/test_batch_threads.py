@@ -1,4 +1,5 @@
-"""Batch mode's plain decode steps and whole-prefill joins on the threads its governor chooses; the rest on every one."""
+"""Batch mode's steps and joins on the threads its governor chooses (a batch forming from empty starts on what other
+programs left free); between steps every thread."""
 import time
 
 import pytest
@@ -36,6 +37,19 @@ class Scripted(ThreadGovernor):
         return self.threads
 
 
+class Watch:
+    """machine_load.LoadWatch's two calls, scripted: the threads a forming batch starts on; the marks it gets."""
+
+    def __init__(self, threads=2, why=""):
+        self.answer, self.marks = (threads, why), []
+
+    def threads_for_run(self, most):
+        return self.answer
+
+    def mark(self, last_threads=None):
+        self.marks.append(last_threads)
+
+
 @pytest.fixture
 def two_threads():
     before = torch.get_num_threads()
@@ -45,7 +59,7 @@ def two_threads():
 
 
 def test_plain_steps_run_on_the_governors_threads_and_the_rest_on_every_thread(tiny_llama, two_threads):
-    batch = Batch(tiny_llama, max_batch=4)
+    batch = Batch(tiny_llama, max_batch=4, load_watch=Watch())
     assert batch.governor is not None and batch.governor.most == 2
     batch.governor = scripted = Scripted(2, [1, 1, 1, 1, 1, 1])
     first, second = request(6), request(3, ids=(7, 8, 9))
@@ -60,7 +74,8 @@ def test_plain_steps_run_on_the_governors_threads_and_the_rest_on_every_thread(t
     one, two = result_of(first, timeout=5), result_of(second, timeout=5)
     assert [s.threads for s in one.steps] == scripted.seen_threads[:len(one.steps)] == [2, 1, 1, 1, 1]
     assert [s.threads for s in two.steps] == [1, 1]
-    assert scripted.restarts == 3  # one rider, two riders, one rider again: each a new amount of work per step
+    # the batch forming, then one rider, two riders, one rider again: each a new amount of work per step
+    assert scripted.restarts == 4
     assert one.threads_note.startswith("from step 2 on 1 thread(s) (scripted)")
     assert two.threads_note.startswith("from step 1 on 1 thread(s) (scripted)")  # in force when it joined
     assert one.settings["adaptive_threads"] is True
@@ -88,3 +103,44 @@ def test_a_governor_restarted_by_a_join_abandons_its_trial():
     assert g.observe(0.03, 0.015) == 1  # a trial with one thread
     assert g.restart() == 2 and g.note() == ""  # riders changed mid-trial: back, nothing kept
     assert g.observe(0.02, 0.0) == 2 and g.observe(0.02, 0.0) == 2
+
+
+def test_a_batch_forming_beside_busy_programs_starts_on_fewer_threads_and_marks_when_empty(tiny_llama, two_threads):
+    busy = Watch(1, "other programs kept 1.3 core(s) busy since the last run")
+    batch = Batch(tiny_llama, max_batch=2, load_watch=busy)
+    batch.governor = ThreadGovernor(2, window=100)  # no window ends in this short run: the start is what counts
+    req = request(4)
+    batch.admit(req, time.perf_counter())
+    assert torch.get_num_threads() == 2  # back to every thread between steps
+    while batch.size:
+        batch.step()
+        assert torch.get_num_threads() == 2
+    trace = result_of(req, timeout=5)
+    assert trace.settings["prefill_threads"] == 1 and {s.threads for s in trace.steps} == {1}
+    assert trace.threads_note == "from step 1 on 1 thread(s) (other programs kept 1.3 core(s) busy since the last run)"
+    assert busy.marks == [1]  # emptied: the next batch looks at the load from here, knowing this one ended on 1
+
+
+def test_chunked_joins_run_on_the_governors_threads(tiny_llama, two_threads):
+    batch = Batch(tiny_llama, max_batch=2, max_num_batched_tokens=4, load_watch=Watch(1, "scripted load"))
+    batch.governor = ThreadGovernor(2, window=100)
+    seen = []
+    model_forward = tiny_llama.model.forward
+
+    def spy(*args, **kwargs):
+        seen.append(torch.get_num_threads())
+        return model_forward(*args, **kwargs)
+
+    tiny_llama.model.forward = spy
+    try:
+        req = request(3, ids=tuple(range(1, 11)))  # 10 prompt tokens: three chunks of the 4-token budget
+        batch.admit(req, time.perf_counter())
+        while batch.size:
+            batch.step()
+            assert torch.get_num_threads() == 2
+    finally:
+        del tiny_llama.model.forward
+    trace = result_of(req, timeout=5)
+    assert seen and set(seen) == {1}  # every chunk and step of this batch on the one thread the watch allowed
+    assert {s.threads for s in trace.steps} == {1}
+    assert trace.output_ids == engine.generate(tiny_llama, list(range(1, 11)), 3, ignore_eos=True).output_ids
