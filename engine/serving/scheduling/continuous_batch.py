@@ -66,8 +66,9 @@ class Batch(ChunkedPrefill):
         self.seqs: list[Rider] = []  # seqs[i] lives in cache row i
         self.cache: KVCache | None = None
         self.meter = CpuWaitMeter()  # how long the engine's threads waited for a CPU in each rider's gaps
-        # plain decode steps: fewer threads while other programs hold cores (engine/core/thread_governor.py); the
-        # window starts again whenever riders join or leave (another amount of work per step)
+        # every step and whole-prefill join on the governor's threads: fewer while other programs hold cores
+        # (engine/core/thread_governor.py; only plain decode steps are timed for it); the window starts again whenever
+        # riders join or leave (another amount of work per step), a batch forming from empty where a run would start
         threads = torch.get_num_threads()
         self.governor = (ThreadGovernor(threads) if adaptive_threads and lm.device.type == "cpu" and threads > 1
                          and self.meter.available else None)
