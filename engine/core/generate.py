@@ -195,6 +195,7 @@ def _run(lm, prompts: list[list[int]], max_new_tokens: int, params: SamplingPara
     most = torch.get_num_threads()
     threads, why = WATCH.threads_for_run(most) if adaptive_threads else (most, "")  # other programs' recent load
     use_threads(threads)
+    governor = None  # made after the prefill: a prefill that raises leaves none to ask in `finally`
     try:
         meter = CpuWaitMeter()  # the time this process's threads waited for a CPU, per timed interval
         meter.mark()

@@ -179,3 +179,18 @@ def test_trace_files_refuse_odd_threads_and_notes(tiny_llama):
         check_fields(bad)
     with pytest.raises(ValueError, match="threads_note"):
         check_fields(dict(data, threads_note="[click](http://x)"))
+
+
+def test_a_prefill_that_fails_raises_its_own_error_and_gives_the_threads_back(tiny_llama, monkeypatch):
+    def broken(*args, **kwargs):
+        raise RuntimeError("prefill broke")
+
+    monkeypatch.setattr(generate_module, "prefill", broken)
+    before = torch.get_num_threads()
+    torch.set_num_threads(2)
+    try:
+        with pytest.raises(RuntimeError, match="prefill broke"):  # the timed prefill's (no warm-up before it)
+            generate(tiny_llama, [1, 2, 3, 4], 4, ignore_eos=True, warmup=False)
+        assert torch.get_num_threads() == 2
+    finally:
+        torch.set_num_threads(before)
