@@ -125,7 +125,6 @@ class Batch(ChunkedPrefill):
         trace.prompt_text = req.prompt_text
         trace.queue_seconds = started - req.arrival
         seq = Rider(req, trace, lm)
-        seq.governor_mark = self.governor.steps if self.governor is not None else 0
         req.emit(Started(trace.queue_seconds))
         grow = now(lm.device)
         self._room_for(seq.reserved_len)
@@ -133,7 +132,7 @@ class Batch(ChunkedPrefill):
         if not self.seqs and self.governor is not None:  # a batch forming: on what other programs left free
             self.governor.start_at(*self.load_watch.threads_for_run(self.governor.most))
             self._governed_riders = 0
-            seq.governor_mark = self.governor.steps
+        seq.governor_mark = self.governor.steps if self.governor is not None else 0  # its thread note from here
         if self.budget is None and lm.device.type == "cpu":  # a whole prefill: on the threads the decode steps use
             trace.settings["prefill_threads"] = self._threads_for_step(len(self.seqs))
         seq.wait_mark, seq.read_mark = self.meter.snapshot(), self.meter.read_seconds  # read outside the timing
