@@ -89,7 +89,7 @@ def measure(config: str, rounds: int, model: str) -> dict:
 
     text = prompts.example("summarisation").text
     pages, clis = [], []
-    with appdriver.dashboard(dict(TWO_BENDS_MODEL=model)) as (url, server), sync_playwright() as pw:
+    with appdriver.dashboard(dict(TWO_BENDS_MODEL=model), kernels_ready_s=300) as (url, server), sync_playwright() as pw:
         browser = appdriver.launch(pw)
         page = browser.new_page(viewport={"width": 1280, "height": 800})
         page.goto(url, timeout=300_000)

@@ -136,7 +136,7 @@ def room(args) -> None:
     for mode in args.modes.split(","):  # "queue-fixed": queue mode with every decode step on every core's thread
         env = dict(TWO_BENDS_MODEL=args.model, TWO_BENDS_MODE=mode.removesuffix("-fixed"),
                    TWO_BENDS_MAX_QUEUE=str(4 * args.sessions), TWO_BENDS_FIXED_THREADS="1" if mode.endswith("-fixed") else "")
-        with appdriver.dashboard(env) as (url, proc):
+        with appdriver.dashboard(env, kernels_ready_s=300) as (url, proc):
             results, errors = [], []
             start = time.perf_counter()
             with PeakRSS(proc.pid) as rss:

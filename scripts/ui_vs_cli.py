@@ -113,7 +113,7 @@ def measure(config: str, rounds: int, model: str) -> dict:
     text = prompts.example("summarisation").text
     env = dict(TWO_BENDS_MODEL=model, TWO_BENDS_WORKER=transport, TWO_BENDS_THREADS=str(THREADS))
     page_runs, cli_runs = [], []
-    with appdriver.dashboard(env) as (url, _), sync_playwright() as pw:
+    with appdriver.dashboard(env, kernels_ready_s=300) as (url, _), sync_playwright() as pw:
         browser = appdriver.launch(pw)
         page = browser.new_page(viewport={"width": 1280, "height": 800})
         page.goto(url, timeout=300_000)
