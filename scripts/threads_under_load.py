@@ -19,7 +19,7 @@ import time
 
 BUSY = "while True: pass"
 BURSTY = "import time\nwhile True:\n t = time.time()\n while time.time() - t < 0.03: pass\n time.sleep(0.03)"
-LOADS = {"quiet": [], "1-hog": [BUSY], "2-hogs": [BUSY, BUSY], "2-bursty": [BURSTY, BURSTY]}
+LOADS = {"quiet": [], "1-bursty": [BURSTY], "1-hog": [BUSY], "2-hogs": [BUSY, BUSY], "2-bursty": [BURSTY, BURSTY]}
 VARIANTS = {"adaptive": [], "fixed": ["--fixed-threads"]}
 
 

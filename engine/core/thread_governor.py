@@ -8,7 +8,9 @@ the threads' run-queue wait (engine/core/cpu_wait.py). So the loop looks at wind
 
 - at its full thread count, a window whose steps waited for a CPU `wait_share` of their time or more starts a
   trial window with fewer threads;
-- with fewer threads, a window during which the machine had idle cores (/proc/stat) starts a trial with more;
+- with fewer threads, a window during which the machine had idle time (/proc/stat) of at least `UP_IDLE` of a core
+  per thread to add starts a trial with more (a program that holds a core leaves none; one drawing a page now and
+  then leaves some, and there the trial, not the idle time, decides);
 - a trial window is kept only if its median step is `margin` faster than the window before it, else the loop goes
   back and waits longer (doubling, up to `MAX_HOLD` windows) before its next trial.
 
@@ -25,6 +27,10 @@ from dataclasses import dataclass
 import torch
 
 MAX_HOLD = 16  # windows between a lost trial and the next, at most
+# idle cores per added thread that start a trial upward. 0.75 (until 2026-12-02) kept a run on one thread beside a
+# program busy half the time on a 2-vCPU AVX2 machine, where two threads were faster there (decode 52.6 vs 57.0 ms:
+# README, "Threads chosen while decoding"); a trial that loses costs one window and holds the next back.
+UP_IDLE = 0.25
 
 
 def read_idle_seconds(path: str = "/proc/stat") -> float | None:
@@ -144,7 +150,7 @@ class ThreadGovernor:
         more = self.choices[index - 1] if index > 0 else None
         if fewer is not None and share >= self.wait_share:
             self._try(fewer, f"the steps had waited for a CPU {share:.0%} of their time")
-        elif more is not None and (idle is None or idle >= 0.75 * (more - now)):
+        elif more is not None and (idle is None or idle >= UP_IDLE * (more - now)):
             self._try(more, "a periodic try: no idle-time reading here" if idle is None else f"{idle:.1f} core(s) idle")
 
     def _try(self, threads: int, why: str) -> None:

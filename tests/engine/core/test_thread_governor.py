@@ -83,6 +83,23 @@ def test_idle_cores_bring_the_threads_back_when_that_is_faster():
     assert "then from step 13 on 2 thread(s) (1.0 core(s) idle; measured 14.5 ms a step with 2" in g.note()
 
 
+def test_a_core_busy_part_of_the_time_still_allows_a_trial_upward_and_the_trial_decides():
+    # one thread kept beside a program that held a core (no idle time); then that program draws only now and then
+    g, clock = governor()
+    window(g, clock, 31.0, 12.0)
+    window(g, clock, 19.0, 0.0)
+    assert window(g, clock, 19.0, 0.0, idle_cores=0.1) == 1  # a tenth of a core idle: below UP_IDLE, no trial
+    assert window(g, clock, 19.0, 0.0, idle_cores=0.4) == 2  # 0.4 of a core idle: a trial with two threads
+    assert window(g, clock, 17.0, 0.0) == 2  # 11 % faster: kept
+    assert [c.threads for c in g.changes] == [1, 2] and "0.4 core(s) idle" in g.note()
+    g, clock = governor()
+    window(g, clock, 31.0, 12.0)
+    window(g, clock, 19.0, 0.0)
+    assert window(g, clock, 19.0, 0.0, idle_cores=0.4) == 2
+    assert window(g, clock, 19.5, 0.0) == 1  # not faster: back to one, and held
+    assert window(g, clock, 19.0, 0.0, idle_cores=0.4) == 1
+
+
 def test_without_an_idle_reading_it_still_tries_upward_now_and_then():
     g, clock = governor(idle=None)
     window(g, clock, 31.0, 12.0)
