@@ -76,3 +76,17 @@ def test_a_run_without_schedstat_says_so(tiny_llama, monkeypatch):
     trace = engine.generate(tiny_llama, "The valley and the bridge", 4, ignore_eos=True)
     assert trace.cpu_wait_seconds is None and "not measured" in trace.cpu_wait_note
     assert all(s.cpu_wait_seconds == 0.0 for s in trace.steps)
+
+
+def test_the_files_stay_open_between_reads_see_new_values_and_close_when_their_thread_ends(tmp_path):
+    from engine.core import cpu_wait
+
+    tasks = tmp_path / "task"
+    fake_proc(tmp_path, {"1": 100, "2": 200})
+    assert read_waits(str(tasks)) == {"1": 100, "2": 200}
+    (tasks / "1" / "schedstat").write_text("5 150 1\n")  # the same file, a new value: read again, not cached
+    (tasks / "2" / "schedstat").unlink()
+    (tasks / "2").rmdir()  # thread 2 ended
+    assert read_waits(str(tasks)) == {"1": 150}
+    assert list(cpu_wait._OPEN.fds) == [str(tasks / "1" / "schedstat")]
+    assert read_waits() and all(p.startswith(cpu_wait.TASKS) for p in cpu_wait._OPEN.fds)  # another folder: reopened
