@@ -90,14 +90,14 @@ def dashboard(env: dict | None = None, log_path: Path | None = None, kernels_rea
                        "(the page's runs say which kernels they used)", flush=True)
         yield f"http://127.0.0.1:{port}", proc
     finally:
-        if events is not None:
-            events.unlink(missing_ok=True)
         proc.terminate()
         try:
             proc.wait(timeout=15)
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait(timeout=10)
+        if events is not None:  # after the stop: a mark written after an unlink would make the file again
+            events.unlink(missing_ok=True)
         if log is not subprocess.DEVNULL:
             log.close()
 

@@ -74,15 +74,14 @@ class _OpenFiles:
             if os.getpid() != self.pid or tasks != self.root:  # a forked child (its parent's threads), another folder
                 self._close_all()
                 self.pid, self.root = os.getpid(), tasks
-            tids = os.listdir(tasks)
-            keep = {os.path.join(tasks, tid, "schedstat") for tid in tids}
-            for path in [p for p in self.fds if p not in keep]:  # threads that ended
+            paths = {tid: os.path.join(tasks, tid, "schedstat") for tid in os.listdir(tasks)}
+            for path in set(self.fds) - set(paths.values()):  # threads that ended
                 with contextlib.suppress(OSError):
                     os.close(self.fds.pop(path))
             waits = {}
-            for tid in tids:
+            for tid, path in paths.items():
                 try:
-                    waits[tid] = parse_schedstat(self.read(os.path.join(tasks, tid, "schedstat")).decode())
+                    waits[tid] = parse_schedstat(self.read(path).decode())
                 except (FileNotFoundError, ProcessLookupError):  # the thread ended between listdir and open
                     continue
             return waits

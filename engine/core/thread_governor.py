@@ -29,7 +29,7 @@ import torch
 MAX_HOLD = 16  # windows between a lost trial and the next, at most
 # idle cores per added thread that start a trial upward. 0.75 (until 2026-12-02) kept a run on one thread beside a
 # program busy half the time on a 2-vCPU AVX2 machine, where two threads were faster there (decode 52.6 vs 57.0 ms:
-# README, "Threads chosen while decoding"); a trial that loses costs one window and holds the next back.
+# README, "On a real AVX2-only machine"); a trial that loses costs one window and holds the next back.
 UP_IDLE = 0.25
 
 
