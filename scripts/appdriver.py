@@ -225,6 +225,9 @@ def wait_for_result(page, timeout_ms: int) -> None:
     page.locator("[data-testid='stMetric']").filter(has_text="TTFT (prefill)").first.wait_for(timeout=timeout_ms)
     page.get_by_text("The generated text").first.wait_for(timeout=timeout_ms)
     settle(page, timeout_ms)
+    refused = page.locator("[data-testid='stAlert']").filter(has_text="Cannot run:")
+    if refused.count():  # the metrics on the page are an earlier run's: never read them as this one's
+        raise RuntimeError(f"the page refused the run: {refused.first.inner_text()}")
 
 
 def shown_ms(page, label: str) -> float:

@@ -21,7 +21,7 @@ allowed = server_measurement.allowed_hosts()
 ss = st.session_state
 ss.setdefault(state.MEASURE_URL, f"http://{allowed[0]}" if allowed else "")
 if not allowed:
-    st.text_input("Server URL", key=state.MEASURE_URL, disabled=True, placeholder="off on this dashboard")
+    st.text_input("Server URL", value=ss[state.MEASURE_URL], key=state.MEASURE_URL, disabled=True, placeholder="off on this dashboard")
     st.info("Measuring other servers is **off** here: a class dashboard must not fetch arbitrary addresses for "
             "anyone in the room. The operator can allow chosen hosts when starting it: "
             "`bash scripts/dashboard.sh --measure-hosts 127.0.0.1:8000,gpu-box` "
@@ -30,7 +30,7 @@ if not allowed:
     st.stop()
 
 top = st.columns([3, 2])
-url = top[0].text_input("Server URL", key=state.MEASURE_URL, help=f"allowed hosts: {', '.join(allowed)}")
+url = top[0].text_input("Server URL", value=ss[state.MEASURE_URL], key=state.MEASURE_URL, help=f"allowed hosts: {', '.join(allowed)}")
 model = top[1].text_input("Model (empty: the first the server lists)", key=state.MEASURE_MODEL)
 st.caption(f"The operator allows: {', '.join(f'`{h}`' for h in allowed)}. Try it on this engine: "
            "`python -m engine serve --port 8000`, or a vLLM: `bash scripts/start_vllm.sh 8001`.")

@@ -114,18 +114,22 @@ def sidebar() -> RunRequest:
                 st.caption(f"Why these kernels — {lm.kernel_why}")
         request.lm = lm
 
+        # A widget whose value lives in session state also gets that value as its own default: a browser that mounts it
+        # from a later script run's message (one without the value, e.g. Run pressed before a slow browser drew the first
+        # run's sidebar) otherwise shows, and sends back, the widget's bare default: an empty prompt box, a slider at 1.
+        ss = st.session_state
         labels = {ex.key: ex.label for ex in prompts.examples()}
         st.selectbox("Example prompt", list(labels), format_func=labels.get, key=state.EXAMPLE, on_change=_apply_example)
-        text = st.text_area("Prompt (edit freely)", key=state.PROMPT, height=140)
-        fit = st.checkbox("Use exactly N prompt tokens (trim or repeat the text)", key=state.FIT_PROMPT,
+        text = st.text_area("Prompt (edit freely)", value=ss[state.PROMPT], key=state.PROMPT, height=140)
+        fit = st.checkbox("Use exactly N prompt tokens (trim or repeat the text)", value=ss[state.FIT_PROMPT], key=state.FIT_PROMPT,
                           help="On: the text is cut to its first N tokens, or repeated until it has N. Off: sent as typed.")
         _clamp(state.PROMPT_TOKENS, 1, prompt_max)
-        st.slider("Prompt length N (tokens)", 1, prompt_max, key=state.PROMPT_TOKENS, disabled=not fit)
+        st.slider("Prompt length N (tokens)", 1, prompt_max, value=ss[state.PROMPT_TOKENS], key=state.PROMPT_TOKENS, disabled=not fit)
         _clamp(state.MAX_NEW_TOKENS, 1, output_max)
-        max_new = st.slider("Output length (max new tokens)", 1, output_max, key=state.MAX_NEW_TOKENS)
+        max_new = st.slider("Output length (max new tokens)", 1, output_max, value=ss[state.MAX_NEW_TOKENS], key=state.MAX_NEW_TOKENS)
         chat = st.toggle("Wrap in the model's chat template", key=state.CHAT)
         request.live_chart = st.toggle(
-            "Live latency chart during generation", key=state.LIVE_CHART,
+            "Live latency chart during generation", value=ss[state.LIVE_CHART], key=state.LIVE_CHART,
             help="Redraws the chart about once a second during a run. The browser's drawing shares this machine's "
                  "CPU with the model, so on a small machine turn it off for the cleanest timings.")
         request.quiet = st.toggle(
@@ -137,10 +141,9 @@ def sidebar() -> RunRequest:
         with st.expander("Sampling (temperature 0 = greedy)"):
             st.slider("Temperature", 0.0, 2.0, step=0.05, key=state.TEMPERATURE)
             st.number_input("Top-k (0 = off)", 0, 50_000, step=1, key=state.TOP_K)
-            st.slider("Top-p", 0.05, 1.0, step=0.05, key=state.TOP_P)
+            st.slider("Top-p", 0.05, 1.0, value=ss[state.TOP_P], step=0.05, key=state.TOP_P)
             st.number_input("Seed", 0, 2**31 - 1, step=1, key=state.SEED)
         request.chat, request.max_new_tokens = chat, int(max_new)
-        ss = st.session_state
         request.sampling = SamplingParams(temperature=float(ss[state.TEMPERATURE]), top_k=int(ss[state.TOP_K]),
                                           top_p=float(ss[state.TOP_P]), seed=int(ss[state.SEED]))
         if lm is None:

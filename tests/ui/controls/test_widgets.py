@@ -69,3 +69,21 @@ def test_a_failed_run_leaves_its_error_and_no_cancel_button_or_stale_progress(ma
     assert any("Cannot run: the prompt is 512 tokens" in e.value for e in at.error)
     assert not [b for b in at.button if b.label == "■ Cancel this run"]
     assert not [p for p in at.get("progress")]
+
+
+def test_each_sidebar_widget_carries_its_current_value_as_its_own_default(make_app):
+    """A browser mounts a widget from whichever script run's message reaches it first; a later run's message holds the
+    widget without its session-state value. Run pressed before a slow browser had drawn the first run's sidebar left
+    the prompt box on its bare default: empty (seen in headless Chromium on a 2-vCPU machine). Each widget's default in
+    the message must be the value it holds, also after the user changed it."""
+    at = make_app().run()
+    at.sidebar.slider(key=state.PROMPT_TOKENS).set_value(200).run()
+    at.sidebar.text_area(key=state.PROMPT).set_value("A prompt typed by hand.").run()
+    assert not at.exception
+    sidebar = at.sidebar
+    assert sidebar.text_area(key=state.PROMPT).proto.default == "A prompt typed by hand."
+    assert sidebar.checkbox(key=state.FIT_PROMPT).proto.default is True
+    assert list(sidebar.slider(key=state.PROMPT_TOKENS).proto.default) == [200]
+    assert list(sidebar.slider(key=state.MAX_NEW_TOKENS).proto.default) == [widgets.DEFAULT_OUTPUT_TOKENS]
+    assert sidebar.toggle(key=state.LIVE_CHART).proto.default is True
+    assert list(sidebar.slider(key=state.TOP_P).proto.default) == [1.0]
