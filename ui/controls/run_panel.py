@@ -41,6 +41,10 @@ class RunRequest:
 
 LIVE_TEXT_EVERY_S = 0.5  # refresh the streamed text and progress bar at most this often
 LIVE_CHART_EVERY_S = 2.0  # redraw the live chart at most this often: the browser draws on the same CPU
+# and not in a run's last second: its panel closes at the end and the finished run's charts follow at once, so that
+# redraw showed nothing new and only took the cores from the steps it timed (a 32-token run's one redraw, near its end:
+# the browser and Streamlit on ~1.5 cores for ~0.4 s on a 2-vCPU machine, measured per 0.2 s from /proc)
+LIVE_CHART_MIN_LEFT_S = 1.0
 # (measured: scripts/ui_vs_cli.py; the Timing page states what remains)
 # While a run is live, no CSS animations or transitions (spinners, fades of the page's older elements): drawing
 # them took the browser a core the engine worker needed (measured: README, "Serving a room"). The progress bar
@@ -148,7 +152,7 @@ def _follow_live(live: LiveRun, live_chart: bool, quiet: bool = False, start=Non
                 if _changed(sent, "text", "".join(live.pieces)):
                     text_box.text(sent["text"])
                 clock["text"] = now
-            if live.steps and ((live_chart and now - clock["chart"] >= LIVE_CHART_EVERY_S) or (quiet and live.finished)):
+            if live.steps and ((live_chart and chart_due(live, now - clock["chart"])) or (quiet and live.finished)):
                 clock["draws"] += 1
                 fig = fig_timing.itl_figure(live.prefill_seconds or 0.0, [s.seconds for s in live.steps],
                                             title="Live: each token's latency", height=300)
@@ -180,6 +184,13 @@ def _changed(sent: dict, key: str, value) -> bool:
         return False
     sent[key] = value
     return True
+
+
+def chart_due(live: LiveRun, since_drawn_s: float) -> bool:
+    """Redraw the live chart now? At most every LIVE_CHART_EVERY_S, and not once less than LIVE_CHART_MIN_LEFT_S of
+    the run is left (nor after it ended)."""
+    return (since_drawn_s >= LIVE_CHART_EVERY_S and not live.finished
+            and live.seconds_left() >= LIVE_CHART_MIN_LEFT_S)
 
 
 def _progress_text(live: LiveRun) -> str:

@@ -130,7 +130,7 @@ def sidebar() -> RunRequest:
         chat = st.toggle("Wrap in the model's chat template", key=state.CHAT)
         request.live_chart = st.toggle(
             "Live latency chart during generation", value=ss[state.LIVE_CHART], key=state.LIVE_CHART,
-            help="Redraws the chart about once a second during a run. The browser's drawing shares this machine's "
+            help="Redraws the chart every two seconds during a run (not in its last second). The browser's drawing shares this machine's "
                  "CPU with the model, so on a small machine turn it off for the cleanest timings.")
         request.quiet = st.toggle(
             "Quiet timing (draw at the end)", key=state.QUIET_TIMING,

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import pickle
 import secrets
+import statistics
 import threading
 from dataclasses import dataclass, field, replace
 
@@ -66,6 +67,14 @@ class LiveRun:
     @property
     def n_output(self) -> int:
         return len(self.pieces)
+
+    def seconds_left(self, recent: int = 8) -> float:
+        """About how long the rest of the answer takes at the recent steps' pace (an end-of-sequence token may end it
+        sooner); infinite before the first decode step."""
+        if not self.steps:
+            return float("inf")
+        pace = statistics.median(s.seconds for s in self.steps[-recent:])
+        return max(self.max_new_tokens - self.n_output, 0) * pace
 
 
 def nbytes(obj) -> int:

@@ -11,3 +11,28 @@ def test_only_a_changed_value_is_sent_again():
     assert run_panel._changed(sent, "bar", (0.0, "Waiting in the queue: position 2, about 6 s"))  # its place moved
     assert run_panel._changed(sent, "text", "The") and run_panel._changed(sent, "text", "The relay")
     assert sent == {"bar": (0.0, "Waiting in the queue: position 2, about 6 s"), "text": "The relay"}
+
+
+def _live(max_new: int, step_s: float, done: int) -> run_panel.LiveRun:
+    from engine.core.trace import DecodeStep
+    from engine.serving.scheduling.work import Work
+
+    live = run_panel.LiveRun(Work(), n_prompt=64, max_new_tokens=max_new)
+    live.pieces = ["x"] * (done + 1)  # the first token and `done` decoded ones
+    live.steps = [DecodeStep(seconds=step_s, kv_length=64 + i, kv_bytes=0) for i in range(done)]
+    return live
+
+
+def test_the_live_chart_is_redrawn_every_few_seconds_but_not_in_the_runs_last_second():
+    """Its panel closes when the run ends and the finished run's charts follow at once: a redraw near the end showed
+    nothing new and took the cores from the steps being timed."""
+    every = run_panel.LIVE_CHART_EVERY_S
+    long_run = _live(max_new=512, step_s=0.05, done=40)  # ~23 s left
+    assert long_run.seconds_left() > 20
+    assert run_panel.chart_due(long_run, every) and not run_panel.chart_due(long_run, every / 2)
+    near_end = _live(max_new=32, step_s=0.05, done=20)  # 11 tokens left: ~0.55 s
+    assert 0.5 < near_end.seconds_left() < run_panel.LIVE_CHART_MIN_LEFT_S
+    assert not run_panel.chart_due(near_end, 10 * every)
+    slow = _live(max_new=32, step_s=0.5, done=20)  # the same tokens left on a slow machine: ~5.5 s
+    assert run_panel.chart_due(slow, every)
+    assert _live(max_new=32, step_s=0.05, done=0).seconds_left() == float("inf")  # no step yet: no pace to judge
