@@ -10,9 +10,14 @@ process's own CPU time taken out), and its decode loop starts from there (engine
 more threads again once cores go idle) — but only when the last run's decode loop had itself ended on fewer
 threads, or there was no last run: a page drawing the last result between two runs (a burst, over by the next
 click; measured: it sent the single-user page's runs to one thread, 1.39x the CLI's TPOT) is not a reason.
+While it waits, the engine's scheduler `tick()`s every half second, so the look back is at most the last ~second
+before the run (`RECENT_S`): a run that ended on one thread beside the page's burst of drawing its result (when
+Run was pressed again soon after, the whole time since that run was mostly the drawing) no longer holds the next
+prefill on one thread once the drawing is over; a program that keeps a core busy is still in that second.
 """
 from __future__ import annotations
 
+import collections
 import os
 import time
 
@@ -20,6 +25,7 @@ from engine.core.thread_governor import read_idle_seconds, thread_choices
 
 BUSY_SHARE = 0.5  # a core other programs used this much of counts as taken
 MIN_INTERVAL = 0.1  # seconds: a shorter look back says nothing (back to back, a run starts where the last ended)
+RECENT_S = 1.0  # seconds: with ticks, look back this far (to the newest tick at least this old), not further
 
 
 def own_cpu_seconds() -> float:
@@ -42,17 +48,31 @@ class LoadWatch:
                  cores: int | None = None):
         self._idle_seconds, self._own, self._clock = idle_seconds, own, clock
         self.cores = cores or core_count()
+        self._ticks: collections.deque = collections.deque(maxlen=8)  # (idle, own, clock) snapshots while idle
         self.mark()
+
+    def _now(self) -> tuple:
+        return self._idle_seconds(), self._own(), self._clock()
 
     def mark(self, last_threads: int | None = None) -> None:
         """From now on; `last_threads`: what the run that just ended decoded with at its end (None: no run yet)."""
-        self._start = (self._idle_seconds(), self._own(), self._clock())
+        self._ticks.clear()
+        self._start = self._now()
         self.last_threads = last_threads
 
+    def tick(self) -> None:
+        """A snapshot while idle (the scheduler's wait calls it every half second): the look back then starts at
+        the newest snapshot at least RECENT_S old, when there is one."""
+        self._ticks.append(self._now())
+
     def others_cores(self) -> float | None:
-        """Cores other programs kept busy on average since `mark()`; None where not measurable or too short."""
+        """Cores other programs kept busy on average since `mark()`, or over about the last RECENT_S where ticks
+        allow; None where not measurable or too short."""
         idle0, own0, t0 = self._start
-        idle, own, t = self._idle_seconds(), self._own(), self._clock()
+        idle, own, t = self._now()
+        recent = [snap for snap in list(self._ticks) if t - snap[2] >= RECENT_S]  # a copy: ticks come from another thread
+        if recent:
+            idle0, own0, t0 = recent[-1]
         if idle is None or idle0 is None or t - t0 < MIN_INTERVAL:
             return None
         busy = self.cores * (t - t0) - (idle - idle0)  # CPU-seconds some program ran, this one included

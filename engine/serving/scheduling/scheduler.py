@@ -18,6 +18,7 @@ from collections import deque
 
 from engine.core.capture import layers_within_budget
 from engine.core.generate import generate
+from engine.core.machine_load import WATCH
 from engine.core.prompting import check_context, encode_prompt
 from engine.errors import EngineError
 from engine.serving.scheduling.chunked_prefill import StepRecord, check_token_budget
@@ -131,6 +132,7 @@ class Scheduler(Slicing):
                     self._untidy = False
                     release_free_memory()
                 self._cond.wait(timeout=0.5)
+                WATCH.tick()  # the machine's load over the last ~second is what the next run starts from
             return None
 
     def _loop(self) -> None:

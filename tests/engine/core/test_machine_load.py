@@ -73,3 +73,34 @@ def test_a_bigger_machine_keeps_what_the_others_left_free():
     m.idle += 8 * 1.0 - 4.0  # one second: 4 of 8 cores busy elsewhere
     m.t += 1.0
     assert w.threads_for_run(8)[0] == 4 and w.threads_for_run(4)[0] == 4
+
+
+def test_while_idle_ticks_keep_the_look_back_to_the_last_second():
+    """Run pressed again soon after a run that ended on one thread: the time since it ended was mostly the page
+    drawing its result, over by now. With the scheduler's ticks only the last ~second counts; a program that keeps a
+    core busy is still in it."""
+    m = Machine()
+    w = m.watch()
+    w.mark(last_threads=1)
+    for _ in range(3):  # the browser draws the last result: 1.5 s with 1.5 cores busy, ticks every half second
+        m.run(0.5, others=1.5)
+        w.tick()
+    for _ in range(3):  # then the page is idle for 1.5 s before the click
+        m.run(0.5, others=0.0)
+        w.tick()
+    assert w.others_cores() == pytest.approx(0.0)
+    assert w.threads_for_run(2) == (2, "")
+    busy = m.watch()
+    busy.mark(last_threads=1)
+    for _ in range(6):  # a program holding a core all along: still seen
+        m.run(0.5, others=1.0)
+        busy.tick()
+    assert busy.others_cores() == pytest.approx(1.0) and busy.threads_for_run(2)[0] == 1
+    no_ticks = m.watch()  # the CLI, or a caller without a scheduler: the look back is since the mark, as before
+    no_ticks.mark(last_threads=1)
+    m.run(1.5, others=1.5)
+    m.run(1.5, others=0.0)
+    assert no_ticks.others_cores() == pytest.approx(0.75)
+    w.mark(last_threads=1)  # a new mark forgets the ticks before it
+    m.run(0.05, others=2.0)
+    assert w.others_cores() is None
