@@ -49,11 +49,14 @@ LIVE_CHART_MIN_LEFT_S = 1.0
 # While a run is live, no CSS animations or transitions (spinners, fades of the page's older elements): drawing
 # them took the browser a core the engine worker needed (measured: README, "Serving a room"). The progress bar
 # and the streamed text still move.
-# quiet timing draws the run panel, waits this long, then sends the request: in headless Chromium the Run click's
-# redraw took the cores during prefill (scripts/disturbance.py: 45-65 ms of a 124-178 ms TTFT spent waiting for a
-# CPU; the CLI's TTFT 55-77 ms)
-QUIET_SETTLE_S = 0.5
+# every run draws its panel, waits this long, then sends the request: in headless Chromium the Run click's redraw
+# took the cores during prefill (scripts/disturbance.py: 45-65 ms of a 124-178 ms TTFT spent waiting for a CPU,
+# the CLI's TTFT 55-77 ms; on a slower 2-vCPU host 200-300 ms of a ~720 ms TTFT, the CLI's ~280 ms). First only
+# with quiet timing; the defaults too since the page's TTFT stayed 2.2-2.8x the CLI's without it (README).
+SETTLE_S = 0.5
 QUIET_TEXT = "Timing quietly: nothing is drawn until the run ends (Quiet timing, in the sidebar)"
+SETTLE_TEXT = "Starting: the page draws first, so its drawing does not take the cores from prefill"
+NOT_SENT = "The last run was not sent: the page changed before it started. Press Run again."
 STILL_WHILE_RUNNING = "<style>*, *::before, *::after { animation: none !important; transition: none !important; }</style>"
 
 
@@ -83,14 +86,14 @@ def run_panel(request: RunRequest) -> None:
         def start() -> str | None:
             return remote_engine.route(work, worker_link.submit)  # the room's server, if any
 
-        if request.quiet:  # quiet timing: sent once the run panel is drawn and the browser is done drawing
-            start_later = start
-        elif refused := start():
-            st.error(f"Cannot run: {refused}")
-            return
+        start_later = start  # sent once the run panel is drawn and the browser is done drawing it
         store.live = LiveRun(work, len(request.prompt), request.max_new_tokens)
     live = store.live
     if live is None:
+        return
+    if not live.sent and start_later is None:  # a click stopped the script run that was to send it: never sent,
+        store.live = None  # so never followed (it would wait for events forever)
+        st.info(NOT_SENT)
         return
     if not _follow_live(live, request.live_chart, request.quiet, start_later):
         store.live = None  # refused: nothing was sent
@@ -133,13 +136,14 @@ def _follow_live(live: LiveRun, live_chart: bool, quiet: bool = False, start=Non
                 bar.progress(value, text=text)
 
         if start is not None:
-            set_bar(0.0, QUIET_TEXT)
-            time.sleep(QUIET_SETTLE_S)  # outside every timing: the request is not sent yet
+            set_bar(0.0, QUIET_TEXT if quiet else SETTLE_TEXT)
+            time.sleep(SETTLE_S)  # outside every timing: the request is not sent yet
             if refused := start():
                 cancel_box.empty(), bar.empty()
                 status.update(label="Cannot run", state="error", expanded=True)
                 st.error(f"Cannot run: {refused}")
                 return False
+            live.sent = True
 
         def show(event) -> None:
             live.apply(event) if event is not None else None

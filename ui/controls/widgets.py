@@ -135,8 +135,7 @@ def sidebar() -> RunRequest:
         request.quiet = st.toggle(
             "Quiet timing (draw at the end)", key=state.QUIET_TIMING,
             help="Nothing is drawn while the model runs: no live chart, no streamed text, no moving progress bar; "
-                 "both are drawn when the run ends, and the model starts half a second after Run, once the page "
-                 "has drawn the click. The page's own drawing then takes no CPU from the model (each run says how "
+                 "both are drawn when the run ends. The page's own drawing then takes no CPU from the model (each run says how "
                  "long it waited for a CPU, next to TTFT and TPOT).")
         with st.expander("Sampling (temperature 0 = greedy)"):
             st.slider("Temperature", 0.0, 2.0, step=0.05, key=state.TEMPERATURE)

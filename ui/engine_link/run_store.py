@@ -41,6 +41,7 @@ class LiveRun:
     trace: Trace | None = None  # the finished run
     failure: str | None = None
     cancelled: bool = False
+    sent: bool = False  # the request reached the engine (the run panel sends it once it is drawn)
 
     def apply(self, event) -> None:
         if isinstance(event, Queued):

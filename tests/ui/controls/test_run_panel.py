@@ -36,3 +36,30 @@ def test_the_live_chart_is_redrawn_every_few_seconds_but_not_in_the_runs_last_se
     slow = _live(max_new=32, step_s=0.5, done=20)  # the same tokens left on a slow machine: ~5.5 s
     assert run_panel.chart_due(slow, every)
     assert _live(max_new=32, step_s=0.05, done=0).seconds_left() == float("inf")  # no step yet: no pace to judge
+
+
+def test_a_run_whose_sending_script_was_stopped_is_dropped_not_followed_forever(make_app):
+    """The panel sends the request half a second after it is drawn; a click in that half second stops the script run
+    before it sent anything. The next script run must not follow a request the engine never got (it would wait for
+    its events forever): it drops it and says so."""
+    from engine.serving.scheduling.work import Request
+    from ui import state
+
+    at = make_app().run()
+    store = at.session_state[state.STORE]
+    store.live = run_panel.LiveRun(Request(prompt_ids=[1, 2, 3], max_new_tokens=4), 3, 4)  # drawn, never sent
+    at.run()
+    assert not at.exception
+    assert store.live is None
+    assert any(run_panel.NOT_SENT in i.value for i in at.info)
+
+
+def test_a_pressed_run_is_sent_after_its_panel_and_followed_to_its_end(make_app):
+    from ui import state
+
+    at = make_app().run()
+    at.sidebar.button(key=state.RUN).click().run()
+    assert not at.exception
+    store = at.session_state[state.STORE]
+    assert store.live is None and store.last_trace is not None  # sent, followed, kept
+    assert not any(run_panel.NOT_SENT in i.value for i in at.info)
