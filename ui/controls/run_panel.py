@@ -84,6 +84,7 @@ def run_panel(request: RunRequest) -> None:
                        chat=request.chat, capture_attention=True, capture_layer=DEFAULT_CAPTURE_LAYER)
 
         def start() -> str | None:
+            work.arrival = time.perf_counter()  # it reaches the engine now: the half second before is not queueing
             return remote_engine.route(work, worker_link.submit)  # the room's server, if any
 
         start_later = start  # sent once the run panel is drawn and the browser is done drawing it

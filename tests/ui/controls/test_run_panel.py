@@ -62,4 +62,5 @@ def test_a_pressed_run_is_sent_after_its_panel_and_followed_to_its_end(make_app)
     assert not at.exception
     store = at.session_state[state.STORE]
     assert store.live is None and store.last_trace is not None  # sent, followed, kept
+    assert store.last_trace.queue_seconds < run_panel.SETTLE_S / 2  # the half second before sending is not queueing
     assert not any(run_panel.NOT_SENT in i.value for i in at.info)
