@@ -38,7 +38,9 @@ def test_a_short_burst_is_compared_across_policies():
             body = page.locator("body").inner_text()
             assert "4 requests of the 'chat' kind, all at once" in body
             assert "KV carts crossed between the workers" in body and "The KV cart crossing" in body
-            assert page.locator("[data-testid='stPlotlyChart']").count() == 4  # TTFT, ITL, goodput, timeline
+            charts = page.locator("[data-testid='stPlotlyChart']")  # TTFT, ITL, goodput, timeline
+            charts.nth(3).wait_for(timeout=60_000)  # the chart component loads on its first use: after the text
+            assert charts.count() == 4
             page.get_by_text("disaggregated", exact=True).last.click()  # the timeline of the two workers
             appdriver.settle(page)
             page.get_by_text("The two workers side by side", exact=False).first.wait_for(timeout=60_000)
