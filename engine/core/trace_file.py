@@ -47,7 +47,9 @@ def read_trace(data: bytes, name: str = "the file") -> Trace:
     try:
         parsed = json.loads(text)
     except json.JSONDecodeError as exc:
-        if exc.pos >= len(text.rstrip()) or exc.msg.startswith("Unterminated string"):
+        end = len(text.rstrip())
+        cut_number = exc.pos == end - 1 and text[exc.pos] in ".eE+-"  # a file cut inside a number, e.g. "0."
+        if exc.pos >= end or cut_number or exc.msg.startswith("Unterminated string"):
             raise TraceFileError(f"{name} is truncated: the JSON stops before its end (after {len(text):,} "
                                  "characters)") from None
         raise TraceFileError(f"{name} is not a JSON file ({exc.msg} at line {exc.lineno}, column {exc.colno})") from None

@@ -188,3 +188,15 @@ def test_the_shipped_example_traces_still_load():
 
     paths = sorted((ROOT / "assets" / "traces").glob("*.json"))
     assert paths and all(trace_file.load_trace(path).n_output > 0 for path in paths)
+
+
+def test_a_file_cut_inside_a_number_is_called_truncated():
+    """Cut after a decimal point or an exponent's 'e' the parser reports a missing delimiter at the last character:
+    still a truncated file, not 'not a JSON file' (seen in CI when a cut at 700 bytes fell inside a float)."""
+    from engine.core.trace_file import TraceFileError, read_trace
+
+    for data in (b'{"steps": [0.5, 2.', b'{"seconds": 1e', b'{"x": -'):
+        with pytest.raises(TraceFileError, match="is truncated"):
+            read_trace(data, "cut.json")
+    with pytest.raises(TraceFileError, match="not a JSON file"):
+        read_trace(b'{"x": [1, y]}', "bad.json")
