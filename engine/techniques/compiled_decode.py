@@ -13,11 +13,12 @@ through the code dynamo generated for it, as a plain function: no guard evaluati
 call, ~1 ms a step; vLLM dispatches its compiled model the same way). What the guards would have checked is fixed
 here by construction (one model's weights, its dtype, one row; the cache's view with any length and stride), the
 generated code asserts sizes and strides itself, and a cache it cannot serve (more rows, another dtype) runs the
-eager loop, counted. Whether the compiled step is used is measured on this machine, against the eager flat loop
-(`Transformer.decode_rows`), and the verdict cached beside the matmul kernels' choice; compiling costs seconds
-(inductor's on-disk cache keeps the generated code between processes). Batch-1 Llama-family decode on CPU only: a
-batch's rows would each read the weights again in these loops, and GPT-2, biases or other devices keep the eager
-paths.
+eager loop, counted. The compiled layer (dynamo's code and inductor's kernels, from torch.compile's `aot_compile`)
+is saved in the model cache, so a later process reads it instead of tracing and compiling again. Whether the
+compiled step is used is measured on this machine, against the eager flat loop (`Transformer.decode_rows`), and
+the verdict cached beside the matmul kernels' choice; compiling costs seconds the first time. Batch-1
+Llama-family decode on CPU only: a batch's rows would each read the weights again in these loops, and GPT-2,
+biases or other devices keep the eager paths.
 """
 from __future__ import annotations
 
@@ -112,8 +113,10 @@ def make_layer(H: int, K: int, D: int, eps: float):
 class CompiledDecode:
     """The compiled step of one model: `__call__(ids (1, 1), cache, plan) -> logits (1, V)`, as decode_rows."""
 
-    def __init__(self, model):
+    def __init__(self, model, saved: Path | None = None):
         cfg = model.cfg
+        self.saved = saved  # where the compiled layer is kept between processes (None: compiled in each process)
+        self.loaded = False  # True: this process read the compiled layer from `saved` (no trace, no compile)
         self.model = model
         self.dtype = model.tok_emb.weight.dtype
         source = make_layer(cfg.n_heads, cfg.n_kv_heads, cfg.head_dim, cfg.norm_eps)
@@ -150,30 +153,62 @@ class CompiledDecode:
         return m.lm_head(m.final_norm(x)).float()
 
     def _compile(self, *args) -> torch.Tensor:
-        """Compile the layer on these inputs, keep the code dynamo generated for it, and return its output."""
-        from torch._dynamo.convert_frame import register_bytecode_hook  # its import takes ~1 s: only here
-
-        codes = []
+        """Compile the layer on these inputs (or read it as compiled by an earlier process), keep its code, run it."""
         with self._compiling:
-            if self.layer is not None:
-                return self.layer(*args)
-            handle = register_bytecode_hook(lambda old, new: codes.append(new) if old is self.source.__code__ else None)
-            try:
-                k, v = args[3], args[4]
-                torch._dynamo.mark_dynamic(k, 2)  # one compiled layer for every cache length
-                torch._dynamo.mark_dynamic(v, 2)
-                out = torch.compile(self.source, fullgraph=True)(*args)
-            finally:
-                handle.remove()
-            if len(codes) != 1:
-                raise RuntimeError(f"dynamo generated {len(codes)} code objects for the layer, expected 1")
-            f = self.source
-            self.layer = types.FunctionType(codes[0], f.__globals__, f.__name__, None, f.__closure__)
-        return out
+            if self.layer is None:
+                compiled = self._load()
+                if compiled is None:
+                    k, v = args[3], args[4]
+                    torch._dynamo.mark_dynamic(k, 2)  # one compiled layer for every cache length
+                    torch._dynamo.mark_dynamic(v, 2)
+                    # nothing dynamic but the cache length: dynamo would otherwise make the closure's sizes and floats
+                    # symbolic once another model's layer (same code, other numbers) compiled in this process
+                    with torch._dynamo.config.patch(automatic_dynamic_shapes=False), _inductor_settings(built_here=False):
+                        compiled = torch.compile(self.source, fullgraph=True).aot_compile((args, {}))
+                    self._save(compiled)
+                # the code dynamo generated for the layer, called as a plain function (no guards, no frame hook)
+                self.layer = compiled.fn
+        return self.layer(*args)
+
+    def _load(self):
+        """The layer as an earlier process compiled it (dynamo's code and inductor's kernels, from `saved`), else None.
+
+        Skips dynamo's trace and inductor's cache lookup (~2.5 s of ~7 s on a slow 2-vCPU host); what it gives is
+        checked against the eager step like a fresh compile (measure), and anything unreadable is compiled again."""
+        if self.saved is None or not self.saved.is_file():
+            return None
+        try:
+            # the kernels were built on this machine before (the folder is keyed by its CPU and flags, and the result is
+            # checked against the eager step): inductor's instruction-set test build (a subprocess, ~0.6 s here) skipped
+            with _inductor_settings(built_here=True), open(self.saved, "rb") as f:
+                compiled = torch.compiler.load_compiled_function(f, f_globals=self.source.__globals__)
+        except Exception:  # another torch, a cut file, a moved cache: compile again (and overwrite it)
+            return None
+        self.loaded = True
+        return compiled
+
+    def _save(self, compiled) -> None:
+        if self.saved is None:
+            return
+        try:
+            self.saved.parent.mkdir(parents=True, exist_ok=True)
+            compiled.save_compiled_function(str(self.saved))  # written to a temporary file, then renamed
+        except Exception:  # a read-only cache: compiled again by the next process, as before
+            pass
 
     def _eager(self, ids: torch.Tensor, cache: KVCache, plan: Plan) -> torch.Tensor:
         self.fallbacks += 1  # counted: the run's Trace says how many of its steps ran eager
         return self.model.decode_rows(ids, cache, plan)
+
+
+def _inductor_settings(built_here: bool):
+    """Inductor's settings for compiling and for reading the layer back: the same build command both times.
+
+    Header precompiling off: it preprocesses inductor's headers in every process (~0.3 s here) to speed up a new
+    build, and it is part of the build command, so a layer built with it would be built again without it."""
+    import torch._inductor.config as inductor
+
+    return inductor.patch({"cpp_cache_precompile_headers": False} | ({"cpp.vec_isa_ok": True} if built_here else {}))
 
 
 # ------------------------------------------------------------------------------------------------
@@ -191,10 +226,11 @@ def _steps(step, cache: KVCache) -> float:
 
 
 @torch.inference_mode()
-def measure(model, dtype: torch.dtype, time_it: bool = True) -> tuple[CompiledDecode | None, Verdict]:
+def measure(model, dtype: torch.dtype, time_it: bool = True,
+            saved: Path | None = None) -> tuple[CompiledDecode | None, Verdict]:
     """Compile, warm up at two lengths beside decode_rows (same tokens, logits close), then time both taking turns."""
     begin = time.perf_counter()
-    compiled = CompiledDecode(model)
+    compiled = CompiledDecode(model, saved)
     ids = torch.ones(1, 1, dtype=torch.long)
     tol = 1e-3 if dtype == torch.float32 else 5e-2  # half types: eager rounds after every op, inductor at stores
 
@@ -215,6 +251,8 @@ def measure(model, dtype: torch.dtype, time_it: bool = True) -> tuple[CompiledDe
             got = compiled(ids, cache, cache.plan(1))  # (1, V)
             close = float((got - want).abs().max()) <= tol * float(want.abs().max())
             if got.argmax(-1).tolist() != want.argmax(-1).tolist() or not close:
+                if compiled.loaded:  # what an earlier process saved is wrong here: never read again
+                    saved.unlink(missing_ok=True)
                 return None, Verdict(False, 0.0, 0.0, time.perf_counter() - begin, note="its logits differed from the eager step's")
     compile_s = time.perf_counter() - begin
     cache = filled(CONTEXT if time_it else CHECKED + 5, CONTEXT + STEPS + 1, True)  # (the timing's context)
@@ -251,7 +289,8 @@ def attach(model, dtype: torch.dtype, device: torch.device, cache_dir: Path | No
     if found is not None and not found.use:
         return found
     try:
-        compiled, verdict = measure(model, dtype, time_it=found is None)  # won before: compile and check, no timing
+        saved = folder / "inductor" / _key_id(machine) / f"decode-layer-{_key_id(key)}.bin"  # dynamo's and inductor's
+        compiled, verdict = measure(model, dtype, time_it=found is None, saved=saved)  # won before: no timing
     except Exception as exc:  # no C++ compiler, an inductor error: the eager loop, and the reason said
         return Verdict(False, 0.0, 0.0, 0.0, note=f"torch.compile failed here ({type(exc).__name__}: {str(exc)[:120]})")
     if found is not None and compiled is not None:

@@ -140,7 +140,7 @@ def test_a_machine_where_it_won_compiles_and_decodes_through_it(plain_llama, tmp
 
 def test_a_machine_where_it_lost_never_compiles(plain_llama, tmp_path, compiling, monkeypatch):
     _verdict_file(tmp_path, plain_llama, use=False)
-    monkeypatch.setattr(compiled_decode, "CompiledDecode", lambda model: pytest.fail("compiled although it lost here"))
+    monkeypatch.setattr(compiled_decode, "CompiledDecode", lambda model, saved=None: pytest.fail("compiled although it lost here"))
     fast = with_kernels(plain_llama, "fast", tmp_path)
     assert fast.model.compiled_decode is None
     assert "decode step eager (compiled 9.5 ms vs eager 9.0 ms" in fast.kernel_why
@@ -155,7 +155,7 @@ def test_a_first_load_measures_and_caches_the_verdict(plain_llama, tmp_path, com
 
 
 def test_a_compile_that_fails_leaves_the_eager_loop_and_says_why(plain_llama, tmp_path, compiling, monkeypatch):
-    def broken(model):
+    def broken(model, saved=None):
         raise RuntimeError("no C++ compiler")
     monkeypatch.setattr(compiled_decode, "CompiledDecode", broken)
     fast = with_kernels(plain_llama, "fast", tmp_path)
@@ -167,7 +167,7 @@ def test_a_compile_that_fails_leaves_the_eager_loop_and_says_why(plain_llama, tm
 def test_without_a_cpp_compiler_nothing_is_compiled_and_the_kernels_say_why(plain_llama, tmp_path, compiling,
                                                                              monkeypatch):
     monkeypatch.setenv("CXX", "no-such-compiler-two-bends")
-    monkeypatch.setattr(compiled_decode, "CompiledDecode", lambda model: pytest.fail("compiled without a compiler"))
+    monkeypatch.setattr(compiled_decode, "CompiledDecode", lambda model, saved=None: pytest.fail("compiled without a compiler"))
     assert compiled_decode.applicable(plain_llama.model, torch.device("cpu")) == compiled_decode.NO_COMPILER
     fast = with_kernels(plain_llama, "fast", tmp_path)
     assert fast.model.compiled_decode is None and "compiled" not in fast.kernels
@@ -261,7 +261,7 @@ def test_a_run_whose_steps_fell_back_says_so_in_its_trace(plain_llama, tmp_path,
 def test_generated_code_is_kept_per_instruction_set(plain_llama, tmp_path, monkeypatch):
     """Inductor read back code generated under another ISA cap and gave wrong logits: its folder is keyed by the machine."""
     folders = []
-    monkeypatch.setattr(compiled_decode, "measure", lambda model, dtype, time_it=True: (None, Verdict(False, 1.0, 1.0, 0.0)))
+    monkeypatch.setattr(compiled_decode, "measure", lambda model, dtype, time_it=True, saved=None: (None, Verdict(False, 1.0, 1.0, 0.0)))
     for cap in (None, "avx2"):
         monkeypatch.delenv("TORCHINDUCTOR_CACHE_DIR", raising=False)
         if cap:
@@ -269,6 +269,52 @@ def test_generated_code_is_kept_per_instruction_set(plain_llama, tmp_path, monke
         compiled_decode.attach(plain_llama.model, plain_llama.dtype, torch.device("cpu"), tmp_path, remeasure=True)
         folders.append(os.environ["TORCHINDUCTOR_CACHE_DIR"])
     assert folders[0] != folders[1] and all(f.startswith(str(tmp_path / "inductor")) for f in folders)
+
+
+def _saved_layer(tmp_path) -> list:
+    return list((tmp_path / "inductor").glob("*/decode-layer-*.bin"))
+
+
+@torch.inference_mode()
+def test_a_later_process_reads_the_compiled_layer_instead_of_compiling(plain_llama, tmp_path, compiling, monkeypatch):
+    """The first compile saves dynamo's code and inductor's kernels; the next load reads them: no trace, same logits."""
+    from torch._dynamo.utils import counters
+
+    first, verdict = compiled_decode.measure(plain_llama.model, plain_llama.dtype, time_it=False,
+                                             saved=tmp_path / "layer.bin")
+    assert first is not None and not first.loaded and (tmp_path / "layer.bin").is_file()
+    frames = sum(counters["frames"].values())
+    again, verdict = compiled_decode.measure(plain_llama.model, plain_llama.dtype, time_it=False,
+                                             saved=tmp_path / "layer.bin")
+    assert again is not None and again.loaded and verdict.use and again.fallbacks == 0  # checked against eager inside
+    assert sum(counters["frames"].values()) == frames  # dynamo traced nothing: the saved code ran
+    eager_cache, cache = _filled(plain_llama, 40), _filled(plain_llama, 40)
+    token = torch.tensor([[5]])
+    torch.testing.assert_close(again(token, cache, cache.plan(1)),
+                               plain_llama.model.decode_rows(token, eager_cache, eager_cache.plan(1)), rtol=1e-4, atol=1e-4)
+
+
+@torch.inference_mode()
+def test_a_saved_layer_that_is_unreadable_or_wrong_is_never_used(plain_llama, tmp_path, compiling, monkeypatch):
+    saved = tmp_path / "layer.bin"
+    saved.write_bytes(b"cut short")  # unreadable: compiled again, and the file written anew
+    step, verdict = compiled_decode.measure(plain_llama.model, plain_llama.dtype, time_it=False, saved=saved)
+    assert step is not None and not step.loaded and verdict.use and saved.stat().st_size > 1000
+
+    class Wrong:  # read back, but its numbers are not the eager step's (another machine's code, say)
+        fn = staticmethod(lambda x, *rest: 2 * x)
+    monkeypatch.setattr(CompiledDecode, "_load", lambda self: setattr(self, "loaded", True) or Wrong())
+    step, verdict = compiled_decode.measure(plain_llama.model, plain_llama.dtype, time_it=False, saved=saved)
+    assert step is None and not verdict.use and "differed" in verdict.note
+    assert not saved.exists()  # removed: the next process compiles
+
+
+def test_attach_keeps_the_compiled_layer_in_the_model_cache(plain_llama, tmp_path, compiling):
+    _verdict_file(tmp_path, plain_llama, use=True)
+    with_kernels(plain_llama, "fast", tmp_path)
+    assert len(_saved_layer(tmp_path)) == 1
+    fast = with_kernels(plain_llama, "fast", tmp_path)
+    assert fast.model.compiled_decode.loaded and fast.model.compiled_decode.fallbacks == 0
 
 
 @torch.inference_mode()
