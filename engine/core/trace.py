@@ -12,9 +12,12 @@ import math
 import platform
 import zlib
 from dataclasses import asdict, dataclass, field
+from typing import TYPE_CHECKING
 
 import numpy as np
-import torch
+
+if TYPE_CHECKING:
+    import torch
 
 SCHEMA_VERSION = 5  # 1: first landing (decode captures indexed [step][layer]); 2: [layer][step], config, riders;
 # 3: arrays packed as {"dtype", "shape", "zlib_base64"} (float16 bytes: ~6x smaller than lists of numbers);
@@ -160,6 +163,8 @@ class Trace:
 
 
 def environment(device: torch.device) -> dict:
+    import torch  # here only: the dashboard's process reads Traces without importing torch (~2 s of its start)
+
     info = {
         "torch": torch.__version__,
         "threads": torch.get_num_threads(),

@@ -33,3 +33,11 @@ def test_prepare_on_a_converted_model_imports_no_torch(tmp_path):
     (tmp_path / CACHE_FOLDER / "COMPLETE").write_text("")
     code = "import sys; from engine.cli import main; main(['prepare']); print('torch' in sys.modules)"
     assert _run(code, TWO_BENDS_CACHE=str(tmp_path)).splitlines()[-1] == "False"
+
+
+def test_the_dashboards_own_modules_import_no_torch():
+    """The engine runs in the worker process: the dashboard's process importing torch cost ~2 s of CPU at every start
+    (on 2 cores, taken from the worker's own torch import and weights load)."""
+    code = ("import sys, importlib, ui.controls.launch as launch; [importlib.import_module(m) for m in launch.APP_MODULES]; "
+            "print('torch' in sys.modules)")
+    assert _run(code).splitlines()[-1] == "False"

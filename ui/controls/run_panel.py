@@ -28,7 +28,7 @@ DEFAULT_CAPTURE_LAYER = None  # when only some layers fit the capture budget: No
 @dataclass
 class RunRequest:
     """What pressing Run will send to the engine worker, or why it cannot run."""
-    lm: object | None = None  # engine.serving.scheduling.model_pool.ModelInfo
+    lm: object | None = None  # engine.serving.scheduling.work.ModelInfo
     prompt: str | list[int] | None = None  # ids (exact count) or, with the chat template, the fitted text
     n_prompt: int = 0
     chat: bool = False

@@ -21,7 +21,6 @@ import time
 import streamlit as st
 from streamlit.runtime.scriptrunner_utils.script_run_context import get_script_run_ctx
 
-from engine.core.capture import BUDGET_BYTES
 from engine.errors import EngineError
 from engine.loading.model_store import DEFAULT_MODEL
 from engine.serving.scheduling import lab_jobs as jobs
@@ -232,6 +231,8 @@ def ensure_layer(trace, layer: int) -> bool:
                       args=(list(trace.prompt_ids), list(trace.output_ids), [layer]))
     if got is None:
         return False
+    from engine.core.capture import BUDGET_BYTES  # here: it imports torch, which this process need not load at start
+
     merged = trace.attention.merged(got) if trace.attention is not None else got
     trace.attention = merged if merged.nbytes <= max(BUDGET_BYTES, got.nbytes) else got
     return True

@@ -7,7 +7,7 @@ from collections import Counter
 from engine.core.metrics import PhaseSummary, bridge_sharing, summarize
 from engine.core.trace import Trace
 from engine.serving.client.server_benchmark import trace_from_record
-from engine.serving.scheduling.model_pool import COMPILING, PREPACKING
+from engine.serving.scheduling.work import COMPILING, PREPACKING
 from ui.text.diagnosis import sharing_markdown
 
 

@@ -33,7 +33,7 @@ class Served:
     """The model behind the server: its public name, what the scheduler loads, and its description."""
     name: str  # what clients put in "model"
     spec: ModelSpec
-    info: object  # engine.serving.scheduling.model_pool.ModelInfo: config, tokenizer, sizes
+    info: object  # engine.serving.scheduling.work.ModelInfo: config, tokenizer, sizes
     max_new_tokens_cap: int  # the operator's limit per request
 
 

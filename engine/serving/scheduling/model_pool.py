@@ -14,31 +14,16 @@ from __future__ import annotations
 
 import threading
 from collections import OrderedDict
-from dataclasses import dataclass, replace
+from dataclasses import replace
 
-from engine.core.config import ModelConfig
 from engine.errors import EngineError
 from engine.loading.loader import load_model
 from engine.serving.scheduling.early_start import mark
-from engine.serving.scheduling.work import ModelSpec
+from engine.serving.scheduling.work import COMPILING, PREPACKING, ModelInfo, ModelSpec
 from engine.techniques import compiled_decode
 from engine.techniques.kernels import with_compiled_decode, with_kernels
 
 MAX_MODELS = 3  # models kept loaded at once (least recently used goes first)
-
-
-@dataclass
-class ModelInfo:
-    spec: ModelSpec
-    name: str
-    device: str
-    dtype: str
-    config: ModelConfig
-    tokenizer: object
-    weight_bytes: int
-    kernels: str
-    load_seconds: float
-    kernel_why: str = ""  # fast on CPU: the measured ms of each candidate kernel (engine/techniques/kernel_choice.py)
 
 
 def describe(lm, spec: ModelSpec) -> ModelInfo:
@@ -50,10 +35,6 @@ def describe(lm, spec: ModelSpec) -> ModelInfo:
                      kernels, lm.load_seconds, getattr(lm, "kernel_why", ""))
 
 
-# what a run's kernels label says when it started before the background work at start-up ended (ui/text reads them:
-# that work takes CPU from the run, so its CPU wait names it)
-PREPACKING = "still being prepacked in the background"
-COMPILING = "the decode step was still being compiled in the background"
 
 
 class _Packing:

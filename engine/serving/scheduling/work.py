@@ -13,6 +13,7 @@ import time
 import traceback
 from dataclasses import dataclass, field
 
+from engine.core.config import ModelConfig
 from engine.core.sampling_params import SamplingParams
 from engine.core.trace import DecodeStep
 from engine.errors import EngineError
@@ -20,6 +21,27 @@ from engine.loading.model_store import DEFAULT_MODEL
 
 _ids = itertools.count(1)
 
+# what a run's kernels label says when it started before the model pool's background work at start-up ended (ui/text
+# reads them: that work takes CPU from the run, so its CPU wait names it); here, not in model_pool: no torch to read them
+PREPACKING = "still being prepacked in the background"
+COMPILING = "the decode step was still being compiled in the background"
+
+
+
+@dataclass
+class ModelInfo:
+    """A loaded model as the worker describes it to the dashboard's process (model_pool.describe): here, with no
+    torch import, so that process reads it without loading torch."""
+    spec: ModelSpec
+    name: str
+    device: str
+    dtype: str
+    config: ModelConfig
+    tokenizer: object
+    weight_bytes: int
+    kernels: str
+    load_seconds: float
+    kernel_why: str = ""  # fast on CPU: the measured ms of each candidate kernel (engine/techniques/kernel_choice.py)
 
 class QueueFull(EngineError):
     """The operator's queue limit is reached; `retry_after` estimates when a place frees up (seconds)."""

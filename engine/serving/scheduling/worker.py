@@ -18,16 +18,18 @@ import threading
 from multiprocessing.connection import Client
 
 from engine.errors import EngineError
-from engine.loading.loader import set_threads
 from engine.serving.scheduling import early_start, lab_jobs
-from engine.serving.scheduling.model_pool import ModelPool
-from engine.serving.scheduling.scheduler import Scheduler
 from engine.serving.scheduling.work import FINAL, Failed, Job, ModelSpec, ServiceOptions, Work, result_of  # noqa: F401
 
 DEFAULT_OPTIONS = ServiceOptions()  # frozen: one shared default
 
 
-def _make_scheduler(options: ServiceOptions) -> Scheduler:
+def _make_scheduler(options: ServiceOptions):
+    """The scheduler for these options (torch imported here: the dashboard's process, which only talks to the
+    worker process, never loads it; ~2 s of a 2-vCPU machine's start)."""
+    from engine.serving.scheduling.model_pool import ModelPool
+    from engine.serving.scheduling.scheduler import Scheduler
+
     if options.mode == "disaggregated":  # two worker processes, the threads split between them
         from engine.serving.scheduling.disaggregated import DisaggregatedScheduler
 
@@ -43,6 +45,8 @@ class LocalService:
     """The scheduler in a thread of this process."""
 
     def __init__(self, options: ServiceOptions = DEFAULT_OPTIONS):
+        from engine.loading.loader import set_threads  # torch: in this process only when the engine runs here
+
         self.options = options
         set_threads(options.threads)  # process-wide: in the worker process, or the whole process in thread mode
         self.scheduler = _make_scheduler(options).start()

@@ -62,7 +62,7 @@ def test_a_missing_schedstat_is_stated_not_hidden():
 def test_a_run_beside_the_engines_own_start_up_work_names_it():
     """A run started before the background prepacking or compiling ended: that work shared its cores (model_pool's
     labels say which), so the wait names it before the browser."""
-    from engine.serving.scheduling.model_pool import COMPILING, PREPACKING
+    from engine.serving.scheduling.work import COMPILING, PREPACKING
 
     compiling = waited(0.024)
     compiling.env["kernels"] = f"fast: oneDNN prepacked ({COMPILING} when this started: this run's steps ran eager)"
