@@ -47,6 +47,7 @@ EVENTS = [
     ("worker imported torch + engine", "worker imported torch and the engine"),
     ("Streamlit imported (launcher)", "streamlit imported"),
     ("app.py's modules imported (launcher's thread)", "app modules imported"),
+    ("tokenizer classes imported (launcher's thread)", "tokenizer classes imported"),
     ("weights loaded (plain nn.Linear usable)", "weights loaded"),
     ("model loaded (weights and kernels, no background)", "model loaded (weights and kernels)"),
     ("kernels prepacked (background)", "kernels prepacked"),
