@@ -90,7 +90,9 @@ def build_model(cfg: ModelConfig, hf_state_dict: dict, device: torch.device, dty
     for module in model.modules():  # non-persistent buffers (rotary tables) are not in the checkpoint
         for name, buf in module._buffers.items():
             if buf is not None and buf.is_meta:
-                module._buffers[name] = torch.empty_like(buf, device="cpu")
+                # (torch.empty, not empty_like: a meta tensor's empty_like goes through torch._refs, whose first use
+                # imports sympy: ~1 s of the dashboard worker's start)
+                module._buffers[name] = torch.empty(buf.shape, dtype=buf.dtype, device="cpu")
     if cfg.tie_embeddings:
         model.lm_head.weight = model.tok_emb.weight
     model.reset_buffers()

@@ -34,6 +34,9 @@ def test_unreadable_cache_gives_a_clear_message(monkeypatch, tmp_path):
     def refuse(self, *args, **kwargs):
         raise PermissionError(13, "Permission denied", str(self))
 
+    from safetensors.torch import load_file  # noqa: F401  (imported before reads are refused: importing
+    from transformers import PreTrainedTokenizerFast  # noqa: F401  transformers reads package metadata files)
+
     monkeypatch.setattr(Path, "read_text", refuse)
     with pytest.raises(engine.EngineError, match="not readable by this user .* set TWO_BENDS_CACHE"):
         model_store._load_folder(tmp_path, "SmolLM2")
