@@ -20,6 +20,7 @@ import appdriver  # noqa: E402  (scripts/appdriver.py: shared with the measureme
 pytestmark = pytest.mark.slow
 JOIN, TEACHER = "FAIR42", "TEACH42"
 SLACK_S = 0.5
+MEETINGS = 4  # student runs tried until one waits behind a lab slice
 
 
 def _need_browser() -> None:
@@ -62,6 +63,7 @@ def _student_run(page) -> tuple[float, float]:
 
 def test_a_students_run_waits_at_most_one_slice_behind_the_largest_lab():
     _need_browser()
+    from playwright.sync_api import TimeoutError as PlaywrightTimeout
     from playwright.sync_api import sync_playwright
 
     (ROOT / "artifacts").mkdir(exist_ok=True)
@@ -84,8 +86,16 @@ def test_a_students_run_waits_at_most_one_slice_behind_the_largest_lab():
             teacher.get_by_role("button", name="▶ Run sweep").click()
             teacher.locator("[data-testid='stProgress']").first.wait_for(timeout=120_000)  # the sweep runs
 
+            try:  # the first points (16–256 tokens) are short slices; from the fifth on they are the long ones
+                teacher.get_by_text(re.compile(r"[5-8]/8: \d+ in")).first.wait_for(timeout=60_000)
+            except PlaywrightTimeout:
+                pass  # a missed glimpse of the bar: the retries below still meet a slice
             student.bring_to_front()
-            queue_s, ttft_s = _student_run(student)
+            runs = []  # (queue s, TTFT s): a run that arrives between two short points waits < 0.05 s and meets no
+            for _ in range(MEETINGS):  # slice, so it is run again (the sweep's points grow: later ones are longer)
+                runs.append(_student_run(student))
+                if runs[-1][0] > 0:
+                    break
             teacher.bring_to_front()
             # the slice the run waited behind has ended, so "so far" covers it; the rest of the sweep is not needed
             _open(teacher, "Teacher console")
@@ -94,12 +104,13 @@ def test_a_students_run_waits_at_most_one_slice_behind_the_largest_lab():
             slice_s = float(re.search(r"so far: ([\d.,]+) s", caption.first.inner_text()).group(1).replace(",", ""))
             teacher.get_by_role("button", name="Cancel everything in flight").click()
             teacher.get_by_text("Nothing in flight").first.wait_for(timeout=120_000)
-            waited = queue_s + ttft_s
-            print(f"quiet TTFT {quiet_ttft * 1000:.0f} ms; behind the sweep: queue {queue_s * 1000:.0f} ms + TTFT "
-                  f"{ttft_s * 1000:.0f} ms; longest slice {slice_s * 1000:.0f} ms")
+            print(f"quiet TTFT {quiet_ttft * 1000:.0f} ms; behind the sweep: "
+                  + "; ".join(f"queue {q * 1000:.0f} ms + TTFT {t * 1000:.0f} ms" for q, t in runs)
+                  + f"; longest slice {slice_s * 1000:.0f} ms")
             assert slice_s > 0.05, "the sweep never held the engine: nothing was measured"
-            assert queue_s > 0, "the student's run did not meet the sweep: the bound was not put to the test"
-            assert waited <= 2 * quiet_ttft + slice_s + SLACK_S, (waited, quiet_ttft, slice_s)
+            assert runs[-1][0] > 0, f"none of {len(runs)} student runs met the sweep: the bound was not put to the test"
+            for queue_s, ttft_s in runs:  # the bound holds for every run, not only the one that met a slice
+                assert queue_s + ttft_s <= 2 * quiet_ttft + slice_s + SLACK_S, (queue_s, ttft_s, quiet_ttft, slice_s)
             for page in (teacher, student):
                 assert appdriver.exception_text(page) is None
         finally:
