@@ -73,15 +73,16 @@ def bundled_gguf_path() -> Path:
 
 def _load_folder(folder: Path, name: str) -> Checkpoint:
     """Our own converted cache: config.json read as plain attributes (no transformers config
-    classes to import), the tokenizer through the fast-tokenizer class alone. ~1 s cold."""
+    classes to import), the tokenizer with the `tokenizers` library alone (engine/loading/tokenizer_file.py)."""
     from types import SimpleNamespace
 
     from safetensors.torch import load_file
-    from transformers import PreTrainedTokenizerFast
+
+    from engine.loading.tokenizer_file import PlainTokenizer
 
     try:
         config = SimpleNamespace(**json.loads((folder / "config.json").read_text()))
-        tokenizer = PreTrainedTokenizerFast.from_pretrained(folder)
+        tokenizer = PlainTokenizer.from_folder(folder)
         return Checkpoint(name, config, load_file(folder / "model.safetensors"), tokenizer)
     except PermissionError as exc:
         raise EngineError(

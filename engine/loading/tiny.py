@@ -19,6 +19,9 @@ _CORPUS = (
 )
 
 
+TINY_CHAT_TEMPLATE = "{% for m in messages %}{{ m['role'] }}: {{ m['content'] }}\n{% endfor %}assistant:"
+
+
 def tiny_tokenizer():
     """A fresh copy each call (callers may set attributes); trained only once per process."""
     return copy.deepcopy(_trained_tokenizer())
@@ -27,7 +30,8 @@ def tiny_tokenizer():
 @lru_cache(maxsize=1)
 def _trained_tokenizer():
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
-    from transformers import PreTrainedTokenizerFast
+
+    from engine.loading.tokenizer_file import PlainTokenizer
 
     tok = Tokenizer(models.BPE())
     tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
@@ -35,9 +39,7 @@ def _trained_tokenizer():
     trainer = trainers.BpeTrainer(vocab_size=512, special_tokens=["<|endoftext|>"],
                                   initial_alphabet=pre_tokenizers.ByteLevel.alphabet(), show_progress=False)
     tok.train_from_iterator([_CORPUS] * 4, trainer)
-    fast = PreTrainedTokenizerFast(tokenizer_object=tok, eos_token="<|endoftext|>", bos_token="<|endoftext|>")
-    fast.chat_template = "{% for m in messages %}{{ m['role'] }}: {{ m['content'] }}\n{% endfor %}assistant:"
-    return fast
+    return PlainTokenizer(tok, {"eos_token": "<|endoftext|>", "bos_token": "<|endoftext|>"}, TINY_CHAT_TEMPLATE)
 
 
 def tiny_hf_model(arch: str = "llama", seed: int = 0, vocab_size: int = 512):

@@ -31,14 +31,15 @@ APP = Path(__file__).resolve().parents[2] / "app.py"
 APP_MODULES = ("ui.controls.demo_panel", "ui.controls.presenter", "ui.controls.widgets", "ui.demo.recorded",
                "ui.room.code_display", "ui.room.follow", "ui.room.gate")  # what app.py imports (a test keeps this so)
 
-TOKENIZER_MODULE = "transformers.tokenization_utils_tokenizers"  # the class of every fast tokenizer the engine loads
+TOKENIZER_MODULE = "engine.loading.tokenizer_file"  # the class of a converted model's tokenizer (`tokenizers`, no transformers)
 
 
 def import_app_modules_soon(wait_s: float = 60.0) -> threading.Thread:
     """In a thread: once Streamlit's runtime exists (so st.cache_* find it), import app.py's modules (no torch: the
     engine runs in the worker) while the browser loads the page; the first script run then finds them in sys.modules.
-    Then the tokenizer's classes, which reading the worker's model description needs (transformers, ~1.4 s here),
-    while the worker still loads the weights. Then freeze what
+    Then the tokenizer's class, which reading the worker's model description needs (its Rust library, ~0.1 s; a model
+    loaded by Hugging Face id brings transformers' class, imported then), while the worker still loads the weights.
+    Then freeze what
     exists (gc.freeze): the imports' objects live as long as the server, and every full collection (Python's own, and
     one Streamlit would run after each script run) would otherwise walk all of them, holding the GIL ~150 ms."""
     def run() -> None:
@@ -55,7 +56,8 @@ def import_app_modules_soon(wait_s: float = 60.0) -> threading.Thread:
         early_start.mark("app modules imported")
         try:
             importlib.import_module(TOKENIZER_MODULE)
-        except Exception:  # an older transformers: the description's unpickling imports what it needs
+            importlib.import_module("tokenizers")
+        except Exception:  # the description's unpickling imports what it needs
             pass
         early_start.mark("tokenizer classes imported")
         gc.freeze()  # ~300k long-lived objects of the imports leave the collector: a full collection walks the rest only

@@ -89,9 +89,9 @@ def _our_tokenizer():
 
     folder = cache_root() / CACHE_FOLDER
     if (folder / "COMPLETE").is_file():
-        from transformers import PreTrainedTokenizerFast
+        from engine.loading.tokenizer_file import PlainTokenizer
 
-        return PreTrainedTokenizerFast.from_pretrained(folder)
+        return PlainTokenizer.from_folder(folder)
     return load_model(DEFAULT_MODEL, "cpu").tokenizer
 
 

@@ -1,0 +1,139 @@
+"""A converted model's tokenizer read with the `tokenizers` library alone: no transformers import at start.
+
+Our model cache holds what `save_pretrained` wrote (tokenizer.json, tokenizer_config.json, chat_template.jinja).
+Loading it through transformers' `PreTrainedTokenizerFast` costs ~0.6 s of import in every process that loads or
+only describes the model (the engine worker, the dashboard reading the worker's model description); the engine uses
+four things of it, kept here with transformers' meaning:
+
+- `encode(text, add_special_tokens)`, `decode(ids, skip_special_tokens)`: the Rust tokenizer's own (transformers'
+  fast tokenizer calls the same; its space clean-up is skipped for BPE models, so there is none here either);
+- `eos_token_id`, `bos_token_id`, `pad_token_id` from the special tokens named in tokenizer_config.json;
+- `chat_template` and `apply_chat_template`: rendered with jinja2 in a sandbox set up as transformers sets it up
+  (trim_blocks, lstrip_blocks, loop controls, `raise_exception`), then encoded without special tokens.
+
+Models loaded by Hugging Face id (GPT-2 online) keep transformers' AutoTokenizer: the engine relies only on the
+members above, which both have.
+"""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from engine.errors import EngineError
+
+SPECIAL_NAMES = ("bos_token", "eos_token", "unk_token", "pad_token")
+
+
+class PlainTokenizer:
+    """encode / decode / special ids / chat template over a `tokenizers.Tokenizer`. Pickles (the worker sends it)."""
+
+    def __init__(self, backend, special_tokens: dict[str, str], chat_template: str | None = None):
+        self.backend = backend  # tokenizers.Tokenizer
+        self.special_tokens = dict(special_tokens)  # {"eos_token": "<|im_end|>", ...}
+        self.chat_template = chat_template
+        self._template = None  # compiled jinja2 template, made on first use (not pickled)
+
+    @classmethod
+    def from_folder(cls, folder: Path) -> PlainTokenizer:
+        """Read tokenizer.json, the special tokens and the chat template that `save_pretrained` wrote."""
+        from tokenizers import Tokenizer
+
+        folder = Path(folder)
+        config_file = folder / "tokenizer_config.json"
+        config = json.loads(config_file.read_text()) if config_file.is_file() else {}
+        special = {name: _content(config.get(name)) for name in SPECIAL_NAMES if _content(config.get(name))}
+        template_file = folder / "chat_template.jinja"
+        template = template_file.read_text() if template_file.is_file() else config.get("chat_template")
+        if template is not None and not isinstance(template, str):
+            raise EngineError(f"{config_file} names several chat templates; this engine reads one")
+        return cls(Tokenizer.from_file(str(folder / "tokenizer.json")), special, template)
+
+    # --- text <-> ids -------------------------------------------------------------------------------------------
+    def encode(self, text: str, add_special_tokens: bool = True) -> list[int]:
+        return self.backend.encode(text, add_special_tokens=add_special_tokens).ids
+
+    def decode(self, ids, skip_special_tokens: bool = False) -> str:
+        ids = [ids] if isinstance(ids, int) else [int(i) for i in ids]
+        return self.backend.decode(ids, skip_special_tokens=skip_special_tokens)
+
+    def __len__(self) -> int:
+        return self.backend.get_vocab_size(with_added_tokens=True)
+
+    # --- special tokens -----------------------------------------------------------------------------------------
+    def _id(self, name: str) -> int | None:
+        token = self.special_tokens.get(name)
+        return None if token is None else self.backend.token_to_id(token)
+
+    @property
+    def eos_token(self) -> str | None:
+        return self.special_tokens.get("eos_token")
+
+    @property
+    def bos_token(self) -> str | None:
+        return self.special_tokens.get("bos_token")
+
+    @property
+    def eos_token_id(self) -> int | None:
+        return self._id("eos_token")
+
+    @property
+    def bos_token_id(self) -> int | None:
+        return self._id("bos_token")
+
+    @property
+    def pad_token_id(self) -> int | None:
+        return self._id("pad_token")
+
+    # --- chat ---------------------------------------------------------------------------------------------------
+    def apply_chat_template(self, messages: list[dict], add_generation_prompt: bool = False, tokenize: bool = True,
+                            return_dict: bool = False):
+        """The conversation rendered by the model's template; ids (encoded without special tokens) or the text."""
+        if not self.chat_template:
+            raise EngineError("this tokenizer has no chat template")
+        if self._template is None:
+            self._template = _compile(self.chat_template)
+        from jinja2.exceptions import TemplateError
+
+        try:
+            text = self._template.render(messages=messages, add_generation_prompt=add_generation_prompt,
+                                         **self.special_tokens)
+        except TemplateError as exc:
+            raise EngineError(f"the model's chat template refused this conversation: {exc}") from None
+        if not tokenize:
+            return text
+        ids = self.encode(text, add_special_tokens=False)
+        return {"input_ids": ids} if return_dict else ids
+
+    def __getstate__(self) -> dict:
+        return {"backend": self.backend, "special_tokens": self.special_tokens, "chat_template": self.chat_template}
+
+    def __setstate__(self, state: dict) -> None:
+        self.__init__(state["backend"], state["special_tokens"], state["chat_template"])
+
+    def __repr__(self) -> str:
+        return f"PlainTokenizer(vocab={len(self)}, special={self.special_tokens}, chat={bool(self.chat_template)})"
+
+
+def _content(token) -> str | None:
+    """A special token as tokenizer_config.json writes it: a string, or {"content": ...} (older files)."""
+    if isinstance(token, dict):
+        token = token.get("content")
+    return token if isinstance(token, str) and token else None
+
+
+def _compile(source: str):
+    """A chat template in a sandbox, with the settings and helpers chat templates are written against."""
+    from jinja2.exceptions import TemplateError
+    from jinja2.ext import loopcontrols
+    from jinja2.sandbox import ImmutableSandboxedEnvironment
+
+    def raise_exception(message):
+        raise TemplateError(message)
+
+    def tojson(value, ensure_ascii=False, indent=None, separators=None, sort_keys=False):
+        return json.dumps(value, ensure_ascii=ensure_ascii, indent=indent, separators=separators, sort_keys=sort_keys)
+
+    env = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True, extensions=[loopcontrols])
+    env.filters["tojson"] = tojson
+    env.globals["raise_exception"] = raise_exception
+    return env.from_string(source)
