@@ -4,7 +4,8 @@ Which kernel streams weights best depends on the chip: oneDNN's prepacked inner 
 2-core AVX2 EPYC and lost it by ~20 % on an AVX-512 Xeon, where plain `F.linear` (MKL) already reads the
 weights at the memory's speed. So, like oneDNN/cuBLAS autotuning or torch.compile's `max-autotune`, the
 first load on a machine times every candidate per phase — decode (one row: matrix-vector products over
-the model's weights) and prefill (PREFILL_ROWS rows: matrix products) — for a fraction of a second (best
+the model's weights), prefill (PREFILL_ROWS rows: matrix products) and long prefill (LONG_ROWS rows: on a 2-vCPU
+AVX2 EPYC oneDNN prepacked was 6 % faster than MKL at 128 rows and 5-10 % slower at 512-1024) — for about a second (best
 of a few rounds, the candidates taking turns), picks the fastest, and remembers the choice in a small JSON
 file next to the model cache, keyed by the CPU's model and flags, the torch version, the threads, the dtype
 and the model's shapes. Plain F.linear is always a candidate and wins ties (within MARGIN), so "fast" is
@@ -26,11 +27,13 @@ from torch import nn
 
 from engine.techniques.kernel_candidates import CANDIDATES, apply, available, prepare
 
-PHASES = ("decode", "prefill")
+PHASES = ("decode", "prefill", "prefill_long")
 PREFILL_ROWS = 128  # the prompt length prefill is timed at (a wide matrix product, bound by arithmetic)
+LONG_ROWS = 1024  # and long prefill: the library's blocking for many rows may favour another kernel
+LONG_FROM = int(math.sqrt(PREFILL_ROWS * LONG_ROWS))  # 362: prompts (rows) from here on run the long-prefill kernel
 DECODE_BYTES = 64e6  # decode is timed over enough whole layers to leave the CPU's caches (then scaled to all)
 MARGIN = 0.03  # a candidate must beat plain F.linear by more than this to be chosen (timing noise)
-REPEATS = {"decode": 5, "prefill": 3}
+REPEATS = {"decode": 5, "prefill": 3, "prefill_long": 3}
 CACHE_FILE = "kernel-choice.json"
 
 
@@ -42,23 +45,36 @@ def default_cache_dir() -> Path:
 @dataclass
 class Choice:
     decode: str  # the kernel for a few rows (decode steps)
-    prefill: str  # the kernel for wide prompts
-    ms: dict  # {"decode": {kernel: ms of all the model's matmuls for one step}, "prefill": {kernel: ms at PREFILL_ROWS}}
+    prefill: str  # the kernel for wide prompts (more than WIDE_ROWS rows, fewer than LONG_FROM)
+    ms: dict  # {"decode": {kernel: ms of all the model's matmuls for one step}, "prefill": {kernel: ms at PREFILL_ROWS},
+    #            "prefill_long": {kernel: ms at LONG_ROWS}}
     seconds: float = 0.0  # how long the measuring took, on the run that measured
     cached: bool = False  # True: read back from the cache file, nothing measured in this process
     note: str = ""  # e.g. why the cache file was not used
+    prefill_long: str = ""  # the kernel for prompts of LONG_FROM rows or more ("" = prefill's)
+
+    @property
+    def long(self) -> str:
+        return self.prefill_long or self.prefill
 
     def label(self) -> str:
         """Short, for the sidebar and the Trace: what each phase runs."""
-        if self.decode == self.prefill:
+        if self.decode == self.prefill == self.long:
             return f"fast: {CANDIDATES[self.decode].words} (measured fastest here)"
-        return f"fast: {CANDIDATES[self.decode].words} for decode, {CANDIDATES[self.prefill].words} for prompts (measured)"
+        prompts = CANDIDATES[self.prefill].words + " for prompts"
+        if self.long != self.prefill:
+            prompts = (f"{CANDIDATES[self.prefill].words} for prompts under {LONG_FROM} tokens, "
+                       f"{CANDIDATES[self.long].words} for longer ones")
+        return f"fast: {CANDIDATES[self.decode].words} for decode, {prompts} (measured)"
 
     def why(self) -> str:
         """The measured ms of each candidate, fastest first: 'decode matmuls: plain 20.8 ms vs prepacked 40.0 ms'."""
         parts = []
-        for phase, what in (("decode", "decode step's matmuls"), ("prefill", f"prefill {PREFILL_ROWS} tokens' matmuls")):
+        for phase, what in (("decode", "decode step's matmuls"), ("prefill", f"prefill {PREFILL_ROWS} tokens' matmuls"),
+                            ("prefill_long", f"prefill {LONG_ROWS} tokens' matmuls")):
             times = sorted(self.ms.get(phase, {}).items(), key=lambda kv: kv[1])
+            if not times:
+                continue
             parts.append(f"{what}: " + " vs ".join(f"{name} {_ms(ms)} ms" for name, ms in times))
         how = "cached from an earlier measurement on this CPU" if self.cached else f"measured now in {self.seconds:.2f} s"
         return f"{'; '.join(parts)} ({how}{'; ' + self.note if self.note else ''})"
@@ -142,8 +158,9 @@ def _read(path: Path) -> tuple[dict, str]:
 def _valid(entry, key: dict) -> Choice | None:
     try:
         c = entry["choice"]
-        choice = Choice(c["decode"], c["prefill"], {p: {k: float(v) for k, v in c["ms"][p].items()} for p in PHASES})
-        ok = entry["key"] == key and choice.decode in CANDIDATES and choice.prefill in CANDIDATES
+        ms = {p: {k: float(v) for k, v in c["ms"][p].items()} for p in PHASES}  # an entry from before a phase: measured again
+        choice = Choice(c["decode"], c["prefill"], ms, prefill_long=c["prefill_long"])
+        ok = entry["key"] == key and {choice.decode, choice.prefill, choice.long} <= set(CANDIDATES)
         return choice if ok else None
     except (KeyError, TypeError, ValueError, AttributeError):
         return None
@@ -209,7 +226,7 @@ def _time_pass(kernel: str, mats: list) -> float:
 
 
 def _phase_ms(phase: str, kernels: list[str], linears: list[nn.Linear], scale: float, dtype: torch.dtype) -> dict[str, float]:
-    rows = 1 if phase == "decode" else PREFILL_ROWS
+    rows = {"decode": 1, "prefill": PREFILL_ROWS, "prefill_long": LONG_ROWS}[phase]
     if not linears:
         return {k: 0.0 for k in kernels}
     gen = torch.Generator().manual_seed(0)
@@ -230,7 +247,7 @@ def measure(model: nn.Module, dtype: torch.dtype) -> Choice:
     decode_linears, scale, prefill_linears, head = _sample(model)
     ms = {}
     for phase in PHASES:
-        kernels = [k for k in CANDIDATES if phase in CANDIDATES[k].phases and available(k, dtype)]
+        kernels = [k for k in CANDIDATES if phase.split("_")[0] in CANDIDATES[k].phases and available(k, dtype)]
         if phase == "decode":
             ms[phase] = _phase_ms(phase, kernels, decode_linears, scale, dtype)
             if head is not None:  # the head is read once per step: timed on its own, added once
@@ -238,4 +255,5 @@ def measure(model: nn.Module, dtype: torch.dtype) -> Choice:
         else:
             n_blocks = len(getattr(model, "blocks", [])) or 1
             ms[phase] = _phase_ms(phase, kernels, prefill_linears, n_blocks if head is not None else 1.0, dtype)
-    return Choice(pick(ms["decode"]), pick(ms["prefill"]), ms, time.perf_counter() - start)
+    return Choice(pick(ms["decode"]), pick(ms["prefill"]), ms, time.perf_counter() - start,
+                  prefill_long=pick(ms["prefill_long"]))

@@ -6,9 +6,10 @@ how they are read: library kernels (no hand-written ones), chosen on CPU by meas
 machine at this model's shapes, per phase (kernel_choice.py; the candidates: kernel_candidates.py).
 Plain F.linear is always a candidate and wins ties, so fast is never slower than plain.
 
-  cpu            the fastest measured candidate for decode (rows <= WIDE_ROWS) and for prompts: oneDNN
-                 prepacked won both on a 2-core AVX2 EPYC, plain F.linear (MKL, at the memory's speed)
-                 won decode on an AVX-512 Xeon. bfloat16 may widen to float32 for prompts.
+  cpu            the fastest measured candidate for decode (rows <= WIDE_ROWS), for prompts and for long
+                 prompts (LONG_FROM rows or more): oneDNN prepacked won decode and 128-token prompts on a
+                 2-core AVX2 EPYC and MKL's plain GEMM its 1024-token prompts; plain F.linear (MKL, at the
+                 memory's speed) won decode on an AVX-512 Xeon. bfloat16 may widen to float32 for prompts.
   cuda / mps     the vendor library (cuBLAS / MPS) is already what nn.Linear calls: fast = plain;
                  on CUDA the decode remedy is CUDA graphs (engine/techniques/cuda_graphs.py).
 
@@ -32,7 +33,7 @@ from torch import nn
 
 from engine.techniques import compiled_decode
 from engine.techniques.kernel_candidates import apply, prepare
-from engine.techniques.kernel_choice import PREFILL_ROWS, Choice, choose
+from engine.techniques.kernel_choice import LONG_FROM, LONG_ROWS, PREFILL_ROWS, Choice, choose
 
 KERNELS = ("plain", "fast")
 COMPILED_LABEL = "; decode step compiled (torch.compile)"  # what a fast model's kernels add when it runs one
@@ -40,27 +41,40 @@ WIDE_ROWS = 8  # up to this many rows (decode steps, small batches) run the deco
 
 
 class ChosenLinear(nn.Module):
-    """nn.Linear through the kernels measured fastest here: one for decode's few rows, one for prompts."""
+    """nn.Linear through the kernels measured fastest here: one for decode's few rows, one for prompts, one for long
+    prompts (LONG_FROM rows or more)."""
 
-    def __init__(self, linear: nn.Linear, decode: str, prefill: str):
+    def __init__(self, linear: nn.Linear, decode: str, prefill: str, prefill_long: str | None = None):
         super().__init__()
         self.in_features, self.out_features = linear.in_features, linear.out_features
         self.weight = linear.weight  # shared with the plain model: weight_bytes, and the way back to plain
         self.bias = linear.bias
-        self.decode, self.prefill = decode, prefill
+        self.decode, self.prefill, self.prefill_long = decode, prefill, prefill_long or prefill
         self.decode_extras = prepare(decode, linear.weight, 1)  # e.g. a packed copy (opaque); () for plain
-        same = decode == prefill and decode != "mkl-packed"  # MKL packs for a number of rows: one per phase
-        self.prefill_extras = self.decode_extras if same else prepare(prefill, linear.weight, PREFILL_ROWS)
+        self.prefill_extras = self._extras(prefill, PREFILL_ROWS, [(decode, self.decode_extras)])
+        self.long_extras = self._extras(self.prefill_long, LONG_ROWS,
+                                        [(decode, self.decode_extras), (prefill, self.prefill_extras)])
+
+    def _extras(self, kernel: str, rows: int, made: list[tuple[str, tuple]]) -> tuple:
+        """A kernel's extras, shared with a phase that already made them (MKL packs for a number of rows: its own)."""
+        for other, extras in made:
+            if other == kernel and kernel != "mkl-packed":
+                return extras
+        return prepare(kernel, self.weight, rows)
 
     def extras(self) -> list[torch.Tensor]:
-        return [*self.decode_extras, *self.prefill_extras]
+        unique = {id(t): t for t in [*self.decode_extras, *self.prefill_extras, *self.long_extras]}
+        return list(unique.values())
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         x2 = x.reshape(-1, self.in_features)  # (M, K), M = B * T
-        if x2.shape[0] <= WIDE_ROWS:
+        rows = x2.shape[0]
+        if rows <= WIDE_ROWS:
             y = apply(self.decode, x2, self.weight, self.bias, self.decode_extras)  # (M, N)
-        else:
+        elif rows < LONG_FROM:
             y = apply(self.prefill, x2, self.weight, self.bias, self.prefill_extras)  # (M, N)
+        else:
+            y = apply(self.prefill_long, x2, self.weight, self.bias, self.long_extras)  # (M, N)
         return y.view(*x.shape[:-1], self.out_features)  # (..., N)
 
 
@@ -126,10 +140,11 @@ def with_kernels(lm, kernels: str, cache_dir: Path | None = None, remeasure: boo
         return dataclasses.replace(lm, model=model, kernels="plain", kernel_choice="plain", kernel_why="")
     base = with_kernels(lm, "plain") if lm.kernel_choice != "plain" else lm  # measure on (and swap) nn.Linear layers
     choice, label, why = fast_path(base, cache_dir, remeasure)
-    if choice is None or (choice.decode, choice.prefill) == ("plain", "plain"):
+    if choice is None or (choice.decode, choice.prefill, choice.long) == ("plain", "plain", "plain"):
         model = base.model
     else:
-        model = _twin(base.model, lambda m: ChosenLinear(m, choice.decode, choice.prefill) if isinstance(m, nn.Linear) else None)
+        model = _twin(base.model, lambda m: ChosenLinear(m, choice.decode, choice.prefill, choice.long)
+                      if isinstance(m, nn.Linear) else None)
     fast = dataclasses.replace(base, model=model, kernels=label, kernel_choice="fast", kernel_why=why)
     return with_compiled_decode(fast, cache_dir, remeasure) if compile_decode else fast
 

@@ -22,17 +22,18 @@ def plain_llama():
 class FakeClock:
     """Stands in for kernel_choice._time_pass: seconds per (phase, kernel) from a table, and counts the passes."""
 
-    def __init__(self, decode: dict, prefill: dict):
-        self.table, self.calls = {"decode": decode, "prefill": prefill}, 0
+    def __init__(self, decode: dict, prefill: dict, long: dict | None = None):
+        self.table, self.calls = {"decode": decode, "prefill": prefill, "prefill_long": prefill if long is None else long}, 0
 
     def __call__(self, kernel, mats):
         self.calls += 1
-        phase = "decode" if mats[0][0].shape[0] == 1 else "prefill"  # each entry is (input (M, K), weight, bias, extras)
+        rows = mats[0][0].shape[0]  # each entry is (input (M, K), weight, bias, extras)
+        phase = "decode" if rows == 1 else "prefill_long" if rows == kernel_choice.LONG_ROWS else "prefill"
         return self.table[phase].get(kernel, 1.0)
 
 
-def _fake(monkeypatch, decode: dict, prefill: dict) -> FakeClock:
-    clock = FakeClock(decode, prefill)
+def _fake(monkeypatch, decode: dict, prefill: dict, long: dict | None = None) -> FakeClock:
+    clock = FakeClock(decode, prefill, long)
     monkeypatch.setattr(kernel_choice, "_time_pass", clock)
     return clock
 
@@ -54,6 +55,42 @@ def test_the_fastest_per_phase_is_chosen_and_built(monkeypatch, tmp_path, plain_
     assert "step's matmuls: plain 40.0 ms vs mkl-packed 50.0 ms vs onednn 60.0 ms vs prepacked 80.0 ms" in fast.kernel_why
     assert "matmuls: prepacked 160.0 ms vs mkl-packed 200.0 ms vs onednn 240.0 ms vs plain 320.0 ms" in fast.kernel_why
     assert "measured now" in fast.kernel_why
+
+
+def test_long_prompts_get_their_own_kernel(monkeypatch, tmp_path, plain_llama):
+    """On a 2-vCPU AVX2 EPYC oneDNN prepacked won 128-row products and lost 1024-row ones to MKL's plain GEMM: each
+    prompt length runs the kernel measured fastest at its size, decode's few rows their own."""
+    from engine.techniques import kernels
+
+    _fake(monkeypatch, decode={"plain": 0.020, "onednn": 0.010}, prefill={"plain": 0.100, "prepacked": 0.080},
+          long={"plain": 0.500, "prepacked": 0.550, "mkl-packed": 0.400})
+    fast = with_kernels(plain_llama, "fast", tmp_path)
+    assert fast.kernels == (f"fast: oneDNN on plain weights for decode, oneDNN prepacked for prompts under "
+                            f"{kernel_choice.LONG_FROM} tokens, MKL packed GEMM for longer ones (measured)")
+    assert f"prefill {kernel_choice.LONG_ROWS} tokens' matmuls: mkl-packed" in fast.kernel_why
+    up = fast.model.blocks[0].attn.qkv
+    assert isinstance(up, ChosenLinear) and (up.decode, up.prefill, up.prefill_long) == ("onednn", "prepacked", "mkl-packed")
+    used = []
+    real_apply = kernels.apply
+    monkeypatch.setattr(kernels, "apply", lambda k, *a: used.append(k) or real_apply(k, *a))
+    for rows in (1, kernels.WIDE_ROWS + 1, kernel_choice.LONG_FROM - 1, kernel_choice.LONG_FROM, 600):
+        x = torch.randn(rows, up.in_features)
+        torch.testing.assert_close(up(x), torch.nn.functional.linear(x, up.weight, up.bias), rtol=1e-4, atol=1e-4)
+    assert used == ["onednn", "prepacked", "prepacked", "mkl-packed", "mkl-packed"]
+    entry = next(iter(json.loads((tmp_path / CACHE_FILE).read_text()).values()))
+    assert entry["choice"]["prefill_long"] == "mkl-packed"
+    assert "cached from an earlier" in with_kernels(plain_llama, "fast", tmp_path).kernel_why  # read back whole
+
+
+def test_a_cached_choice_from_before_the_long_phase_is_measured_again(monkeypatch, tmp_path, plain_llama):
+    clock = _fake(monkeypatch, decode={"plain": 0.02}, prefill={"plain": 0.1})
+    with_kernels(plain_llama, "fast", tmp_path)
+    data = json.loads((tmp_path / CACHE_FILE).read_text())
+    for entry in data.values():  # as written before prompts were timed at two lengths
+        del entry["choice"]["prefill_long"], entry["choice"]["ms"]["prefill_long"]
+    (tmp_path / CACHE_FILE).write_text(json.dumps(data))
+    calls = clock.calls
+    assert "measured now" in with_kernels(plain_llama, "fast", tmp_path).kernel_why and clock.calls > calls
 
 
 def test_plain_everywhere_means_the_plain_model_itself(monkeypatch, tmp_path, plain_llama):
