@@ -223,7 +223,7 @@ def _run(lm, prompts: list[list[int]], max_new_tokens: int, params: SamplingPara
     finally:
         use_threads(most)
         if adaptive_threads:  # the next run looks at other programs' load from here
-            WATCH.mark(governor.threads if governor is not None else threads)
+            WATCH.mark(governor.kept_threads if governor is not None else threads)
     record_cpu_wait(trace, meter)
     if on_cpu:
         trace.settings["prefill_threads"] = threads

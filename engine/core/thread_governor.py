@@ -86,6 +86,14 @@ class ThreadGovernor:
         self._mark = (self._idle_seconds(), self._clock())
 
     @property
+    def kept_threads(self) -> int:
+        """The threads measurement has kept: during a trial, the ones it goes back to unless the trial wins. What a
+        run that ends mid-trial decoded on, for the next run's start (machine_load.py): an unfinished trial down, begun
+        because a page drew beside a few steps, sent the next run's prefill and first window to one thread (37 ms a
+        step where two took 25-29, on the 2-vCPU AVX2 host)."""
+        return self._trial_from if self._trial_from is not None else self.threads
+
+    @property
     def steps(self) -> int:
         """Steps observed so far (ThreadChange.step counts in these)."""
         return self._steps

@@ -269,7 +269,7 @@ class Batch(ChunkedPrefill):
         if not self.seqs:
             self.cache = None  # an idle server keeps no KV cache
             if left and self.governor is not None:  # the next batch looks at other programs' load from here
-                self.load_watch.mark(self.governor.threads)
+                self.load_watch.mark(self.governor.kept_threads)
         elif left:
             start = now(self.lm.device)
             self._shrink_if_sparse()

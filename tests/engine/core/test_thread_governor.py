@@ -128,6 +128,10 @@ class Scripted:
         self.threads = self.answers.pop(0) if self.answers else 1
         return self.threads
 
+    @property
+    def kept_threads(self):
+        return 2  # as if the last answers were a trial down, undecided when the run ended
+
     def note(self):
         return "scripted"
 
@@ -143,16 +147,30 @@ class Calm:
 
     def mark(self, last_threads=None):
         self.marks += 1
+        self.last_threads = last_threads
+
+
+def test_a_trial_in_progress_is_not_what_the_run_kept():
+    g, clock = governor()
+    assert window(g, clock, 31.0, 12.0) == 1  # waits: a trial with one thread starts
+    assert (g.threads, g.kept_threads) == (1, 2)  # undecided: the run has kept two so far
+    assert window(g, clock, 19.0, 0.0) == 1 and g.kept_threads == 1  # faster: kept
+    g2, clock2 = governor()
+    window(g2, clock2, 31.0, 12.0)
+    assert window(g2, clock2, 31.0, 0.0) == 2 and g2.kept_threads == 2  # not faster: back
 
 
 def test_a_run_records_each_steps_threads_and_sets_them_back(tiny_llama, monkeypatch):
     monkeypatch.setattr(generate_module, "ThreadGovernor", Scripted)
-    monkeypatch.setattr(generate_module, "WATCH", Calm())
+    watch = Calm()
+    monkeypatch.setattr(generate_module, "WATCH", watch)
     before = torch.get_num_threads()
     torch.set_num_threads(2)
     try:
         trace = generate(tiny_llama, [1, 2, 3, 4], 6, ignore_eos=True)
         assert torch.get_num_threads() == 2  # the loop gives the process its threads back
+        # it ended on a trial's one thread, undecided: the next run is told what was kept (two), not the trial
+        assert watch.last_threads == 2
         assert [s.threads for s in trace.steps] == [2, 1, 1, 2, 1]  # each step ran with what the one before chose
         assert trace.settings["adaptive_threads"] is True and trace.threads_note == "scripted"
         check_fields(json.loads(trace.to_json()))  # the file format takes both
