@@ -27,6 +27,10 @@ from dataclasses import dataclass
 import torch
 
 MAX_HOLD = 16  # windows between a lost trial and the next, at most
+# a run that starts below its most threads (machine_load.py: other programs were busy just before it) looks again after
+# this many steps, not a whole window: the look back often saw a burst that is over (the page drawing the Run click),
+# and each step on one thread where two were free cost ~12 ms of 25 (2-vCPU AVX2 host, a fresh dashboard's first run)
+FIRST_LOOK = 3
 # idle cores per added thread that start a trial upward. 0.75 (until 2026-12-02) kept a run on one thread beside a
 # program busy half the time on a 2-vCPU AVX2 machine, where two threads were faster there (decode 52.6 vs 57.0 ms:
 # README, "On a real AVX2-only machine"); a trial that loses costs one window and holds the next back.
@@ -83,6 +87,7 @@ class ThreadGovernor:
         self._trial_why = ""
         self._hold, self._backoff = 0, 1
         self._steps = 0
+        self._first = FIRST_LOOK if self.threads < most else None  # a start below most is checked early
         self._mark = (self._idle_seconds(), self._clock())
 
     @property
@@ -114,6 +119,7 @@ class ThreadGovernor:
         if threads in self.choices and threads != self.threads:
             self.threads = threads
             self.changes.append(ThreadChange(self._steps, threads, why))
+        self._first = FIRST_LOOK if self.threads < self.most else None
         return self.threads
 
     def observe(self, seconds: float, wait: float) -> int:
@@ -121,7 +127,8 @@ class ThreadGovernor:
         self._steps += 1
         self._seconds.append(seconds)
         self._waits.append(wait)
-        if len(self._seconds) >= self.window:
+        if len(self._seconds) >= (self._first or self.window):
+            self._first = None
             self._decide()
         return self.threads
 

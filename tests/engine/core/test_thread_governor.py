@@ -150,6 +150,31 @@ class Calm:
         self.last_threads = last_threads
 
 
+def test_a_run_started_below_its_most_threads_looks_again_after_a_few_steps():
+    """The look back before a run often saw a burst that is over (the page drawing the Run click): a start on one
+    thread is checked after FIRST_LOOK steps, not a whole window of them."""
+    from engine.core.thread_governor import FIRST_LOOK
+
+    clock = Clock()
+    g = ThreadGovernor(2, window=8, start=1, idle_seconds=lambda: clock.idle, clock=lambda: clock.t)
+    answers = []
+    for _ in range(FIRST_LOOK):
+        clock.advance(37 * MS, 0.8)  # a core idle most of the time: the burst is over
+        answers.append(g.observe(37 * MS, 0.0))
+    assert answers == [1] * (FIRST_LOOK - 1) + [2]  # a trial with two threads after FIRST_LOOK steps, not 8
+    for _ in range(8):
+        clock.advance(25 * MS, 0.0)
+        g.observe(25 * MS, 0.0)
+    assert g.threads == 2 and g.changes[-1].step == FIRST_LOOK  # kept: from step FIRST_LOOK + 1 on
+    busy = Clock()
+    h = ThreadGovernor(2, window=8, start=1, idle_seconds=lambda: busy.idle, clock=lambda: busy.t)
+    for _ in range(FIRST_LOOK + 7):  # a core really held (no idle time): one look, then whole windows again
+        busy.advance(20 * MS, 0.0)
+        assert h.observe(20 * MS, 0.0) == 1
+    assert h.trials == 0
+    assert ThreadGovernor(2, window=8)._first is None  # a start on every thread waits for a whole window
+
+
 def test_a_trial_in_progress_is_not_what_the_run_kept():
     g, clock = governor()
     assert window(g, clock, 31.0, 12.0) == 1  # waits: a trial with one thread starts
