@@ -41,7 +41,7 @@ class PlainTokenizer:
         folder = Path(folder)
         config_file = folder / "tokenizer_config.json"
         config = json.loads(config_file.read_text()) if config_file.is_file() else {}
-        special = {name: _content(config.get(name)) for name in SPECIAL_NAMES if _content(config.get(name))}
+        special = {name: token for name in SPECIAL_NAMES if (token := _content(config.get(name)))}
         template_file = folder / "chat_template.jinja"
         template = template_file.read_text() if template_file.is_file() else config.get("chat_template")
         if template is not None and not isinstance(template, str):

@@ -33,6 +33,7 @@ LONG_ROWS = 1024  # and long prefill: the library's blocking for many rows may f
 LONG_FROM = int(math.sqrt(PREFILL_ROWS * LONG_ROWS))  # 362: prompts (rows) from here on run the long-prefill kernel
 DECODE_BYTES = 64e6  # decode is timed over enough whole layers to leave the CPU's caches (then scaled to all)
 MARGIN = 0.03  # a candidate must beat plain F.linear by more than this to be chosen (timing noise)
+ROWS = {"decode": 1, "prefill": PREFILL_ROWS, "prefill_long": LONG_ROWS}  # each phase's matrix rows (its inputs)
 REPEATS = {"decode": 5, "prefill": 3, "prefill_long": 3}
 CACHE_FILE = "kernel-choice.json"
 
@@ -70,12 +71,11 @@ class Choice:
     def why(self) -> str:
         """The measured ms of each candidate, fastest first: 'decode matmuls: plain 20.8 ms vs prepacked 40.0 ms'."""
         parts = []
-        for phase, what in (("decode", "decode step's matmuls"), ("prefill", f"prefill {PREFILL_ROWS} tokens' matmuls"),
-                            ("prefill_long", f"prefill {LONG_ROWS} tokens' matmuls")):
+        for phase in PHASES:
+            what = "decode step's matmuls" if phase == "decode" else f"prefill {ROWS[phase]} tokens' matmuls"
             times = sorted(self.ms.get(phase, {}).items(), key=lambda kv: kv[1])
-            if not times:
-                continue
-            parts.append(f"{what}: " + " vs ".join(f"{name} {_ms(ms)} ms" for name, ms in times))
+            if times:
+                parts.append(f"{what}: " + " vs ".join(f"{name} {_ms(ms)} ms" for name, ms in times))
         how = "cached from an earlier measurement on this CPU" if self.cached else f"measured now in {self.seconds:.2f} s"
         return f"{'; '.join(parts)} ({how}{'; ' + self.note if self.note else ''})"
 
@@ -226,7 +226,7 @@ def _time_pass(kernel: str, mats: list) -> float:
 
 
 def _phase_ms(phase: str, kernels: list[str], linears: list[nn.Linear], scale: float, dtype: torch.dtype) -> dict[str, float]:
-    rows = {"decode": 1, "prefill": PREFILL_ROWS, "prefill_long": LONG_ROWS}[phase]
+    rows = ROWS[phase]
     if not linears:
         return {k: 0.0 for k in kernels}
     gen = torch.Generator().manual_seed(0)
@@ -247,7 +247,8 @@ def measure(model: nn.Module, dtype: torch.dtype) -> Choice:
     decode_linears, scale, prefill_linears, head = _sample(model)
     ms = {}
     for phase in PHASES:
-        kernels = [k for k in CANDIDATES if phase.split("_")[0] in CANDIDATES[k].phases and available(k, dtype)]
+        serves = "decode" if ROWS[phase] == 1 else "prefill"  # the candidates' own phase names
+        kernels = [k for k in CANDIDATES if serves in CANDIDATES[k].phases and available(k, dtype)]
         if phase == "decode":
             ms[phase] = _phase_ms(phase, kernels, decode_linears, scale, dtype)
             if head is not None:  # the head is read once per step: timed on its own, added once

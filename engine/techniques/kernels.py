@@ -63,8 +63,7 @@ class ChosenLinear(nn.Module):
         return prepare(kernel, self.weight, rows)
 
     def extras(self) -> list[torch.Tensor]:
-        unique = {id(t): t for t in [*self.decode_extras, *self.prefill_extras, *self.long_extras]}
-        return list(unique.values())
+        return [*self.decode_extras, *self.prefill_extras, *self.long_extras]  # shared ones twice: _twin keys by id
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         x2 = x.reshape(-1, self.in_features)  # (M, K), M = B * T

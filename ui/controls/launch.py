@@ -39,9 +39,9 @@ def import_app_modules_soon(wait_s: float = 60.0) -> threading.Thread:
     engine runs in the worker) while the browser loads the page; the first script run then finds them in sys.modules.
     Then the tokenizer's class, which reading the worker's model description needs (its Rust library, ~0.1 s; a model
     loaded by Hugging Face id brings transformers' class, imported then), while the worker still loads the weights.
-    Then freeze what
-    exists (gc.freeze): the imports' objects live as long as the server, and every full collection (Python's own, and
-    one Streamlit would run after each script run) would otherwise walk all of them, holding the GIL ~150 ms."""
+    Then freeze what exists (gc.freeze): the imports' objects live as long as the server, and every full collection
+    (Python's own, and one Streamlit would run after each script run) would otherwise walk all of them, holding the
+    GIL ~150 ms."""
     def run() -> None:
         from streamlit.runtime import Runtime
 
