@@ -31,7 +31,7 @@ MAX_HOLD = 16  # windows between a lost trial and the next, at most
 # this many steps, not a whole window: the look back often saw a burst that is over (the page drawing the Run click),
 # and each step on one thread where two were free cost ~12 ms of 25 (2-vCPU AVX2 host, a fresh dashboard's first run)
 FIRST_LOOK = 3
-# idle cores per added thread that start a trial upward. 0.75 (until 2026-12-02) kept a run on one thread beside a
+# idle cores per added thread that start a trial upward. An earlier 0.75 kept a run on one thread beside a
 # program busy half the time on a 2-vCPU AVX2 machine, where two threads were faster there (decode 52.6 vs 57.0 ms:
 # README, "On a real AVX2-only machine"); a trial that loses costs one window and holds the next back.
 UP_IDLE = 0.25
