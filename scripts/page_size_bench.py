@@ -24,6 +24,7 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from engine.core.kv_cache import KVCache  # noqa: E402
 from engine.loading.loader import load_model  # noqa: E402
+from engine.loading.model_store import DEFAULT_MODEL  # noqa: E402
 
 
 def weights_on_pages(params: list[torch.Tensor], huge: bool) -> tuple[list[torch.Tensor], mmap.mmap]:
@@ -94,7 +95,7 @@ def compare(lm, contexts: list[int], steps: int) -> list[dict]:
 
 def main(argv: list[str] | None = None) -> list[dict]:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--model", default="smollm2-135m")
+    parser.add_argument("--model", default=DEFAULT_MODEL)
     parser.add_argument("--kernels", default="fast", choices=["fast", "plain"])
     parser.add_argument("--steps", type=int, default=60, help="timed steps per arm and context")
     parser.add_argument("--contexts", default="128,1024", help="cached tokens before the timed step")
