@@ -60,40 +60,38 @@ def huge_bytes_of(address: int) -> int | None:
 
 
 @torch.inference_mode()
-def compare(lm, contexts: list[int], steps: int) -> list[dict]:
-    """Per context: decode-step seconds with the weights on 2 MB pages and on 4 KB pages, the arms taking turns."""
+def compare(lm, contexts: list[int], steps: int) -> tuple[list[dict], dict[str, tuple[int, int | None]]]:
+    """Per context, the median decode-step seconds of `steps` timed steps with the weights on 2 MB pages and on 4 KB
+    pages, the arms taking turns; and per arm, the copy's bytes and how many of them Linux put on 2 MB pages."""
     model = lm.model
     params = list(dict.fromkeys(model.parameters()))  # tied matrices once
     originals = [p.data for p in params]
-    arms = {}
-    for name, huge in (("2 MB", True), ("4 KB", False)):
-        copies, area = weights_on_pages(originals, huge)
-        arms[name] = (copies, area, huge_bytes_of(copies[0].data_ptr()))
+    arms = {name: weights_on_pages(originals, huge) for name, huge in (("2 MB", True), ("4 KB", False))}
+    pages = {name: (sum(c.numel() * c.element_size() for c in copies), huge_bytes_of(copies[0].data_ptr()))
+             for name, (copies, _) in arms.items()}
     cache = KVCache(model.cfg, 1, max(contexts) + 2, lm.dtype, lm.device)
     ids = torch.ones(1, 1, dtype=torch.long)
-    rows = []
+    timings = []
     try:
         for context in contexts:
             seconds = {name: [] for name in arms}
-            for step in range(2 * steps + 2):  # the first round of each arm is a warm-up
+            for step in range(steps + 1):  # round 0 of each arm is a warm-up
                 for name in (sorted(arms) if step % 2 else sorted(arms, reverse=True)):
                     for p, copy in zip(params, arms[name][0]):
                         p.data = copy
                     cache.lengths[:] = context
                     start = time.perf_counter()
                     model(ids, cache)
-                    if step >= 2:
+                    if step:
                         seconds[name].append(time.perf_counter() - start)
-            rows.append({"context": context} | {name: statistics.median(s) for name, s in seconds.items()})
+            timings.append({"context": context} | {name: statistics.median(s) for name, s in seconds.items()})
     finally:
         for p, original in zip(params, originals):
             p.data = original
-    for name, (_, _, held) in arms.items():
-        rows.append({"arm": name, "bytes": sum(c.numel() * c.element_size() for c in arms[name][0]), "huge": held})
-    return rows
+    return timings, pages
 
 
-def main(argv: list[str] | None = None) -> list[dict]:
+def main(argv: list[str] | None = None) -> tuple[list[dict], dict]:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--model", default=DEFAULT_MODEL)
     parser.add_argument("--kernels", default="fast", choices=["fast", "plain"])
@@ -106,17 +104,15 @@ def main(argv: list[str] | None = None) -> list[dict]:
     if lm.kernel_choice == "fast" and getattr(lm.model, "compiled_decode", None) is None:
         print("# note: fast kernels without the compiled step read their own prepacked copies of the layers' weights, "
               "which this script does not move: only the norms change pages. Use --kernels plain here.")
-    rows = compare(lm, contexts, args.steps)
-    for row in rows:
-        if "arm" in row:
-            held = "not reported" if row["huge"] is None else f"{row['huge'] / 2**20:.0f} MB on 2 MB pages"
-            print(f"# weights on {row['arm']} pages: {row['bytes'] / 2**20:.0f} MB, {held}")
-        else:
-            ratio = row["4 KB"] / row["2 MB"]
-            print(f"context {row['context']:>5}: decode step {1000 * row['2 MB']:.2f} ms on 2 MB pages, "
-                  f"{1000 * row['4 KB']:.2f} ms on 4 KB pages (medians of {args.steps}); 4 KB / 2 MB = {ratio:.3f}")
-    return rows
-
+    timings, pages = compare(lm, contexts, args.steps)
+    for name, (size, held) in pages.items():
+        on_huge = "not reported" if held is None else f"{held / 2**20:.0f} MB on 2 MB pages"
+        print(f"# weights on {name} pages: {size / 2**20:.0f} MB, {on_huge}")
+    for row in timings:
+        print(f"context {row['context']:>5}: decode step {1000 * row['2 MB']:.2f} ms on 2 MB pages, "
+              f"{1000 * row['4 KB']:.2f} ms on 4 KB pages (medians of {args.steps}); "
+              f"4 KB / 2 MB = {row['4 KB'] / row['2 MB']:.3f}")
+    return timings, pages
 
 if __name__ == "__main__":
     main()
