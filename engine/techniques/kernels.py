@@ -2,7 +2,7 @@
 
 A decode step reads every weight once, so it is bound by how well the matmul kernel streams the
 weights, not by the arithmetic. `fast` keeps the same weights and the same maths and only changes
-how they are read: library kernels (no hand-written ones), chosen on CPU by measuring them on this
+how they are read: library kernels for the matmuls, chosen on CPU by measuring them on this
 machine at this model's shapes, per phase (kernel_choice.py; the candidates: kernel_candidates.py).
 Plain F.linear is always a candidate and wins ties, so fast is never slower than plain.
 
@@ -14,7 +14,9 @@ Plain F.linear is always a candidate and wins ties, so fast is never slower than
                  on CUDA the decode remedy is CUDA graphs (engine/techniques/cuda_graphs.py).
 
 On top of the matmul choice, a batch-1 decode step on CPU may run as code torch.compile generated for one layer
-(compiled_decode.py): measured against the eager loop at first load, kept only where faster, the verdict cached.
+(compiled_decode.py), measured against the eager loop at first load, and then (float32) as one hand-written C loop
+nest for the whole step (c_decode.py), measured against whichever of those two won: each kept only where faster,
+the verdicts cached.
 Tried and left out: torch.compile of the whole model with weight freezing (it turns the matmuls back into the
 same oneDNN calls; 37-100 s to compile on 2 cores, in every worker process); fp16 weights through FBGEMM (half
 the bytes, but it changes the numbers: that is quantisation, a different remedy).
@@ -31,12 +33,13 @@ from pathlib import Path
 import torch
 from torch import nn
 
-from engine.techniques import compiled_decode
+from engine.techniques import c_decode, compiled_decode
 from engine.techniques.kernel_candidates import apply, prepare
 from engine.techniques.kernel_choice import LONG_FROM, LONG_ROWS, PREFILL_ROWS, Choice, choose
 
 KERNELS = ("plain", "fast")
 COMPILED_LABEL = "; decode step compiled (torch.compile)"  # what a fast model's kernels add when it runs one
+C_LABEL = "; decode step in C (hand-written, one OpenMP region)"  # ... or when it runs the C step
 WIDE_ROWS = 8  # up to this many rows (decode steps, small batches) run the decode kernel; wider ones the prompt kernel
 
 
@@ -149,18 +152,37 @@ def with_kernels(lm, kernels: str, cache_dir: Path | None = None, remeasure: boo
 
 
 def with_compiled_decode(fast, cache_dir: Path | None = None, remeasure: bool = False):
-    """`fast` with a compiled batch-1 decode step where measured faster here (compiled_decode.py), else `fast`.
+    """`fast` with a batch-1 decode step measured faster here, else `fast`: the hand-written C step (c_decode.py)
+    where it beat the step that would run otherwise, else torch.compile's layer (compiled_decode.py) where it beat
+    the eager loop.
 
     A twin (new module objects, the same tensors), so a run already going on `fast` keeps the step it started with."""
     reason = compiled_decode.applicable(fast.model, fast.device)  # '' where a compiled decode step may serve
-    if reason == compiled_decode.NO_COMPILER:  # the one reason a user can act on: said beside the kernels' why
+    c_reason = c_decode.applicable(fast.model, fast.dtype, fast.device)  # '' where the C step may serve
+    if reason == compiled_decode.NO_COMPILER and c_reason:  # the one reason a user can act on: said beside the why
         return dataclasses.replace(fast, kernel_why=_and(fast.kernel_why, f"decode step eager: {reason}"))
-    if reason:
+    if reason and c_reason:
         return fast
     model = _twin(fast.model, lambda m: None)
-    verdict = compiled_decode.attach(model, fast.dtype, fast.device, cache_dir, remeasure)
-    label = fast.kernels + (COMPILED_LABEL if verdict.use else "")
-    return dataclasses.replace(fast, model=model, kernels=label, kernel_why=_and(fast.kernel_why, verdict.words()))
+    label, why = fast.kernels, fast.kernel_why
+    won = None if c_reason else c_decode.attach(model, fast.dtype, cache_dir, remeasure, only_if_won=True)
+    if won is not None and won.use:  # the C step won here before: torch.compile's layer is never built
+        return dataclasses.replace(fast, model=model, kernels=label + C_LABEL, kernel_why=_and(why, won.words()))
+    if not reason:
+        verdict = compiled_decode.attach(model, fast.dtype, fast.device, cache_dir, remeasure)
+        label, why = label + (COMPILED_LABEL if verdict.use else ""), _and(why, verdict.words())
+    c_verdict = None if c_reason else c_decode.attach(model, fast.dtype, cache_dir, remeasure)
+    if c_verdict is not None:
+        why = _and(why, c_verdict.words())
+        if c_verdict.use:
+            label = label.replace(COMPILED_LABEL, "") + C_LABEL
+    return dataclasses.replace(fast, model=model, kernels=label, kernel_why=why)
+
+
+def builds_decode_step(fast) -> bool:
+    """Whether `with_compiled_decode` may build a decode step for `fast` (seconds: worth serving `fast` meanwhile)."""
+    return not (compiled_decode.applicable(fast.model, fast.device)
+                and c_decode.applicable(fast.model, fast.dtype, fast.device))
 
 
 def _and(why: str, more: str) -> str:
@@ -172,5 +194,5 @@ def without_compiled_decode(lm):
     """`lm` with its decode steps eager (a twin) where it has a compiled one, else `lm` itself."""
     if getattr(lm.model, "compiled_decode", None) is None:
         return lm
-    label = lm.kernels.replace(COMPILED_LABEL, "") + "; decode step eager"
+    label = lm.kernels.replace(COMPILED_LABEL, "").replace(C_LABEL, "") + "; decode step eager"
     return dataclasses.replace(lm, model=_twin(lm.model, lambda m: None), kernels=label)

@@ -20,8 +20,7 @@ from engine.errors import EngineError
 from engine.loading.loader import load_model
 from engine.serving.scheduling.early_start import mark
 from engine.serving.scheduling.work import COMPILING, PREPACKING, ModelInfo, ModelSpec
-from engine.techniques import compiled_decode
-from engine.techniques.kernels import with_compiled_decode, with_kernels
+from engine.techniques.kernels import builds_decode_step, with_compiled_decode, with_kernels
 
 MAX_MODELS = 3  # models kept loaded at once (least recently used goes first)
 
@@ -53,7 +52,7 @@ class _Packing:
         try:
             fast = with_kernels(self.plain, kernels, compile_decode=False)  # reads the shared weights: safe beside a run
             mark("kernels prepacked")
-            if not compiled_decode.applicable(fast.model, fast.device):  # a decode step to compile: serve fast meanwhile
+            if builds_decode_step(fast):  # a decode step to compile or build: serve fast meanwhile
                 self.early = replace(fast, kernels=f"{fast.kernels} ({COMPILING} when this started: this run's "
                                                    "steps ran eager)")
             self.result = with_compiled_decode(fast)  # a twin: a run going on `early` keeps its eager step

@@ -1,0 +1,212 @@
+"""The decode step in C: the eager step's numbers and cache, any cache size and thread count, eager where it cannot
+read a cache, and a measured, cached verdict that decides whether it runs."""
+import json
+
+import pytest
+import torch
+
+import engine
+from engine.core.kv_cache import KVCache
+from engine.techniques import c_decode, compiled_decode
+from engine.techniques.c_decode import CDecode, Verdict
+from engine.techniques.kernels import C_LABEL, with_kernels, without_compiled_decode
+
+pytestmark = pytest.mark.skipif(c_decode.c_compiler() is None, reason="no C compiler (gcc) on this machine")
+
+
+@pytest.fixture
+def building(monkeypatch):
+    """The suite switches the C step off (conftest.py); these tests switch it back on (torch.compile's stays off)."""
+    monkeypatch.setenv(c_decode.SWITCH, "on")
+    monkeypatch.setenv(compiled_decode.SWITCH, "off")
+
+
+@pytest.fixture(scope="module")
+def plain_llama():
+    return engine.load_model("tiny-llama", device="cpu", kernels="plain")
+
+
+@pytest.fixture(scope="module")
+def library(tmp_path_factory):
+    return c_decode.load(c_decode.build(tmp_path_factory.mktemp("c-decode")))
+
+
+@pytest.fixture(scope="module")
+def step(plain_llama, library):
+    return CDecode(plain_llama.model, library)
+
+
+def _filled(lm, max_len: int, prompt_len: int = 9, dtype=None, rows: int = 1) -> KVCache:
+    cache = KVCache(lm.config, rows, max_len, dtype or lm.dtype, "cpu")
+    with torch.inference_mode():
+        lm.model(torch.arange(prompt_len * rows).reshape(rows, prompt_len) % lm.config.vocab_size, cache)
+    return cache
+
+
+@torch.inference_mode()
+def test_c_steps_give_the_eager_steps_logits_and_cache(plain_llama, step):
+    cfg = plain_llama.config
+    assert cfg.n_heads > cfg.n_kv_heads  # grouped queries: each KV head read once for several query heads
+    model = plain_llama.model
+    eager_cache, c_cache = _filled(plain_llama, 40), _filled(plain_llama, 40)
+    token = torch.tensor([[3]])
+    for _ in range(8):
+        want = model.decode_rows(token, eager_cache, eager_cache.plan(1))  # (1, V)
+        got = step(token, c_cache, c_cache.plan(1))  # (1, V)
+        torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-4)
+        token = want.argmax(-1, keepdim=True)  # (1, 1)
+    assert c_cache.length == eager_cache.length == 17 and step.fallbacks == 0
+    for layer in range(cfg.n_layers):
+        for c, e in ((c_cache.keys[layer], eager_cache.keys[layer]), (c_cache.values[layer], eager_cache.values[layer])):
+            torch.testing.assert_close(c[:, :, :17], e[:, :, :17], rtol=1e-4, atol=1e-5)
+            assert not c[:, :, 17:].any()  # nothing written past the step's position
+
+
+@pytest.mark.parametrize("threads", [1, 2, 3])
+@torch.inference_mode()
+def test_any_cache_size_length_and_thread_count_gives_the_same_numbers(plain_llama, step, threads):
+    """The positions are split between the threads and joined by their softmax sums: with more threads than positions
+    some parts are empty; caches of other sizes give other strides (the scratch grows for a bigger one)."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(threads)
+    try:
+        for max_len, prompt_len in ((3, 1), (40, 9), (300, 200), (12, 11), (40, 2)):
+            eager, cache = _filled(plain_llama, max_len, prompt_len), _filled(plain_llama, max_len, prompt_len)
+            torch.testing.assert_close(step(torch.tensor([[5]]), cache, cache.plan(1)),
+                                       plain_llama.model.decode_rows(torch.tensor([[5]]), eager, eager.plan(1)),
+                                       rtol=1e-4, atol=1e-4)
+    finally:
+        torch.set_num_threads(before)
+    assert step.fallbacks == 0
+
+
+@torch.inference_mode()
+def test_a_cache_it_cannot_read_runs_eager_and_is_counted(plain_llama, step):
+    before = step.fallbacks
+    for rows, dtype in ((2, plain_llama.dtype), (1, torch.bfloat16)):  # never read as if it were its own layout:
+        other = KVCache(plain_llama.config, rows, 40, dtype, "cpu")  # the eager loop's own error, not wrong memory
+        with pytest.raises(RuntimeError):
+            step(torch.tensor([[7]]), other, other.plan(1))
+    wide, eager = _filled(plain_llama, 40, rows=2), _filled(plain_llama, 40, rows=2)
+    one, eager_one = wide.rows(1, 2), eager.rows(1, 2)  # a row of a batch's cache: each layer's rows in one piece
+    torch.testing.assert_close(step(torch.tensor([[7]]), one, one.plan(1)),
+                               plain_llama.model.decode_rows(torch.tensor([[7]]), eager_one, eager_one.plan(1)),
+                               rtol=1e-4, atol=1e-4)
+    assert step.fallbacks == before + 2
+    cfg = plain_llama.config
+    every_other = [torch.zeros(1, cfg.n_kv_heads, 80, cfg.head_dim)[:, :, ::2] for _ in range(2 * cfg.n_layers)]
+    strided = KVCache(cfg, 1, 40, torch.float32, _tensors=(every_other[::2], every_other[1::2]))  # positions apart
+    eager_cache = _filled(plain_llama, 40)
+    with torch.inference_mode():
+        plain_llama.model(torch.arange(9)[None] % cfg.vocab_size, strided)
+    want = plain_llama.model.decode_rows(torch.tensor([[7]]), eager_cache, eager_cache.plan(1))
+    torch.testing.assert_close(step(torch.tensor([[7]]), strided, strided.plan(1)), want, rtol=0, atol=0)  # eager ran
+    assert step.fallbacks == before + 3 and strided.length == 10
+
+
+def _verdict_file(tmp_path, lm, use: bool) -> None:
+    key = c_decode.verdict_key(lm.model, lm.dtype)
+    verdict = {"use": use, "rival": "compiled", "rival_ms": 9.0, "c_ms": 7.0 if use else 9.5, "build_s": 0.5, "note": ""}
+    data = {c_decode._key_id(key): {"key": key, "verdict": verdict}}
+    (tmp_path / c_decode.CACHE_FILE).write_text(json.dumps(data))
+
+
+def test_a_machine_where_it_won_runs_it_and_never_compiles_the_other_step(plain_llama, tmp_path, building, monkeypatch):
+    monkeypatch.setenv(compiled_decode.SWITCH, "on")
+    _verdict_file(tmp_path, plain_llama, use=True)
+    monkeypatch.setattr(compiled_decode, "attach", lambda *a, **k: pytest.fail("torch.compile's layer built anyway"))
+    fast = with_kernels(plain_llama, "fast", tmp_path)
+    assert isinstance(fast.model.compiled_decode, CDecode) and fast.kernels.endswith(C_LABEL)
+    assert "C 7.0 ms vs compiled 9.0 ms" in fast.kernel_why and "cached verdict" in fast.kernel_why
+    assert plain_llama.model.compiled_decode is None  # the plain model never runs it
+    calls = []
+    step = fast.model.compiled_decode
+    fast.model.compiled_decode = lambda *a: calls.append(1) or step(*a)
+    a = engine.generate(fast, "hello", 6, ignore_eos=True).output_ids
+    b = engine.generate(plain_llama, "hello", 6, ignore_eos=True).output_ids
+    assert a == b and len(calls) >= 5  # every decode step after the prefill's token
+    eager = without_compiled_decode(fast)
+    assert eager.model.compiled_decode is None and C_LABEL not in eager.kernels
+
+
+def test_a_machine_where_it_lost_never_builds_it(plain_llama, tmp_path, building, monkeypatch):
+    _verdict_file(tmp_path, plain_llama, use=False)
+    monkeypatch.setattr(c_decode, "build", lambda folder: pytest.fail("built although it lost here"))
+    fast = with_kernels(plain_llama, "fast", tmp_path)
+    assert fast.model.compiled_decode is None and C_LABEL not in fast.kernels
+    assert "decode step compiled, not in C (C 9.5 ms vs compiled 9.0 ms" in fast.kernel_why
+
+
+def test_a_first_load_checks_times_and_caches_the_verdict(plain_llama, tmp_path, building):
+    fast = with_kernels(plain_llama, "fast", tmp_path)
+    (entry,) = json.loads((tmp_path / c_decode.CACHE_FILE).read_text()).values()
+    verdict = entry["verdict"]
+    assert verdict["rival"] == "eager" and verdict["c_ms"] > 0 and verdict["rival_ms"] > 0 and not verdict["note"]
+    assert "measured now" in fast.kernel_why and entry["key"]["what"] == "C decode step"
+    assert isinstance(fast.model.compiled_decode, CDecode) == verdict["use"]
+    assert list((tmp_path / "c-decode").glob("decode_step-*.so"))  # built into the model cache, for the next process
+
+
+def test_a_build_that_fails_leaves_the_other_step_and_says_why(plain_llama, tmp_path, building, monkeypatch):
+    monkeypatch.setenv("CC", "false")  # a compiler that exits 1
+    fast = with_kernels(plain_llama, "fast", tmp_path)
+    assert fast.model.compiled_decode is None
+    assert "decode step not in C: could not build it here (RuntimeError: false failed" in fast.kernel_why
+    assert not (tmp_path / c_decode.CACHE_FILE).exists()  # a failure is not a measurement: try again next time
+
+
+def test_a_step_with_other_logits_is_refused_and_the_refusal_cached(plain_llama, tmp_path, building, monkeypatch):
+    monkeypatch.setattr(c_decode, "check", lambda model, step: False)
+    fast = with_kernels(plain_llama, "fast", tmp_path)
+    assert fast.model.compiled_decode is None and "its logits differed from the eager step's" in fast.kernel_why
+    (entry,) = json.loads((tmp_path / c_decode.CACHE_FILE).read_text()).values()
+    assert entry["verdict"]["use"] is False
+
+
+def test_where_it_cannot_serve_it_says_why(plain_llama, tiny_gpt2, monkeypatch):
+    cpu = torch.device("cpu")
+    monkeypatch.setenv(c_decode.SWITCH, "off")
+    assert "switched off" in c_decode.applicable(plain_llama.model, torch.float32, cpu)
+    monkeypatch.setenv(c_decode.SWITCH, "on")
+    assert c_decode.applicable(plain_llama.model, torch.float32, cpu) == ""
+    assert c_decode.applicable(plain_llama.model, torch.bfloat16, cpu) == "float32 only"
+    assert c_decode.applicable(plain_llama.model, torch.float32, torch.device("cuda")) == "CPU only"
+    assert c_decode.applicable(tiny_gpt2.model, torch.float32, cpu) == "Llama family without biases only"
+    monkeypatch.setenv("CC", "no-such-compiler-two-bends")
+    assert c_decode.applicable(plain_llama.model, torch.float32, cpu).startswith("no C compiler here")
+
+
+def test_an_instruction_set_cap_builds_another_library(tmp_path, monkeypatch):
+    """ATEN_CPU_CAPABILITY=avx2 (the emulation of an AVX2-only machine) must not run code built for this CPU's best."""
+    native = c_decode.build(tmp_path)
+    monkeypatch.setenv("ATEN_CPU_CAPABILITY", "default")
+    capped = c_decode.build(tmp_path)
+    assert capped != native and capped.is_file() and "-march=native" not in c_decode._flags()
+
+
+def test_verdict_words_say_what_runs():
+    assert Verdict(True, "compiled", 14.0, 11.0, 0.6).words() == (
+        "decode step in C, one OpenMP region a step (C 11.0 ms vs compiled 14.0 ms per step at context 128; "
+        "measured now; building and checking took 0.6 s)")
+    assert Verdict(False, "", 0, 0, 0, note="no gcc").words() == "decode step not in C: no gcc"
+
+
+@pytest.mark.slow
+def test_smollm_c_decode_gives_the_eager_greedy_tokens(smollm, tmp_path):
+    """SmolLM2, float32, 32 greedy steps at a 400-token context: the C step chooses the tokens the eager loop chooses."""
+    model = with_kernels(smollm, "plain").model
+    step = CDecode(model, c_decode.load(c_decode.build(tmp_path)))
+    text = "The two phases of LLM inference are prefill and decode. " * 40
+    ids = torch.tensor([smollm.tokenizer.encode(text)[:400]])
+    with torch.inference_mode():
+        for use in (False, True):
+            cache = KVCache(smollm.config, 1, 440, smollm.dtype, "cpu")
+            token = model(ids, cache)[0].argmax(-1, keepdim=True)  # (1, 1)
+            tokens = []
+            for _ in range(32):
+                logits = step(token, cache, cache.plan(1)) if use else model.decode_rows(token, cache, cache.plan(1))
+                token = logits.argmax(-1, keepdim=True)
+                tokens.append(int(token))
+            if not use:
+                eager = tokens
+    assert tokens == eager and step.fallbacks == 0
