@@ -98,8 +98,8 @@ class Transformer(nn.Module):
         # decode steps (one token per row, rows at the same position) take `decode_rows`: the same maths
         # and the same bits as the blocks' forward, as one flat loop (False: every pass through the blocks)
         self.flat_decode = True
-        # a batch-1 decode step through code torch.compile generated, where measured faster on this machine
-        # (engine/techniques/compiled_decode.py sets it on the fast twin; None: the eager loop)
+        # a batch-1 decode step through code torch.compile generated (engine/techniques/compiled_decode.py) or
+        # written in C (c_decode.py), where measured faster on this machine: set on the fast twin; None: the eager loop
         self.compiled_decode = None
         if cfg.uses_rope:
             self.register_buffer("rope_cos", torch.empty(cfg.max_seq_len, cfg.head_dim), persistent=False)

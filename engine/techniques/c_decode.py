@@ -2,9 +2,10 @@
 
 Where compiled_decode.py's generated code still makes each layer a call of its own and each matrix-vector product
 a loop ending at a fork/join of the threads, this step is one call a token: the ~120 products stream the weights
-back to back, four rows at a time, with a barrier only where one part needs the last part's result; attention
-reads each key and value row once for its KV head's queries, the positions split between the threads and joined
-by their softmax sums (flash-decoding's split). float32 only, batch 1, Llama family without biases, CPU.
+back to back, each row front to back, with a barrier only where one part needs the last part's result; attention
+reads each key row from memory once for its KV head's queries (four keys at a time), weighs the values with 64
+dims in registers, and splits the positions between the threads, joined by their softmax sums (flash-decoding's
+split). float32 only, batch 1, Llama family without biases, CPU.
 
 It is built on this machine at first use (gcc -O3 -march=native -fopenmp -ffast-math, ~0.5 s; the library is kept
 in the model cache, named by the source, the flags, the compiler and the CPU) and loaded with ctypes (the GIL is

@@ -80,6 +80,32 @@ def test_any_cache_size_length_and_thread_count_gives_the_same_numbers(plain_lla
     assert step.fallbacks == 0
 
 
+@pytest.mark.parametrize("head_dim, d_ff, tied", [(64, 100, True), (24, 96, False), (10, 33, True)])
+@torch.inference_mode()
+def test_other_shapes_take_the_other_loops_and_give_the_same_numbers(library, head_dim, d_ff, tied):
+    """Heads of 64 dims (the registers' path), of a multiple of 8 and of neither; rows not a multiple of 32 floats;
+    positions not a multiple of 4; a head of its own or tied to the embedding."""
+    from engine.core.config import ModelConfig
+    from engine.core.model import Transformer
+
+    torch.manual_seed(0)
+    cfg = ModelConfig(arch="llama", vocab_size=300, n_layers=2, d_model=2 * head_dim, n_heads=2, n_kv_heads=1,
+                      head_dim=head_dim, d_ff=d_ff, max_seq_len=128, norm_eps=1e-5, tie_embeddings=tied)
+    model = Transformer(cfg).eval()  # its tensors made, not filled (a checkpoint fills them): random numbers here
+    for name, weight in model.named_parameters():
+        weight.uniform_(0.5, 1.5) if name.endswith("norm.weight") else weight.normal_(0, 0.3)  # norms not all ones
+    step = CDecode(model, library)
+    for prompt_len in (1, 6, 41):
+        caches = [KVCache(cfg, 1, 64, torch.float32, "cpu") for _ in range(2)]
+        for cache in caches:
+            model(torch.arange(prompt_len)[None] * 7 % cfg.vocab_size, cache)
+        for token in (3, 250):
+            want = model.decode_rows(torch.tensor([[token]]), caches[0], caches[0].plan(1))
+            got = step(torch.tensor([[token]]), caches[1], caches[1].plan(1))
+            torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-4)
+    assert step.fallbacks == 0
+
+
 @torch.inference_mode()
 def test_a_cache_it_cannot_read_runs_eager_and_is_counted(plain_llama, step):
     before = step.fallbacks
