@@ -5,7 +5,8 @@ a loop ending at a fork/join of the threads, this step is one call a token: the 
 back to back, each row front to back, with a barrier only where one part needs the last part's result; attention
 reads each key row from memory once for its KV head's queries (four keys at a time), weighs the values with 64
 dims in registers, and splits the positions between the threads, joined by their softmax sums (flash-decoding's
-split). float32 only, batch 1, Llama family without biases, CPU.
+split). Weights and cache in float32 or bfloat16 (widened as they are read), batch 1, Llama family without
+biases, CPU.
 
 It is built on this machine at first use (gcc -O3 -march=native -fopenmp -ffast-math, ~0.5 s; the library is kept
 in the model cache, named by the source, the flags, the compiler and the CPU) and loaded with ctypes (the GIL is
@@ -37,8 +38,11 @@ SOURCE = Path(__file__).with_name("decode_step.c")
 SWITCH = "TWO_BENDS_C_DECODE"  # "off": never build it (the test suite's default; a user's escape hatch)
 CACHE_FILE = "compiled-decode.json"  # beside the torch.compile verdicts, told apart by their key's "what"
 CONTEXT, CHECKED, STEPS, ROUNDS = 128, 24, 8, 3  # timed at, checked at; steps per timed round, rounds taking turns
-ABI = 1  # decode_step.c's decode_step_abi(): the Model/Layer layout below
+ABI = 2  # decode_step.c's decode_step_abi(): the Model/Layer layout below
 P = ctypes.c_void_p
+DTYPES = (torch.float32, torch.bfloat16)  # of the weights and the KV cache (the activations are float32 throughout)
+TOLERANCE = {torch.float32: 1e-3, torch.bfloat16: 5e-2}  # of the logits' scale, against the eager step: bfloat16's
+# eager step rounds every activation to bfloat16, this one keeps them in float32
 
 
 class _Layer(ctypes.Structure):
@@ -46,7 +50,7 @@ class _Layer(ctypes.Structure):
 
 
 class _Model(ctypes.Structure):
-    _fields_ = ([(name, ctypes.c_int) for name in ("L", "C", "H", "KH", "D", "F")]
+    _fields_ = ([(name, ctypes.c_int) for name in ("L", "C", "H", "KH", "D", "F", "bf16")]
                 + [("V", ctypes.c_long), ("smax", ctypes.c_long), ("eps", ctypes.c_float)]
                 + [(name, P) for name in ("layers", "nfinal", "whead", "x", "h", "qkv", "scores", "part", "att",
                                           "gu", "act")])
@@ -83,8 +87,8 @@ def applicable(model, dtype: torch.dtype, device: torch.device) -> str:
         return f"switched off ({SWITCH}=off)"
     if device.type != "cpu":
         return "CPU only"
-    if dtype != torch.float32:
-        return "float32 only"
+    if dtype not in DTYPES:
+        return "float32 and bfloat16 only"
     if not cfg.uses_rope or cfg.qkv_bias or cfg.n_heads % cfg.n_kv_heads or cfg.head_dim % 2 or cfg.head_dim > 512:
         return "Llama family without biases only"
     if c_compiler() is None:
@@ -132,15 +136,18 @@ class CDecode:
     def __init__(self, model, lib: ctypes.CDLL):
         cfg = model.cfg
         self.model, self.lib = model, lib
+        self.dtype = model.tok_emb.weight.dtype
         self.fallbacks = 0  # steps that ran eager (a cache the C step cannot read), counted in the run's Trace
         blocks = model.blocks
-        self.weights = [tuple(w.detach().contiguous() for w in (b.attn_norm.weight, b.attn.qkv.weight,
-                                                                  b.attn.out.weight, b.mlp_norm.weight,
-                                                                  b.mlp.gate_up.weight, b.mlp.down.weight))
-                        for b in blocks]  # contiguous() is the tensor itself for the model's own weights
+        # the matrices as they are (contiguous() is the tensor itself for the model's own weights), the norms' weights
+        # as float32 copies (a few KB)
+        self.weights = [(b.attn_norm.weight.float().contiguous(), b.attn.qkv.weight.detach().contiguous(),
+                         b.attn.out.weight.detach().contiguous(), b.mlp_norm.weight.float().contiguous(),
+                         b.mlp.gate_up.weight.detach().contiguous(), b.mlp.down.weight.detach().contiguous())
+                        for b in blocks]
         self.head = model.tok_emb.weight if cfg.tie_embeddings else model.lm_head.weight  # plain (V, C)
         self.head = self.head.detach().contiguous()
-        self.norm = model.final_norm.weight.detach().contiguous()
+        self.norm = model.final_norm.weight.detach().float().contiguous()
         self.layers = (_Layer * cfg.n_layers)(*[_Layer(*[w.data_ptr() for w in ws], None, None) for ws in self.weights])
         self.smax = 0
         self.scratch: dict[str, torch.Tensor] = {}
@@ -158,15 +165,16 @@ class CDecode:
                  "part": KH * self.threads * (H // KH) * (D + 2), "att": H * D, "gu": 2 * Fd, "act": Fd}
         self.scratch = {name: torch.zeros(n, dtype=torch.float32) for name, n in sizes.items()}
         self.logits = torch.empty(1, cfg.vocab_size, dtype=torch.float32)
-        self.struct = _Model(cfg.n_layers, C, H, KH, D, Fd, cfg.vocab_size, self.smax, cfg.norm_eps,
+        self.struct = _Model(cfg.n_layers, C, H, KH, D, Fd, int(self.dtype == torch.bfloat16), cfg.vocab_size, self.smax,
+                             cfg.norm_eps,
                              ctypes.cast(self.layers, P), self.norm.data_ptr(), self.head.data_ptr(),
                              *[self.scratch[n].data_ptr() for n in ("x", "h", "qkv", "scores", "part", "att", "gu",
                                                                     "act")])
 
     def readable(self, cache: KVCache, plan: Plan) -> bool:
-        """Whether the C step can serve this step: one float32 row, each layer's (K, smax, D) in one piece."""
+        """Whether the C step can serve this step: one row of the model's dtype, each layer's (K, smax, D) in one piece."""
         k0 = cache.keys[0]
-        return (k0.shape[0] == 1 and k0.dtype == torch.float32 and k0.device.type == "cpu"
+        return (k0.shape[0] == 1 and k0.dtype == self.dtype and k0.device.type == "cpu"
                 and plan.read_len <= k0.shape[2] and plan.positions.start < plan.read_len
                 and all(t.is_contiguous() for t in (*cache.keys, *cache.values)))
 
@@ -184,7 +192,7 @@ class CDecode:
             self.struct.smax = smax  # this cache's row stride (the scratch holds at least as many positions)
             for layer, k, v in zip(self.layers, cache.keys, cache.values):
                 layer.k, layer.v = k.data_ptr(), v.data_ptr()
-            self.scratch["x"].copy_(F.embedding(ids[0, :1], m.tok_emb.weight)[0])  # (C,)
+            self.scratch["x"].copy_(F.embedding(ids[0, :1], m.tok_emb.weight)[0])  # (C,), widened to float32
             cos, sin = (t.contiguous() for t in m.rope_row(start, torch.float32))  # (D,) each
             self.lib.decode_step(ctypes.byref(self.struct), cos.data_ptr(), sin.data_ptr(), start, S,
                                  self.logits.data_ptr(), threads)
@@ -198,7 +206,7 @@ class CDecode:
 # Measured here: build, check against the eager step, time against the step it would replace
 # ------------------------------------------------------------------------------------------------
 def _filled(model, context: int, size: int) -> KVCache:
-    cache = KVCache(model.cfg, 1, size, torch.float32, "cpu")
+    cache = KVCache(model.cfg, 1, size, model.tok_emb.weight.dtype, "cpu")
     model(torch.arange(context).remainder(model.cfg.vocab_size)[None], cache)  # (1, context): real keys to attend
     return cache
 
@@ -215,7 +223,7 @@ def _seconds(step, cache: KVCache) -> float:
 
 @torch.inference_mode()
 def check(model, step: CDecode) -> bool:
-    """Two steps beside the eager loop at a short context: the same tokens, logits within 1e-3 of their scale."""
+    """Two steps beside the eager loop at a short context: the same tokens, logits within TOLERANCE of their scale."""
     ids = torch.ones(1, 1, dtype=torch.long)
     eager_cache, cache = _filled(model, CHECKED, CHECKED + 2), _filled(model, CHECKED, CHECKED + 2)
     for _ in range(2):
@@ -223,7 +231,7 @@ def check(model, step: CDecode) -> bool:
         got = step(ids, cache, cache.plan(1))
         if got.argmax(-1).tolist() != want.argmax(-1).tolist():
             return False
-        if float((got - want).abs().max()) > 1e-3 * float(want.abs().max()):
+        if float((got - want).abs().max()) > TOLERANCE[step.dtype] * float(want.abs().max()):
             return False
     return step.fallbacks == 0
 

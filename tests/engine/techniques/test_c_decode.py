@@ -80,11 +80,7 @@ def test_any_cache_size_length_and_thread_count_gives_the_same_numbers(plain_lla
     assert step.fallbacks == 0
 
 
-@pytest.mark.parametrize("head_dim, d_ff, tied", [(64, 100, True), (24, 96, False), (10, 33, True)])
-@torch.inference_mode()
-def test_other_shapes_take_the_other_loops_and_give_the_same_numbers(library, head_dim, d_ff, tied):
-    """Heads of 64 dims (the registers' path), of a multiple of 8 and of neither; rows not a multiple of 32 floats;
-    positions not a multiple of 4; a head of its own or tied to the embedding."""
+def _random_llama(head_dim: int, d_ff: int, tied: bool, dtype=torch.float32):
     from engine.core.config import ModelConfig
     from engine.core.model import Transformer
 
@@ -94,6 +90,52 @@ def test_other_shapes_take_the_other_loops_and_give_the_same_numbers(library, he
     model = Transformer(cfg).eval()  # its tensors made, not filled (a checkpoint fills them): random numbers here
     for name, weight in model.named_parameters():
         weight.uniform_(0.5, 1.5) if name.endswith("norm.weight") else weight.normal_(0, 0.3)  # norms not all ones
+    return model.to(dtype)
+
+
+@pytest.mark.parametrize("head_dim", [64, 16])
+@torch.inference_mode()
+def test_bfloat16_weights_and_cache_are_read_as_their_float32_values(library, head_dim):
+    """The same model in bfloat16 and in float32 holding exactly the bfloat16 numbers: the C step gives the same
+    logits but for the bfloat16 cache's rounding (its new entries rounded as torch rounds), and close to the eager
+    bfloat16 step (which also rounds every activation)."""
+    half = _random_llama(head_dim, 72, tied=head_dim == 64, dtype=torch.bfloat16)
+    full = _random_llama(head_dim, 72, tied=head_dim == 64).to(torch.float32)
+    full.load_state_dict({k: v.float() for k, v in half.state_dict().items()})
+    steps = {"half": CDecode(half, library), "full": CDecode(full, library)}
+    caches = {name: KVCache(half.cfg, 1, 64, dtype, "cpu") for name, dtype in
+              (("half", torch.bfloat16), ("full", torch.float32), ("eager", torch.bfloat16))}
+    prompt = torch.arange(23)[None] * 5 % 300
+    half(prompt, caches["half"]), half(prompt, caches["eager"])
+    for kind in ("keys", "values"):  # the float32 model starts from the same prompt's cache, widened
+        for c, h in zip(getattr(caches["full"], kind), getattr(caches["half"], kind)):
+            c.copy_(h.float())
+    caches["full"].lengths[:] = caches["half"].lengths
+    for token in (3, 250, 17, 99):
+        ids = torch.tensor([[token]])
+        got = steps["half"](ids, caches["half"], caches["half"].plan(1))
+        scale = float(got.abs().max())
+        wide = steps["full"](ids, caches["full"], caches["full"].plan(1))
+        eager = half.decode_rows(ids, caches["eager"], caches["eager"].plan(1)).float()
+        assert float((got - wide).abs().max()) < 2e-2 * scale
+        assert float((got - eager).abs().max()) < 5e-2 * scale
+    n = caches["half"].length
+    for layer in range(half.cfg.n_layers):
+        for kind in ("keys", "values"):
+            c, e = getattr(caches["half"], kind)[layer], getattr(caches["eager"], kind)[layer]
+            assert c.dtype == torch.bfloat16
+            c, e = c[:, :, :n].float(), e[:, :, :n].float()  # the eager step rounds its activations: a few ulps apart
+            assert float((c - e).abs().max()) <= 2e-2 * float(e.abs().max())
+    assert steps["half"].fallbacks == 0 and steps["full"].fallbacks == 0
+
+
+@pytest.mark.parametrize("head_dim, d_ff, tied", [(64, 100, True), (24, 96, False), (10, 33, True)])
+@torch.inference_mode()
+def test_other_shapes_take_the_other_loops_and_give_the_same_numbers(library, head_dim, d_ff, tied):
+    """Heads of 64 dims (the registers' path), of a multiple of 8 and of neither; rows not a multiple of 32 floats;
+    positions not a multiple of 4; a head of its own or tied to the embedding."""
+    model = _random_llama(head_dim, d_ff, tied)
+    cfg = model.cfg
     step = CDecode(model, library)
     for prompt_len in (1, 6, 41):
         caches = [KVCache(cfg, 1, 64, torch.float32, "cpu") for _ in range(2)]
@@ -195,7 +237,8 @@ def test_where_it_cannot_serve_it_says_why(plain_llama, tiny_gpt2, monkeypatch):
     assert "switched off" in c_decode.applicable(plain_llama.model, torch.float32, cpu)
     monkeypatch.setenv(c_decode.SWITCH, "on")
     assert c_decode.applicable(plain_llama.model, torch.float32, cpu) == ""
-    assert c_decode.applicable(plain_llama.model, torch.bfloat16, cpu) == "float32 only"
+    assert c_decode.applicable(plain_llama.model, torch.bfloat16, cpu) == ""
+    assert c_decode.applicable(plain_llama.model, torch.float16, cpu) == "float32 and bfloat16 only"
     assert c_decode.applicable(plain_llama.model, torch.float32, torch.device("cuda")) == "CPU only"
     assert c_decode.applicable(tiny_gpt2.model, torch.float32, cpu) == "Llama family without biases only"
     monkeypatch.setenv("CC", "no-such-compiler-two-bends")
