@@ -14,9 +14,9 @@ Plain F.linear is always a candidate and wins ties, so fast is never slower than
                  on CUDA the decode remedy is CUDA graphs (engine/techniques/cuda_graphs.py).
 
 On top of the matmul choice, a batch-1 decode step on CPU may run as code torch.compile generated for one layer
-(compiled_decode.py), measured against the eager loop at first load, and then (float32) as one hand-written C loop
-nest for the whole step (c_decode.py), measured against whichever of those two won: each kept only where faster,
-the verdicts cached.
+(compiled_decode.py), measured against the eager loop at first load, and then as one hand-written C loop nest for
+the whole step (c_decode.py, float32 or bfloat16), measured against whichever of those two won: each kept only
+where faster, the verdicts cached.
 Tried and left out: torch.compile of the whole model with weight freezing (it turns the matmuls back into the
 same oneDNN calls; 37-100 s to compile on 2 cores, in every worker process); fp16 weights through FBGEMM (half
 the bytes, but it changes the numbers: that is quantisation, a different remedy).
