@@ -97,9 +97,10 @@ def applicable(model, dtype: torch.dtype, device: torch.device) -> str:
 
 
 def _flags() -> list[str]:
-    """-march=native, unless an instruction-set cap emulates a smaller CPU (as torch's and oneDNN's caps do)."""
+    """Compiling flags: -march=native, unless an instruction-set cap emulates a smaller CPU (as torch's and oneDNN's
+    caps do). -ffast-math for the vector expf and free reordering of sums; compiling only (see `build`)."""
     arch = {"avx2": ["-mavx2", "-mfma"], "default": []}.get(os.environ.get("ATEN_CPU_CAPABILITY", ""), ["-march=native"])
-    return ["-O3", *arch, "-fopenmp", "-ffast-math", "-shared", "-fPIC"]
+    return ["-O3", *arch, "-fopenmp", "-ffast-math", "-fPIC"]
 
 
 def build(folder: Path) -> Path:
@@ -112,8 +113,15 @@ def build(folder: Path) -> Path:
     if path.is_file():
         return path
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    done = subprocess.run([cc, *_flags(), str(SOURCE), "-o", str(tmp), "-lm"], capture_output=True, text=True)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
+    # compiled, then linked without -ffast-math: linked with it, gcc before 13 adds crtfastmath.o, whose constructor
+    # would set flush-to-zero for the whole thread that loads the library (torch's numbers there too)
+    for command in ([cc, *_flags(), "-c", str(SOURCE), "-o", f"{tmp}.o"],
+                    [cc, "-shared", "-fopenmp", f"{tmp}.o", "-o", str(tmp), "-lm"]):
+        done = subprocess.run(command, capture_output=True, text=True)
+        if done.returncode != 0:
+            break
+    Path(f"{tmp}.o").unlink(missing_ok=True)
     if done.returncode != 0:
         tmp.unlink(missing_ok=True)
         raise RuntimeError(f"{Path(cc).name} failed: {(done.stderr or done.stdout).strip()[-200:]}")
@@ -122,9 +130,14 @@ def build(folder: Path) -> Path:
 
 
 def load(path: Path) -> ctypes.CDLL:
-    lib = ctypes.CDLL(str(path))
-    if lib.decode_step_abi() != ABI:
-        raise RuntimeError(f"{path.name} was built for another layout")
+    """The built library, its layout checked; a file that cannot be loaded is removed (the next load builds again)."""
+    try:
+        lib = ctypes.CDLL(str(path))
+        if lib.decode_step_abi() != ABI:
+            raise OSError(f"{path.name} was built for another layout")
+    except OSError:
+        path.unlink(missing_ok=True)
+        raise
     lib.decode_step.argtypes = [P, P, P, ctypes.c_long, ctypes.c_long, P, ctypes.c_int]
     lib.decode_step.restype = None
     return lib

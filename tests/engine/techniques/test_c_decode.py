@@ -253,6 +253,28 @@ def test_an_instruction_set_cap_builds_another_library(tmp_path, monkeypatch):
     assert capped != native and capped.is_file() and "-march=native" not in c_decode._flags()
 
 
+def test_loading_the_library_leaves_the_threads_floating_point_mode_alone(tmp_path):
+    """Linked with -ffast-math, gcc before 13 adds a constructor that flushes denormals to zero in the loading thread:
+    torch's own numbers in that thread would change."""
+    import subprocess
+    import sys
+
+    path = c_decode.build(tmp_path)
+    code = ("import ctypes, sys, torch; tiny = torch.tensor([1e-39]); ctypes.CDLL(sys.argv[1]); "
+            "print(float(tiny * 2) > 0)")
+    out = subprocess.run([sys.executable, "-c", code, str(path)], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "True"
+
+
+def test_a_library_that_cannot_be_loaded_is_removed_and_built_again(tmp_path):
+    path = c_decode.build(tmp_path)
+    path.write_bytes(b"not a library")
+    with pytest.raises(OSError):
+        c_decode.load(path)
+    assert not path.exists()
+    assert c_decode.load(c_decode.build(tmp_path)).decode_step_abi() == c_decode.ABI
+
+
 def test_verdict_words_say_what_runs():
     assert Verdict(True, "compiled", 14.0, 11.0, 0.6).words() == (
         "decode step in C, one OpenMP region a step (C 11.0 ms vs compiled 14.0 ms per step at context 128; "
