@@ -120,10 +120,9 @@ def load_model(name_or_path: str = DEFAULT_MODEL, device: str = "auto", dtype: s
         cfg = replace(cfg, eos_token_ids=(*cfg.eos_token_ids, tokenizer.eos_token_id))
     model = build_model(cfg, ckpt.state_dict, dev, dt)
     if progress and kernels == "fast" and dev.type == "cpu":
-        from engine.techniques import c_decode, compiled_decode
+        from engine.techniques.kernels import builds_decode_step
 
-        builds = not (compiled_decode.applicable(model, dev) and c_decode.applicable(model, dt, dev))
-        compiling = " and compiling the decode step (a few seconds)" if builds else ""
+        compiling = " and compiling the decode step (a few seconds)" if builds_decode_step(model, dt, dev) else ""
         progress(f"{ckpt.name}: choosing matmul kernels{compiling} (measured once per machine, then cached)", 0.95)
     lm = with_kernels(LoadedModel(model, tokenizer, cfg, ckpt.name, dev, dt, 0.0, str(name_or_path)), kernels, cache_root())
     if progress:

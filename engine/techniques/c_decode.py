@@ -32,12 +32,12 @@ import torch
 import torch.nn.functional as F
 
 from engine.core.kv_cache import KVCache, Plan
+from engine.techniques.compiled_decode import CHECKED, CONTEXT, ROUNDS, STEPS, _cached, _steps
 from engine.techniques.kernel_choice import ISA_CAPS, MARGIN, _key_id, _read, add_to_cache_file, cache_key, cpu_identity, default_cache_dir
 
 SOURCE = Path(__file__).with_name("decode_step.c")
 SWITCH = "TWO_BENDS_C_DECODE"  # "off": never build it (the test suite's default; a user's escape hatch)
 CACHE_FILE = "compiled-decode.json"  # beside the torch.compile verdicts, told apart by their key's "what"
-CONTEXT, CHECKED, STEPS, ROUNDS = 128, 24, 8, 3  # timed at, checked at; steps per timed round, rounds taking turns
 ABI = 2  # decode_step.c's decode_step_abi(): the Model/Layer layout below
 P = ctypes.c_void_p
 DTYPES = (torch.float32, torch.bfloat16)  # of the weights and the KV cache (the activations are float32 throughout)
@@ -162,7 +162,7 @@ class CDecode:
         self.head = self.head.detach().contiguous()
         self.norm = model.final_norm.weight.detach().float().contiguous()
         self.layers = (_Layer * cfg.n_layers)(*[_Layer(*[w.data_ptr() for w in ws], None, None) for ws in self.weights])
-        self.smax = 0
+        self.smax = self.threads = 0  # the scratch's room: positions and threads (`_room`)
         self.scratch: dict[str, torch.Tensor] = {}
         self.struct = None
         self._lock = threading.Lock()  # one step at a time: the scratch is the instance's
@@ -173,7 +173,7 @@ class CDecode:
         H, KH, D, C, Fd = cfg.n_heads, cfg.n_kv_heads, cfg.head_dim, cfg.d_model, cfg.d_ff
         if self.struct is not None and smax <= self.smax and threads <= self.threads:
             return
-        self.smax, self.threads = max(smax, self.smax), max(threads, getattr(self, "threads", 0))
+        self.smax, self.threads = max(smax, self.smax), max(threads, self.threads)
         sizes = {"x": C, "h": self.threads * C, "qkv": (H + 2 * KH) * D, "scores": H * self.smax,
                  "part": KH * self.threads * (H // KH) * (D + 2), "att": H * D, "gu": 2 * Fd, "act": Fd}
         self.scratch = {name: torch.zeros(n, dtype=torch.float32) for name, n in sizes.items()}
@@ -224,16 +224,6 @@ def _filled(model, context: int, size: int) -> KVCache:
     return cache
 
 
-def _seconds(step, cache: KVCache) -> float:
-    ids = torch.ones(1, 1, dtype=torch.long)
-    start = time.perf_counter()
-    for _ in range(STEPS):
-        step(ids, cache, cache.plan(1)).argmax(-1).tolist()
-    seconds = time.perf_counter() - start
-    cache.lengths[:] = CONTEXT
-    return seconds
-
-
 @torch.inference_mode()
 def check(model, step: CDecode) -> bool:
     """Two steps beside the eager loop at a short context: the same tokens, logits within TOLERANCE of their scale."""
@@ -258,7 +248,7 @@ def race(model, step: CDecode, rival) -> tuple[float, float]:
     best = {"c": math.inf, "rival": math.inf}
     for r in range(ROUNDS):
         for name in (("c", "rival") if r % 2 else ("rival", "c")):
-            best[name] = min(best[name], _seconds(step if name == "c" else rival, cache))
+            best[name] = min(best[name], _steps(step if name == "c" else rival, cache))
     return 1000 * best["c"] / STEPS, 1000 * best["rival"] / STEPS
 
 
@@ -271,7 +261,7 @@ def attach(model, dtype: torch.dtype, cache_dir: Path | None = None, remeasure: 
     else the verdict (timed now and cached when there was none)."""
     folder = cache_dir or default_cache_dir()
     path, key = folder / CACHE_FILE, verdict_key(model, dtype)
-    found = None if remeasure else _cached(_read(path)[0].get(_key_id(key)), key)
+    found = None if remeasure else _cached(_read(path)[0].get(_key_id(key)), key, Verdict)
     if only_if_won and (found is None or not found.use):
         return None
     if found is not None and not found.use:
@@ -305,10 +295,3 @@ def verdict_key(model, dtype: torch.dtype) -> dict:
     shape = [cfg.n_layers, cfg.d_model, cfg.n_heads, cfg.n_kv_heads, cfg.head_dim, cfg.d_ff, cfg.vocab_size]
     source = hashlib.sha256(SOURCE.read_bytes()).hexdigest()[:16]
     return cache_key(model, dtype) | {"shapes": shape, "what": "C decode step", "source": source, "context": CONTEXT}
-
-
-def _cached(entry, key: dict) -> Verdict | None:
-    try:
-        return Verdict(**entry["verdict"], cached=True) if entry["key"] == key else None
-    except (KeyError, TypeError):
-        return None

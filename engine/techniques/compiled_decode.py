@@ -308,9 +308,10 @@ def verdict_key(model, dtype: torch.dtype) -> dict:
     return cache_key(model, dtype) | {"shapes": shape, "what": "compiled decode step", "version": VERSION, "context": CONTEXT}
 
 
-def _cached(entry, key: dict) -> Verdict | None:
-    """The verdict an earlier process wrote for this key, marked cached; None when there is none (or it is unreadable)."""
+def _cached(entry, key: dict, kind=Verdict):
+    """The verdict (a `kind`) an earlier process wrote for this key, marked cached; None when there is none (or it is
+    unreadable). Serves c_decode.py's verdicts too."""
     try:
-        return Verdict(**entry["verdict"], cached=True) if entry["key"] == key else None
+        return kind(**entry["verdict"], cached=True) if entry["key"] == key else None
     except (KeyError, TypeError):
         return None

@@ -179,10 +179,10 @@ def with_compiled_decode(fast, cache_dir: Path | None = None, remeasure: bool = 
     return dataclasses.replace(fast, model=model, kernels=label, kernel_why=why)
 
 
-def builds_decode_step(fast) -> bool:
-    """Whether `with_compiled_decode` may build a decode step for `fast` (seconds: worth serving `fast` meanwhile)."""
-    return not (compiled_decode.applicable(fast.model, fast.device)
-                and c_decode.applicable(fast.model, fast.dtype, fast.device))
+def builds_decode_step(model, dtype: torch.dtype, device: torch.device) -> bool:
+    """Whether `with_compiled_decode` may build a decode step for this model (seconds: worth saying, and serving the
+    fast kernels meanwhile)."""
+    return not (compiled_decode.applicable(model, device) and c_decode.applicable(model, dtype, device))
 
 
 def _and(why: str, more: str) -> str:

@@ -52,7 +52,7 @@ class _Packing:
         try:
             fast = with_kernels(self.plain, kernels, compile_decode=False)  # reads the shared weights: safe beside a run
             mark("kernels prepacked")
-            if builds_decode_step(fast):  # a decode step to compile or build: serve fast meanwhile
+            if builds_decode_step(fast.model, fast.dtype, fast.device):  # a decode step to compile or build: serve fast meanwhile
                 self.early = replace(fast, kernels=f"{fast.kernels} ({COMPILING} when this started: this run's "
                                                    "steps ran eager)")
             self.result = with_compiled_decode(fast)  # a twin: a run going on `early` keeps its eager step
