@@ -10,6 +10,7 @@ from engine.core.kv_cache import KVCache
 from engine.techniques import c_decode, compiled_decode
 from engine.techniques.c_decode import CDecode, Verdict
 from engine.techniques.kernels import C_LABEL, with_kernels, without_compiled_decode
+from tests.engine.techniques.test_compiled_decode import _filled
 
 pytestmark = pytest.mark.skipif(c_decode.c_compiler() is None, reason="no C compiler (gcc) on this machine")
 
@@ -22,11 +23,6 @@ def building(monkeypatch):
 
 
 @pytest.fixture(scope="module")
-def plain_llama():
-    return engine.load_model("tiny-llama", device="cpu", kernels="plain")
-
-
-@pytest.fixture(scope="module")
 def library(tmp_path_factory):
     return c_decode.load(c_decode.build(tmp_path_factory.mktemp("c-decode")))
 
@@ -34,13 +30,6 @@ def library(tmp_path_factory):
 @pytest.fixture(scope="module")
 def step(plain_llama, library):
     return CDecode(plain_llama.model, library)
-
-
-def _filled(lm, max_len: int, prompt_len: int = 9, dtype=None, rows: int = 1) -> KVCache:
-    cache = KVCache(lm.config, rows, max_len, dtype or lm.dtype, "cpu")
-    with torch.inference_mode():
-        lm.model(torch.arange(prompt_len * rows).reshape(rows, prompt_len) % lm.config.vocab_size, cache)
-    return cache
 
 
 @torch.inference_mode()

@@ -29,19 +29,15 @@ def compiling(monkeypatch):
 
 
 @pytest.fixture(scope="module")
-def plain_llama():
-    return engine.load_model("tiny-llama", device="cpu", kernels="plain")
-
-
-@pytest.fixture(scope="module")
 def compiled(plain_llama):
     return CompiledDecode(plain_llama.model)
 
 
-def _filled(lm, max_len: int, prompt_len: int = 9) -> KVCache:
-    cache = KVCache(lm.config, 1, max_len, lm.dtype, "cpu")
+def _filled(lm, max_len: int, prompt_len: int = 9, dtype=None, rows: int = 1) -> KVCache:
+    """A cache of `rows` rows holding a prompt of prompt_len tokens each (test_c_decode.py uses it too)."""
+    cache = KVCache(lm.config, rows, max_len, dtype or lm.dtype, "cpu")
     with torch.inference_mode():
-        lm.model(torch.arange(prompt_len)[None] % lm.config.vocab_size, cache)
+        lm.model(torch.arange(prompt_len * rows).reshape(rows, prompt_len) % lm.config.vocab_size, cache)
     return cache
 
 
