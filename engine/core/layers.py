@@ -114,6 +114,8 @@ def attention_fast(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torc
     """
     B, H, T, D = q.shape
     K, S = k.shape[1], k.shape[2]
+    if k.dtype != q.dtype:  # a float32 prompt pass over a bfloat16 cache (prompt_pass.py): read it widened
+        k, v = k.to(q.dtype), v.to(q.dtype)
     if T == 1:  # decode: fold each KV head's query heads into the "token" axis, so KV is read once, never repeated
         grouped = q.view(B, K, H // K, D)  # (B, K, H/K, D)
         m = None if mask is None else mask.view(mask.shape[0], 1, 1, S)  # (B, 1, 1, S) broadcast over heads

@@ -21,6 +21,8 @@ from engine.core.kv_cache import KVCache, Plan, RaggedPlan
 from engine.core.layers import apply_rope, attention_explicit, attention_fast, make_mlp, make_norm, rope_tables, rotate_rows, signed_sin
 from engine.errors import EngineError
 
+WIDE_PASS = 8  # passes of more tokens than this (prompts, chunks) may take `prompt_pass` (the kernels' WIDE_ROWS)
+
 
 class Attention(nn.Module):
     def __init__(self, cfg: ModelConfig):
@@ -101,6 +103,9 @@ class Transformer(nn.Module):
         # a batch-1 decode step through code torch.compile generated (engine/techniques/compiled_decode.py) or
         # written in C (c_decode.py), where measured faster on this machine: set on the fast twin; None: the eager loop
         self.compiled_decode = None
+        # a half-precision model's wide passes (prompts) through a float32 copy of its weights, where measured faster
+        # on this machine (engine/techniques/prompt_pass.py): set on the fast twin; None: this model's own blocks
+        self.prompt_pass = None
         if cfg.uses_rope:
             self.register_buffer("rope_cos", torch.empty(cfg.max_seq_len, cfg.head_dim), persistent=False)
             self.register_buffer("rope_sin", torch.empty(cfg.max_seq_len, cfg.head_dim), persistent=False)
@@ -136,6 +141,9 @@ class Transformer(nn.Module):
             if self.compiled_decode is not None and B == 1:
                 return self.compiled_decode(ids, cache, plan), {}
             return self.decode_rows(ids, cache, plan), {}
+        if (self.prompt_pass is not None and B * T > WIDE_PASS and not capture_layers and on_probs is None
+                and last_layer is None and not _hooked(self)):
+            return self.prompt_pass(ids, cache, plan=plan, all_logits=all_logits)
         x = self.tok_emb(ids)  # (B, T, C)
         rope = None
         if self.pos_emb is not None:

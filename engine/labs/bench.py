@@ -128,11 +128,12 @@ def bench_cuda_graphs(lm, contexts, steps: int, reps: int) -> None:
     print(f"# CUDA graphs: same 32 greedy tokens as eager: {a.output_ids == b.output_ids}")
 
 
-def cold_load_seconds(model: str) -> tuple[float, float]:
-    """import + load_model in a fresh process, from the cache: (import seconds, load seconds). `import engine` loads its
-    contract names on first use, so the import is timed up to `engine.load_model` (torch, transformers, the engine)."""
+def cold_load_seconds(model: str, dtype: str = "float32") -> tuple[float, float]:
+    """import + load_model in a fresh process, from the cache, in the bench's dtype: (import seconds, load seconds).
+    `import engine` loads its contract names on first use, so the import is timed up to `engine.load_model` (torch,
+    transformers, the engine)."""
     code = ("import time; t=time.perf_counter(); import engine; engine.load_model; i=time.perf_counter()-t; "
-            f"lm=engine.load_model({model!r}, device='cpu'); print(i, lm.load_seconds)")
+            f"lm=engine.load_model({model!r}, device='cpu', dtype={dtype!r}); print(i, lm.load_seconds)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     imp, load = out.stdout.split()[-2:]
     return float(imp), float(load)
@@ -273,6 +274,6 @@ def _rows(args, fast, plain, hf, vllm, peaks) -> None:
     print(f"# Trace bookkeeping: generate() {got['traced'] * 1000:.1f} ms vs bare loop {got['bare'] * 1000:.1f} ms "
           f"-> overhead {100 * (got['traced'] / got['bare'] - 1):+.1f}%")
     if fast.device.type == "cpu" and not args.quick:
-        imp, load = cold_load_seconds(args.model)
+        imp, load = cold_load_seconds(args.model, fast.dtype_name)
         print(f"# cold start from the cache in a fresh process: import {imp:.2f} s, load_model {load:.2f} s "
               "(the fast kernels' cached choice read and prepacked)")

@@ -13,6 +13,9 @@ Plain F.linear is always a candidate and wins ties, so fast is never slower than
   cuda / mps     the vendor library (cuBLAS / MPS) is already what nn.Linear calls: fast = plain;
                  on CUDA the decode remedy is CUDA graphs (engine/techniques/cuda_graphs.py).
 
+A bfloat16/float16 model on CPU may also run its prompts (passes wider than WIDE_ROWS tokens) in float32 from a
+widened copy of its weights (prompt_pass.py), measured against its own prompt pass at first load and kept only where
+faster: on CPUs without bfloat16 arithmetic.
 On top of the matmul choice, a batch-1 decode step on CPU may run as code torch.compile generated for one layer
 (compiled_decode.py), measured against the eager loop at first load, and then as one hand-written C loop nest for
 the whole step (c_decode.py, float32 or bfloat16), measured against whichever of those two won: each kept only
@@ -33,14 +36,16 @@ from pathlib import Path
 import torch
 from torch import nn
 
-from engine.techniques import c_decode, compiled_decode
+from engine.core.model import WIDE_PASS
+from engine.techniques import c_decode, compiled_decode, prompt_pass
 from engine.techniques.kernel_candidates import apply, prepare
 from engine.techniques.kernel_choice import LONG_FROM, LONG_ROWS, PREFILL_ROWS, Choice, choose
 
 KERNELS = ("plain", "fast")
 COMPILED_LABEL = "; decode step compiled (torch.compile)"  # what a fast model's kernels add when it runs one
 C_LABEL = "; decode step in C (hand-written, one OpenMP region)"  # ... or when it runs the C step
-WIDE_ROWS = 8  # up to this many rows (decode steps, small batches) run the decode kernel; wider ones the prompt kernel
+WIDE_ROWS = WIDE_PASS  # up to this many rows (decode steps, small batches) run the decode kernel; wider ones the prompt
+PROMPT_LABEL = "; prompts in float32 (widened copy)"  # what a half-precision fast model's kernels add when it runs one
 
 
 class ChosenLinear(nn.Module):
@@ -105,6 +110,7 @@ def _twin(model: nn.Module, make) -> nn.Module:
     """A copy of `model` sharing every parameter and buffer, with modules replaced where make(m) is not None."""
     extras = [t for m in model.modules() if isinstance(m, ChosenLinear) for t in m.extras()]  # opaque: cannot be copied
     shared = {id(t): t for t in [*model.parameters(), *model.buffers(), *extras]}
+    shared[id(model.prompt_pass)] = model.prompt_pass  # a float32 prompt pass is shared by reference, never copied
     compiled, model.compiled_decode = model.compiled_decode, None  # compiled code belongs to its model alone
     try:
         twin = copy.deepcopy(model, shared)  # new module objects, the same tensors
@@ -139,6 +145,7 @@ def with_kernels(lm, kernels: str, cache_dir: Path | None = None, remeasure: boo
         return lm
     if kernels == "plain":
         model = _twin(lm.model, _plain_linear)
+        model.prompt_pass = None  # plain: the model's own dtype all the way
         return dataclasses.replace(lm, model=model, kernels="plain", kernel_choice="plain", kernel_why="")
     base = with_kernels(lm, "plain") if lm.kernel_choice != "plain" else lm  # measure on (and swap) nn.Linear layers
     choice, label, why = fast_path(base, cache_dir, remeasure)
@@ -148,7 +155,28 @@ def with_kernels(lm, kernels: str, cache_dir: Path | None = None, remeasure: boo
         model = _twin(base.model, lambda m: ChosenLinear(m, choice.decode, choice.prefill, choice.long)
                       if isinstance(m, nn.Linear) else None)
     fast = dataclasses.replace(base, model=model, kernels=label, kernel_choice="fast", kernel_why=why)
+    fast = with_prompt_pass(fast, base, cache_dir, remeasure)
     return with_compiled_decode(fast, cache_dir, remeasure) if compile_decode else fast
+
+
+def with_prompt_pass(fast, plain, cache_dir: Path | None = None, remeasure: bool = False):
+    """A half-precision `fast` with its prompts in float32 from a widened copy (a twin) where that was measured faster
+    here (prompt_pass.py), else `fast` with the measured why."""
+    if prompt_pass.applicable(fast.dtype, fast.device):
+        return fast
+    model = _twin(fast.model, lambda m: None)  # never the plain model itself (fast = plain where plain won)
+
+    def kernels32(model32):  # the float32 kernels measured for prompts here (decode never reaches the copy)
+        choice = fast_path(dataclasses.replace(plain, model=model32, dtype=torch.float32), cache_dir)[0]
+        if choice is None or (choice.prefill, choice.long) == ("plain", "plain"):
+            return model32
+        _swap(model32, lambda m: ChosenLinear(m, "plain", choice.prefill, choice.long) if isinstance(m, nn.Linear) else None)
+        return model32
+
+    verdict = prompt_pass.attach(model, plain.model, fast.dtype, kernels32, cache_dir, remeasure)
+    label = fast.kernels + (PROMPT_LABEL if model.prompt_pass is not None else "")
+    return dataclasses.replace(fast, model=model if model.prompt_pass is not None else fast.model, kernels=label,
+                               kernel_why=_and(fast.kernel_why, verdict.words()))
 
 
 def with_compiled_decode(fast, cache_dir: Path | None = None, remeasure: bool = False):

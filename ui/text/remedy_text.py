@@ -124,8 +124,9 @@ def phase_rows_summary(rows) -> str:
 DTYPE_NOTE = ("bfloat16 halves the bytes per weight, which should help the bridge. But many CPUs have no native bfloat16 "
               "arithmetic: library kernels then convert on the fly and can get SLOWER, the valley most of all. The engine's "
               "own decode step (where measured faster here) widens each bfloat16 number as it reads it, so the bridge still "
-              "reads half the bytes. On GPUs with bf16 tensor cores (A100, H100, …) both phases speed up. What you see "
-              "below is what this machine did.")
+              "reads half the bytes; and where the valley measured faster in float32, the fast kernels run prompts on a "
+              "float32 copy of the weights (the kernels line says so), so bfloat16 costs the valley nothing. On GPUs "
+              "with bf16 tensor cores (A100, H100, …) both phases speed up. What you see below is what this machine did.")
 
 
 def _bridge_vs_valley(decode: float, prefill: float) -> str:
