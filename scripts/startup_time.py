@@ -49,6 +49,7 @@ EVENTS = [
     ("app.py's modules imported (launcher's thread)", "app modules imported"),
     ("tokenizer classes imported (launcher's thread)", "tokenizer classes imported"),
     ("weights loaded (plain nn.Linear usable)", "weights loaded"),
+    ("model description received (the page)", "model description received"),
     ("model loaded (weights and kernels, no background)", "model loaded (weights and kernels)"),
     ("kernels prepacked (background)", "kernels prepacked"),
     ("decode step compiled (background, after Run is usable)", "decode step compiled"),

@@ -57,7 +57,8 @@ def import_app_modules_soon(wait_s: float = 60.0) -> threading.Thread:
         try:
             importlib.import_module(TOKENIZER_MODULE)
             importlib.import_module("tokenizers")
-        except Exception:  # the description's unpickling imports what it needs
+            read_default_tokenizer()
+        except Exception:  # the description's unpickling imports and reads what it needs
             pass
         early_start.mark("tokenizer classes imported")
         gc.freeze()  # ~300k long-lived objects of the imports leave the collector: a full collection walks the rest only
@@ -70,6 +71,17 @@ def import_app_modules_soon(wait_s: float = 60.0) -> threading.Thread:
 
 
 _preimport: threading.Thread | None = None
+
+
+def read_default_tokenizer() -> None:
+    """The bundled model's tokenizer read now (where the worker preloads it and its cache is converted), so the worker's
+    model description, which names the tokenizer's folder rather than carrying it, finds it already read."""
+    from engine.loading import model_store, tokenizer_file
+
+    name = os.environ.get("TWO_BENDS_MODEL", model_store.DEFAULT_MODEL).strip().lower()
+    folder = model_store.cache_root() / model_store.CACHE_FOLDER
+    if model_store.ALIASES.get(name) == model_store.BUNDLED and (folder / "COMPLETE").is_file():
+        tokenizer_file.read_cached(str(folder))
 
 
 def wait_for_app_modules(timeout: float = 120.0) -> None:

@@ -58,6 +58,27 @@ def test_reads_what_save_pretrained_wrote_as_transformers_does(tmp_path):
     _assert_same(ref, pickle.loads(pickle.dumps(ours)))  # the worker sends it to the dashboard in the description
 
 
+def test_a_tokenizer_read_from_a_folder_pickles_as_that_folder_and_is_read_once_per_process(tmp_path):
+    from engine.loading import tokenizer_file
+
+    ref = _saved_by_transformers(tmp_path, "{{ messages[0]['content'] }}")
+    ours = PlainTokenizer.from_folder(tmp_path)
+    data = pickle.dumps(ours)
+    assert len(data) < 1000 and str(tmp_path).encode() in data  # the folder, not the vocabulary
+    early = tokenizer_file.read_cached(str(tmp_path))  # the dashboard's launcher reads it before the description comes
+    assert pickle.loads(data) is early and pickle.loads(data) is early
+    _assert_same(ref, pickle.loads(data))
+    (tmp_path / "tokenizer.json").write_text((tmp_path / "tokenizer.json").read_text() + "\n")  # changed since
+    assert pickle.loads(data) is not early  # read again, not the stale copy
+    built = PlainTokenizer(ours.backend, ours.special_tokens, ours.chat_template)  # from no folder: pickled whole
+    assert len(pickle.dumps(built)) > 1000
+    _assert_same(ref, pickle.loads(pickle.dumps(built)))
+    for f in tmp_path.iterdir():
+        f.unlink()
+    with pytest.raises(EngineError, match="cannot be read any more"):
+        pickle.loads(data)
+
+
 def test_the_bundled_model_tokenizer_matches_transformers(smollm):
     from transformers import PreTrainedTokenizerFast
 

@@ -58,3 +58,30 @@ def test_the_server_does_not_walk_every_imported_object_after_each_script_run():
     post_gc, frozen = out.stdout.split()
     assert post_gc == "False"
     assert int(frozen) > 50_000  # the app's modules, torch and transformers: far more than a script run makes
+
+
+def test_the_launcher_reads_the_bundled_models_tokenizer_the_descriptions_name(monkeypatch, tmp_path):
+    """The worker's model description names its tokenizer's folder; the launcher has read that folder already."""
+    import pickle
+
+    from engine.loading import model_store, tiny, tokenizer_file
+
+    folder = tmp_path / model_store.CACHE_FOLDER
+    folder.mkdir()
+    tiny.tiny_tokenizer().backend.save(str(folder / "tokenizer.json"))
+    worker_side = tokenizer_file.PlainTokenizer.from_folder(folder)
+    reads = []
+    real = tokenizer_file.PlainTokenizer.from_folder.__func__
+    monkeypatch.setattr(tokenizer_file.PlainTokenizer, "from_folder",
+                        classmethod(lambda cls, f: reads.append(str(f)) or real(cls, f)))
+    monkeypatch.setenv("TWO_BENDS_CACHE", str(tmp_path))
+    monkeypatch.setenv("TWO_BENDS_MODEL", "tiny-llama")
+    launch.read_default_tokenizer()  # another model: nothing read
+    monkeypatch.setenv("TWO_BENDS_MODEL", model_store.DEFAULT_MODEL)
+    launch.read_default_tokenizer()  # not converted yet (no COMPLETE): nothing read
+    assert reads == []
+    (folder / "COMPLETE").write_text("")
+    launch.read_default_tokenizer()
+    assert reads == [str(folder)]
+    received = pickle.loads(pickle.dumps(worker_side))  # the description arriving: no second read
+    assert reads == [str(folder)] and received is tokenizer_file.read_cached(str(folder))
