@@ -52,3 +52,4 @@ code_display.presenter_banner()  # room mode, presenter mode, the teacher: the j
 widgets.run_panel(request)  # runs the model when Run was pressed, live, above any page
 demo_panel.publish(page)  # the current settings into the URL, for sharing
 page.run()
+launch.early_start.mark("first page drawn")  # scripts/startup_time.py: the end of a script run (no-op otherwise)

@@ -50,6 +50,8 @@ EVENTS = [
     ("tokenizer classes imported (launcher's thread)", "tokenizer classes imported"),
     ("weights loaded (plain nn.Linear usable)", "weights loaded"),
     ("model description received (the page)", "model description received"),
+    ("Run button sent (the page's script)", "Run button sent"),
+    ("first page's script run ended", "first page drawn"),
     ("model loaded (weights and kernels, no background)", "model loaded (weights and kernels)"),
     ("kernels prepacked (background)", "kernels prepacked"),
     ("decode step compiled (background, after Run is usable)", "decode step compiled"),
