@@ -39,7 +39,8 @@ class RunRequest:
     error: str | None = None
 
 
-LIVE_TEXT_EVERY_S = 0.5  # refresh the streamed text and progress bar at most this often
+LIVE_TEXT_EVERY_S = 1.0  # refresh the streamed text and progress bar at most this often (every 0.5 s: the page's TPOT
+# less its stated CPU wait 1.30x the CLI's, against 1.07-1.12x at 1.0 s: scripts/disturbance.py, README)
 LIVE_CHART_EVERY_S = 2.0  # redraw the live chart at most this often: the browser draws on the same CPU
 # and not in a run's last second: its panel closes at the end and the finished run's charts follow at once, so that
 # redraw showed nothing new and only took the cores from the steps it timed (a 32-token run's one redraw, near its end:
