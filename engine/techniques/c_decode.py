@@ -33,7 +33,17 @@ import torch.nn.functional as F
 
 from engine.core.kv_cache import KVCache, Plan
 from engine.techniques.compiled_decode import CHECKED, CONTEXT, ROUNDS, STEPS, _cached, _steps
-from engine.techniques.kernel_choice import ISA_CAPS, MARGIN, _key_id, _read, add_to_cache_file, cache_key, cpu_identity, default_cache_dir
+from engine.techniques.kernel_choice import (
+    ISA_CAPS,
+    MARGIN,
+    _key_id,
+    _read,
+    add_to_cache_file,
+    cache_key,
+    cpu_identity,
+    default_cache_dir,
+    switched_off,
+)
 
 SOURCE = Path(__file__).with_name("decode_step.c")
 SWITCH = "TWO_BENDS_C_DECODE"  # "off": never build it (the test suite's default; a user's escape hatch)
@@ -83,8 +93,8 @@ def c_compiler() -> str | None:
 def applicable(model, dtype: torch.dtype, device: torch.device) -> str:
     """'' when the C step can serve this model here, else why not."""
     cfg = model.cfg
-    if os.environ.get(SWITCH, "").lower() in ("off", "0", "false", "no"):
-        return f"switched off ({SWITCH}=off)"
+    if off := switched_off(SWITCH):
+        return off
     if device.type != "cpu":
         return "CPU only"
     if dtype not in DTYPES:

@@ -37,7 +37,7 @@ import torch.nn.functional as F
 
 from engine.core.kv_cache import KVCache, Plan
 from engine.core.layers import rms_norm, rotate_rows
-from engine.techniques.kernel_choice import MARGIN, _key_id, _read, add_to_cache_file, cache_key, default_cache_dir
+from engine.techniques.kernel_choice import MARGIN, _key_id, _read, add_to_cache_file, cache_key, default_cache_dir, switched_off
 
 CACHE_FILE = "compiled-decode.json"
 SWITCH = "TWO_BENDS_COMPILED_DECODE"  # "off": never compile (the test suite's default; a user's escape hatch)
@@ -68,8 +68,8 @@ class Verdict:
 def applicable(model, device: torch.device) -> str:
     """'' when the compiled step can serve this model here, else why not."""
     cfg = model.cfg
-    if os.environ.get(SWITCH, "").lower() in ("off", "0", "false", "no"):
-        return f"switched off ({SWITCH}=off)"
+    if off := switched_off(SWITCH):
+        return off
     if device.type != "cpu":
         return "CPU only (CUDA has CUDA graphs)"
     if not cfg.uses_rope or cfg.qkv_bias:

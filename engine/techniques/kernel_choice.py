@@ -38,6 +38,12 @@ REPEATS = {"decode": 5, "prefill": 3, "prefill_long": 3}
 CACHE_FILE = "kernel-choice.json"
 
 
+def switched_off(switch: str) -> str:
+    """'switched off (NAME=off)' when the environment variable `switch` says off (off, 0, false, no), else ''."""
+    value = os.environ.get(switch, "")
+    return f"switched off ({switch}={value})" if value.lower() in ("off", "0", "false", "no") else ""
+
+
 def default_cache_dir() -> Path:
     """The model cache's folder (engine/loading/model_store.cache_root: techniques sit below loading)."""
     return Path(os.environ.get("TWO_BENDS_CACHE") or Path.home() / ".cache" / "two-bends")

@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import copy
 import math
-import os
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -30,7 +29,16 @@ from torch import nn
 
 from engine.core.kv_cache import KVCache
 from engine.techniques.compiled_decode import _cached
-from engine.techniques.kernel_choice import MARGIN, PREFILL_ROWS, _key_id, _read, add_to_cache_file, cache_key, default_cache_dir
+from engine.techniques.kernel_choice import (
+    MARGIN,
+    PREFILL_ROWS,
+    _key_id,
+    _read,
+    add_to_cache_file,
+    cache_key,
+    default_cache_dir,
+    switched_off,
+)
 
 SWITCH = "TWO_BENDS_PROMPT_PASS"  # "off": never widen (a user's escape hatch)
 CACHE_FILE = "compiled-decode.json"  # beside the decode steps' verdicts, told apart by their key's "what"
@@ -63,8 +71,8 @@ class Verdict:
 
 def applicable(dtype: torch.dtype, device: torch.device) -> str:
     """'' when a float32 prompt pass may serve a model of this dtype here, else why not."""
-    if os.environ.get(SWITCH, "").lower() in ("off", "0", "false", "no"):
-        return f"switched off ({SWITCH}=off)"
+    if off := switched_off(SWITCH):
+        return off
     if device.type != "cpu":
         return "CPU only"
     if dtype not in HALF:
