@@ -6,14 +6,13 @@ The batch sweep is guarded by a memory estimate so a too-large batch is refused,
 """
 from __future__ import annotations
 
-import os
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 
 import numpy as np
-import torch
 
 from engine.core.config import dtype_bytes as config_dtype_bytes
+from engine.core.free_memory import available_memory_bytes
 from engine.core.generate import generate_batch
 from engine.core.metrics import summarize
 from engine.core.prompting import SWEEP_TEXT, check_lengths
@@ -143,26 +142,6 @@ class MemoryEstimate:
     @property
     def total(self) -> int:
         return self.weights + self.extra
-
-
-def available_memory_bytes(device: torch.device | str) -> int | None:
-    """Free memory: torch.cuda.mem_get_info on CUDA, /proc/meminfo MemAvailable on Linux, else None."""
-    device = torch.device(device)
-    if device.type == "cuda":
-        return int(torch.cuda.mem_get_info(device)[0])
-    try:
-        with open("/proc/meminfo") as f:
-            for line in f:
-                if line.startswith("MemAvailable:"):
-                    return int(line.split()[1]) * 1024  # kB -> bytes
-    except OSError:
-        pass
-    if hasattr(os, "sysconf"):
-        try:
-            return int(os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE"))
-        except (ValueError, OSError):
-            return None
-    return None
 
 
 def estimate_batch_memory(lm, batch: int, prompt_tokens: int, output_tokens: int,

@@ -27,6 +27,7 @@ from pathlib import Path
 import torch
 from torch import nn
 
+from engine.core.free_memory import available_memory_bytes
 from engine.core.kv_cache import KVCache
 from engine.techniques.compiled_decode import _cached
 from engine.techniques.kernel_choice import (
@@ -47,6 +48,7 @@ ROUNDS = 2  # timed rounds after one warm-up, the two passes taking turns (the b
 TOLERANCE = 5e-2  # of the logits' scale: the bfloat16 pass rounds every activation, the float32 one none
 EXACT = 1e-2  # ... and against float32 all through: only the cache's rounding differs (SmolLM2: 1.3-1.5e-3 measured)
 VERSION = 2  # of the pass and its check: a changed one is measured again
+MEMORY_SHARE = 0.5  # the copy is made only where it takes at most this share of the memory free now
 
 
 @dataclass
@@ -172,6 +174,10 @@ def attach(model, plain: nn.Module, dtype: torch.dtype, kernels32, cache_dir: Pa
     if found is not None and not found.use:
         return found
     half = str(dtype).removeprefix("torch.")
+    need, free = 4 * sum(p.numel() for p in {id(p): p for p in plain.parameters()}.values()), available_memory_bytes("cpu")
+    if free is not None and need > MEMORY_SHARE * free:  # not cached: memory may be free at the next load
+        return Verdict(False, 0.0, 0.0, need / 1e6, half, note=f"a float32 copy of the weights needs {need / 1e9:.1f} GB "
+                                                              f"and {free / 1e9:.1f} GB is free")
     try:
         model32 = widened_copy(plain)
         passes = PromptPass(kernels32(model32), copy_bytes(model32))

@@ -123,7 +123,8 @@ def test_applicable_only_to_half_precision_on_cpu(monkeypatch):
 
 
 def _verdicts(path):
-    data = json.loads((path / prompt_pass.CACHE_FILE).read_text())
+    file = path / prompt_pass.CACHE_FILE
+    data = json.loads(file.read_text()) if file.exists() else {}
     return [e["verdict"] for e in data.values() if e["key"].get("what") == "float32 prompt pass"]
 
 
@@ -184,3 +185,17 @@ def test_the_race_times_both_passes_and_puts_the_model_back(half_llama, passes):
     lm = _with_pass(half_llama, passes)
     half_ms, wide_ms = prompt_pass.race(lm.model, passes)
     assert half_ms > 0 and wide_ms > 0 and lm.model.prompt_pass is passes
+
+
+def test_no_copy_where_it_would_take_more_than_half_the_free_memory(half_llama, tmp_path, monkeypatch):
+    monkeypatch.setattr(prompt_pass, "race", lambda model, passes: (30.0, 10.0))
+    need = 4 * sum(p.numel() for p in {id(p): p for p in half_llama.model.parameters()}.values())
+    monkeypatch.setattr(prompt_pass, "available_memory_bytes", lambda device: int(1.9 * need))
+    monkeypatch.setattr(prompt_pass, "widened_copy", lambda plain: pytest.fail("widened without the memory for it"))
+    fast = with_kernels(half_llama, "fast", tmp_path)
+    assert fast.model.prompt_pass is None and "a float32 copy of the weights needs" in fast.kernel_why
+    assert _verdicts(tmp_path) == []  # not remembered: memory may be free next time
+    monkeypatch.undo()
+    monkeypatch.setattr(prompt_pass, "race", lambda model, passes: (30.0, 10.0))
+    monkeypatch.setattr(prompt_pass, "available_memory_bytes", lambda device: int(2.1 * need))
+    assert with_kernels(half_llama, "fast", tmp_path).model.prompt_pass is not None
