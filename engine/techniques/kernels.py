@@ -16,6 +16,7 @@ Plain F.linear is always a candidate and wins ties, so fast is never slower than
 A bfloat16/float16 model on CPU may also run its prompts (passes wider than WIDE_ROWS tokens) in float32 from a
 widened copy of its weights (prompt_pass.py), measured against its own prompt pass at first load and kept only where
 faster: on CPUs without bfloat16 arithmetic.
+
 On top of the matmul choice, a batch-1 decode step on CPU may run as code torch.compile generated for one layer
 (compiled_decode.py), measured against the eager loop at first load, and then as one hand-written C loop nest for
 the whole step (c_decode.py, float32 or bfloat16), measured against whichever of those two won: each kept only
