@@ -96,14 +96,16 @@ def bridge_sharing(trace: Trace) -> BridgeSharing | None:
 def format_summary(s: PhaseSummary) -> str:
     """A small plain-text table for the CLI."""
     ms = 1000.0
+    no_steps = "- (one token: it came from prefill, no decode step ran)"  # TPOT and ITL are undefined, not NaN
+    decoded = s.tpot_s == s.tpot_s  # False for NaN
     rows = [
         ("prompt / output tokens", f"{s.prompt_tokens} / {s.output_tokens}" + (f"  (batch {s.batch_size})" if s.batch_size > 1 else "")),
         ("TTFT (prefill)", f"{s.ttft_s * ms:.1f} ms" + (f"  (+ {s.queue_s * ms:.0f} ms queued)" if s.queue_s else "")),
-        ("TPOT", f"{s.tpot_s * ms:.1f} ms"),
+        ("TPOT", f"{s.tpot_s * ms:.1f} ms" if decoded else no_steps),
         ("ITL p50 / p90 / p99 / max",
-         " / ".join(f"{v * ms:.1f}" for v in (s.itl_p50_s, s.itl_p90_s, s.itl_p99_s, s.itl_max_s)) + " ms"),
+         " / ".join(f"{v * ms:.1f}" for v in (s.itl_p50_s, s.itl_p90_s, s.itl_p99_s, s.itl_max_s)) + " ms" if decoded else "-"),
         ("prefill tokens/s", f"{s.prefill_tokens_per_s:,.0f}"),
-        ("decode tokens/s", f"{s.decode_tokens_per_s:,.1f}"),
+        ("decode tokens/s", f"{s.decode_tokens_per_s:,.1f}" if decoded else "-"),
         ("end-to-end", f"{s.total_s * ms:.0f} ms ({s.prefill_share:.0%} prefill, {1 - s.prefill_share:.0%} decode)"),
         ("KV cache in use", f"{s.kv_bytes:,} B ({s.kv_bytes / 2**20:.2f} MiB)"),
     ]

@@ -205,3 +205,12 @@ def test_warm_up_state_is_not_on_the_shared_model_and_runs_once(tiny_gpt2):
     for t in threads:
         t.join()
     assert sum(s > 0 for s in seconds) == 1  # the others waited for that one warm-up, then skipped it
+
+
+def test_the_cli_summary_of_a_one_token_answer_says_no_decode_step_ran(tiny_llama):
+    from engine.core.metrics import format_summary
+
+    one = format_summary(engine.summarize(engine.generate(tiny_llama, [1, 2, 3], 1)))
+    assert "nan" not in one.lower() and "one token: it came from prefill, no decode step ran" in one
+    more = format_summary(engine.summarize(engine.generate(tiny_llama, [1, 2, 3], 4, ignore_eos=True)))
+    assert "no decode step" not in more and "TPOT" in more and " ms" in more.split("TPOT")[1].splitlines()[0]
