@@ -122,8 +122,9 @@ def load_model(name_or_path: str = DEFAULT_MODEL, device: str = "auto", dtype: s
     if progress and kernels == "fast" and dev.type == "cpu":
         from engine.techniques.kernels import builds_decode_step
 
-        compiling = " and compiling the decode step (a few seconds)" if builds_decode_step(model, dt, dev) else ""
-        progress(f"{ckpt.name}: choosing matmul kernels{compiling} (measured once per machine, then cached)", 0.95)
+        compiling = " and building the decode step" if builds_decode_step(model, dt, dev) else ""
+        progress(f"{ckpt.name}: choosing matmul kernels{compiling} (measured on a machine's first load: about half a minute on 2 cores; "
+                 "then read from the cache)", 0.95)
     lm = with_kernels(LoadedModel(model, tokenizer, cfg, ckpt.name, dev, dt, 0.0, str(name_or_path)), kernels, cache_root())
     if progress:
         progress(f"{ckpt.name} ready on {dev.type} ({dtype}, {lm.kernels})", 1.0)
