@@ -3,7 +3,7 @@
 On a CPU without bfloat16 arithmetic (AVX2), a bfloat16 prefill is slower than a float32 one: the matrix products
 can widen their weights per call (kernel_candidates' `widened`), but attention, the norms, RoPE and the MLP's
 activation still run on bfloat16 tensors, converted element by element, and every product pays the widening
-again. Here the whole prompt pass runs on a float32 copy of the weights, made once (4 bytes more per parameter:
+again. Here the whole prompt pass runs on a float32 copy of the weights, made once (4 bytes per parameter:
 538 MB for SmolLM2-135M), with the float32 kernels measured for prompts on this machine (kernel_choice.py). Its
 keys and values go into the model's bfloat16 KV cache (rounded as a bfloat16 pass stores them) and attention reads
 them back widened, so a decode step after it sees the cache a bfloat16 prefill would have left. Decode steps stay
@@ -11,10 +11,11 @@ bfloat16: half the bytes to stream is the point of choosing it. Issue 19 §2 all
 bf16 weights"), and the sidebar says when it runs.
 
 Chosen by measurement like the kernels and the decode step: at first load both passes run a PREFILL_ROWS-token
-prompt, checked against each other (logits close, the same next token, caches close) and timed taking turns; the
+prompt, checked (`check`: logits close to the bfloat16 pass's and to a float32-cache reference's, the reference's
+next token, the cache close to the reference's) and timed taking turns; the
 float32 pass is kept only if more than MARGIN faster, the verdict cached beside the decode step's. Where the CPU
-has bfloat16 matrix instructions (AVX-512 BF16, AMX) its bfloat16 prompt won (a Xeon measured 909 GFLOP/s in
-bfloat16 vs 219-236 in float32), and no copy is kept.
+has bfloat16 matrix instructions (AVX-512 BF16, AMX) the bfloat16 pass is expected to win (a Xeon's oneDNN measured
+909 GFLOP/s in bfloat16 vs 219-236 in float32; the pass itself not yet measured there), and then no copy is kept.
 """
 from __future__ import annotations
 
