@@ -6,6 +6,7 @@ Decode tokens/s = batch / TPOT.
 """
 from __future__ import annotations
 
+import math
 from dataclasses import asdict, dataclass
 
 import numpy as np
@@ -97,7 +98,7 @@ def format_summary(s: PhaseSummary) -> str:
     """A small plain-text table for the CLI."""
     ms = 1000.0
     no_steps = "- (one token: it came from prefill, no decode step ran)"  # TPOT and ITL are undefined, not NaN
-    decoded = s.tpot_s == s.tpot_s  # False for NaN
+    decoded = not math.isnan(s.tpot_s)
     rows = [
         ("prompt / output tokens", f"{s.prompt_tokens} / {s.output_tokens}" + (f"  (batch {s.batch_size})" if s.batch_size > 1 else "")),
         ("TTFT (prefill)", f"{s.ttft_s * ms:.1f} ms" + (f"  (+ {s.queue_s * ms:.0f} ms queued)" if s.queue_s else "")),

@@ -22,6 +22,7 @@ from __future__ import annotations
 import copy
 import math
 import time
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -99,8 +100,7 @@ class PromptPass:
 def widened_copy(plain: nn.Module) -> nn.Module:
     """A float32 copy of a model with nn.Linear layers (tied weights stay tied), its rotary tables computed again in
     float32 rather than widened from the half-precision ones."""
-    params = {id(p): p for p in plain.parameters()}
-    memo = {pid: nn.Parameter(p.detach().float(), requires_grad=False) for pid, p in params.items()}
+    memo = {id(p): nn.Parameter(p.detach().float(), requires_grad=False) for p in plain.parameters()}  # tied: once
     memo |= {id(b): b.float() if b.is_floating_point() else b.clone() for b in plain.buffers()}
     compiled, passes = plain.compiled_decode, plain.prompt_pass
     plain.compiled_decode = plain.prompt_pass = None
@@ -112,8 +112,24 @@ def widened_copy(plain: nn.Module) -> nn.Module:
     return model32.eval().requires_grad_(False)
 
 
-def copy_bytes(model32: nn.Module) -> int:
-    return sum(p.numel() * p.element_size() for p in {id(p): p for p in model32.parameters()}.values())
+def copy_bytes(model: nn.Module) -> int:
+    """Bytes a float32 copy of the model's parameters takes (parameters() lists a tied matrix once)."""
+    return 4 * sum(p.numel() for p in model.parameters())
+
+
+def _prompt(cfg) -> torch.Tensor:
+    """The PREFILL_ROWS-token prompt (or the model's whole context, if shorter) both passes are checked and timed on."""
+    return torch.arange(min(PREFILL_ROWS, cfg.max_seq_len)).remainder(cfg.vocab_size)[None]  # (1, n)
+
+
+@contextmanager
+def _own_pass(model):
+    """`model` running its own wide passes for a while (its prompt_pass put back afterwards)."""
+    saved, model.prompt_pass = model.prompt_pass, None
+    try:
+        yield model
+    finally:
+        model.prompt_pass = saved
 
 
 @torch.inference_mode()
@@ -121,16 +137,12 @@ def check(model, passes: PromptPass) -> bool:
     """One prompt through both passes and through the copy with a float32 cache (the reference): logits within
     TOLERANCE of the half-precision pass's (the copy holds the model's weights), within EXACT of the reference's and
     its next token (the cache written and read back right), the cache within TOLERANCE of the reference's."""
-    cfg = model.cfg
-    n = min(PREFILL_ROWS, cfg.max_seq_len)
-    ids = torch.arange(n).remainder(cfg.vocab_size)[None]  # (1, n)
+    cfg, ids = model.cfg, _prompt(model.cfg)
+    n = ids.shape[1]
     half_cache, cache = (KVCache(cfg, 1, n, model.tok_emb.weight.dtype, "cpu") for _ in range(2))
     ref_cache = KVCache(cfg, 1, n, torch.float32, "cpu")
-    saved, model.prompt_pass = model.prompt_pass, None
-    try:
+    with _own_pass(model):
         half = model(ids, half_cache)[0]  # (1, V)
-    finally:
-        model.prompt_pass = saved
     got, ref = passes(ids, cache)[0], passes(ids, ref_cache)[0]
     pairs = [(got, half, TOLERANCE), (got, ref, EXACT), *[(a, b, TOLERANCE) for a, b in
                                                           zip(cache.keys + cache.values, ref_cache.keys + ref_cache.values)]]
@@ -141,11 +153,8 @@ def check(model, passes: PromptPass) -> bool:
 @torch.inference_mode()
 def race(model, passes: PromptPass) -> tuple[float, float]:
     """(bfloat16 ms, float32 ms) for a PREFILL_ROWS-token prompt: best of ROUNDS rounds after a warm-up, taking turns."""
-    cfg = model.cfg
-    n = min(PREFILL_ROWS, cfg.max_seq_len)
-    ids = torch.arange(n).remainder(cfg.vocab_size)[None]  # (1, n)
-    cache = KVCache(cfg, 1, n, model.tok_emb.weight.dtype, "cpu")
-    saved, model.prompt_pass = model.prompt_pass, None
+    ids = _prompt(model.cfg)
+    cache = KVCache(model.cfg, 1, ids.shape[1], model.tok_emb.weight.dtype, "cpu")
 
     def once(run) -> float:
         cache.reset()
@@ -154,13 +163,11 @@ def race(model, passes: PromptPass) -> tuple[float, float]:
         return time.perf_counter() - start
 
     best = {"half": math.inf, "wide": math.inf}
-    try:
+    with _own_pass(model):
         for r in range(ROUNDS + 1):  # round 0 warms both up
             for name in (("half", "wide") if r % 2 else ("wide", "half")):
                 seconds = once(model if name == "half" else passes)
                 best[name] = min(best[name], seconds) if r else best[name]
-    finally:
-        model.prompt_pass = saved
     return 1000 * best["half"], 1000 * best["wide"]
 
 
@@ -175,13 +182,13 @@ def attach(model, plain: nn.Module, dtype: torch.dtype, kernels32, cache_dir: Pa
     if found is not None and not found.use:
         return found
     half = str(dtype).removeprefix("torch.")
-    need, free = 4 * sum(p.numel() for p in {id(p): p for p in plain.parameters()}.values()), available_memory_bytes("cpu")
+    need, free = copy_bytes(plain), available_memory_bytes("cpu")
     if free is not None and need > MEMORY_SHARE * free:  # not cached: memory may be free at the next load
         return Verdict(False, 0.0, 0.0, need / 1e6, half, note=f"a float32 copy of the weights needs {need / 1e9:.1f} GB "
                                                               f"and {free / 1e9:.1f} GB is free")
     try:
         model32 = widened_copy(plain)
-        passes = PromptPass(kernels32(model32), copy_bytes(model32))
+        passes = PromptPass(kernels32(model32), need)
     except (RuntimeError, MemoryError) as exc:  # no room for the copy: the model's own prompts, the reason said
         return Verdict(False, 0.0, 0.0, 0.0, half, note=f"could not widen the weights ({type(exc).__name__}: {str(exc)[:120]})")
     mb = passes.copy_bytes / 1e6

@@ -78,7 +78,7 @@ def read_default_tokenizer() -> None:
     model description, which names the tokenizer's folder rather than carrying it, finds it already read."""
     from engine.loading import model_store, tokenizer_file
 
-    name = os.environ.get("TWO_BENDS_MODEL", model_store.DEFAULT_MODEL).strip().lower()
+    name = early_start.options_from_env().preload.name.strip().lower()  # the model the early worker loads
     folder = model_store.cache_root() / model_store.CACHE_FOLDER
     if model_store.ALIASES.get(name) == model_store.BUNDLED and (folder / "COMPLETE").is_file():
         tokenizer_file.read_cached(str(folder))
