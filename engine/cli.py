@@ -229,6 +229,7 @@ def main(argv: list[str] | None = None) -> int:
     b.add_argument("--no-vllm", action="store_true", help="leave out the vLLM column even when its venv is there")
     b.add_argument("--remeasure-kernels", action="store_true", help="time the candidate matmul kernels again "
                    "(fast's choice is otherwise measured once per machine and cached beside the model cache)")
+    b.add_argument("--json", metavar="PATH", help="also write every row's numbers to PATH as JSON")
     b.set_defaults(func=cmd_bench)
 
     s = sub.add_parser("serve", help="serve the engine over the OpenAI API (FastAPI + uvicorn, vLLM's metric names)")

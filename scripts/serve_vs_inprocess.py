@@ -96,6 +96,7 @@ def main() -> None:
     p.add_argument("--servers", nargs="+", default=["thread", "process"],
                    help="worker choices to serve with, each optionally with :NAME=VALUE environment settings")
     p.add_argument("--port", type=int, default=8731)
+    p.add_argument("--json", metavar="PATH", help="also write the medians as JSON (seconds)")
     args = p.parse_args()
     workers = args.servers
     ttft: dict[str, list[float]] = {"in process": [], **{w: [] for w in workers}}
@@ -120,12 +121,18 @@ def main() -> None:
           f"{load_before[0]:.2f}, after {os.getloadavg()[0]:.2f}\n")
     print("| where | TTFT ms (median) | ITL ms (median) | ITL p90 ms | TTFT / in process | ITL / in process |")
     print("|---|---:|---:|---:|---:|---:|")
+    medians = {}
     for name in ttft:
         t, gaps = statistics.median(ttft[name]), sorted(itl[name])
+        medians[name] = dict(ttft=t, itl=statistics.median(gaps))
         p90 = gaps[int(0.9 * (len(gaps) - 1))]
         label = name if name == "in process" else f"engine serve --worker {name}"
         print(f"| {label} | {t * 1e3:.1f} | {statistics.median(gaps) * 1e3:.1f} | {p90 * 1e3:.1f} | "
               f"{t / base_ttft:.2f}x | {statistics.median(gaps) / base_itl:.2f}x |")
+    if args.json:  # scripts/cpu_check.py reads it
+        with open(args.json, "w") as f:
+            json.dump(dict(prompt_tokens=args.prompt_tokens, max_new_tokens=args.max_new_tokens, rounds=args.rounds,
+                           medians=medians), f, indent=1)
 
 
 if __name__ == "__main__":

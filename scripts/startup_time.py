@@ -124,6 +124,7 @@ def main() -> None:
     p.add_argument("--model", default=DEFAULT_MODEL)
     p.add_argument("--baseline", type=Path, action="append", default=[],
                    help="another checkout, measured in alternate rounds (may be given more than once)")
+    p.add_argument("--json", type=Path, metavar="PATH", help="also write every round's moments (this checkout) as JSON")
     args = p.parse_args()
     from playwright.sync_api import sync_playwright
 
@@ -143,6 +144,8 @@ def main() -> None:
           f"after {os.getloadavg()[0]:.2f}")
     for root in roots:
         report(args, rounds[root], f"checkout {root}")
+    if args.json:  # seconds from the start per moment, each round (scripts/cpu_check.py reads "Run button usable")
+        args.json.write_text(json.dumps(dict(what=what, model=args.model, rounds=rounds[ROOT]), indent=1))
 
 
 if __name__ == "__main__":

@@ -161,14 +161,26 @@ def header() -> str:
     return "  ".join([f"{'measurement':<26}"] + names)
 
 
+def balanced_orders(n: int) -> list[list[int]]:
+    """Orders of n timers, one per round, in which each timer follows every other about equally often (a Williams
+    design: n orders for even n, 2n for odd). A plain rotation keeps every timer's successor: the same timer would
+    always run right after vLLM, whose threads spin for a while after a request, and take all of that slowdown."""
+    base = [0] + [k for i in range(1, n // 2 + 1) for k in (i, n - i)][: n - 1]  # 0, 1, n-1, 2, n-2, ...
+    rows = [[(b + r) % n for b in base] for r in range(n)]
+    if n % 2 == 0:
+        return rows
+    return [order for row in rows for order in (row, row[::-1])]  # odd n: each row and its mirror
+
+
 def medians(repeats: int, timers: dict) -> dict[str, float]:
-    """Each timer once per round, in turn (the order rotating every round, so none always follows the same
-    one), `repeats` rounds; the median seconds of each."""
+    """Each timer once per round, `repeats` rounds, in balanced orders (none always runs right after the same
+    one); the median seconds of each."""
     got: dict[str, list[float]] = {name: [] for name in timers}
     names = list(timers)
+    orders = balanced_orders(len(names))
     for r in range(repeats):
-        for name in names[r % len(names):] + names[:r % len(names)]:
-            got[name].append(timers[name]())
+        for i in orders[r % len(orders)]:
+            got[names[i]].append(timers[names[i]]())
     return {name: statistics.median(v) for name, v in got.items()}
 
 
@@ -218,14 +230,44 @@ def run_bench(args) -> None:
           "read per step (weights + KV) / streaming-read bandwidth, the read timed in the same rounds as the steps. "
           "Ratios < 1.00: fast is quicker.")
     vllm = start_vllm(args, fast)
+    table: dict = {}  # label -> seconds per engine and the floor, for --json
     try:
-        _rows(args, fast, plain, hf, vllm, peaks)
+        _rows(args, fast, plain, hf, vllm, peaks, table)
     finally:
         if vllm is not None:
             vllm.stop()
+    if getattr(args, "json", None):
+        write_json(args.json, fast, read, peaks, table)
 
 
-def _rows(args, fast, plain, hf, vllm, peaks) -> None:
+def write_json(path: str, fast, read: float, peaks, table: dict) -> None:
+    """The bench's numbers as JSON (scripts/cpu_check.py reads them): every row's seconds per engine and its floor,
+    the machine's measured read and matmul rates, and which kernels fast meant."""
+    import json
+    import platform
+
+    from engine.techniques.kernel_choice import cpu_identity
+
+    record = dict(model=fast.name, dtype=fast.dtype_name, device=str(fast.device), torch=torch.__version__,
+                  threads=torch.get_num_threads(), date=time.strftime("%Y-%m-%d %H:%M"), cpu=cpu_identity()[0],
+                  capability=torch.backends.cpu.get_cpu_capability(), vector_flags=vector_flags(),
+                  python=platform.python_version(), kernels=fast.kernels, kernel_why=fast.kernel_why,
+                  read_bytes_per_s=read, matmul_flops_per_s=peaks.matmul_flops_per_s, rows=table)
+    with open(path, "w") as f:
+        json.dump(record, f, indent=1)
+
+
+def vector_flags() -> list[str]:
+    """The CPU's vector instruction sets (avx2, avx512_bf16, amx_tile, ...) from /proc/cpuinfo; [] elsewhere."""
+    try:
+        text = open("/proc/cpuinfo").read()
+    except OSError:
+        return []
+    flags = next((line.partition(":")[2].split() for line in text.splitlines() if line.startswith("flags")), [])
+    return sorted(f for f in flags if f.startswith(("avx", "amx", "fma", "f16c")))
+
+
+def _rows(args, fast, plain, hf, vllm, peaks, table: dict) -> None:
     print(header())
     sizes = (32, 128) if args.quick else (128, 512, 1024)
     contexts = (32, 128) if args.quick else (128, 1024)
@@ -237,7 +279,9 @@ def _rows(args, fast, plain, hf, vllm, peaks) -> None:
         if vllm:
             timers["vLLM"] = partial(vllm.ttft, ids[0].tolist())
         floor = prefill_flops(fast.config, n).total / peaks.matmul_flops_per_s
-        print(row(f"prefill {n} tokens", medians(reps, timers), floor), flush=True)
+        ms = medians(reps, timers)
+        table[f"prefill {n}"] = dict(ms, floor=floor)
+        print(row(f"prefill {n} tokens", ms, floor), flush=True)
     for ctx in contexts:
         ids = prompt_ids(fast, ctx)
         timers = {"fast": partial(time_decode_ours, fast, ids, steps), "plain": partial(time_decode_ours, plain, ids, steps),
@@ -250,6 +294,7 @@ def _rows(args, fast, plain, hf, vllm, peaks) -> None:
         timers["floor"] = lambda n=step_bytes: n / measure_read_bandwidth(fast.device, repeats=3)
         ms = medians(reps, timers)
         floor = ms.pop("floor")
+        table[f"decode {ctx}"] = dict(ms, floor=floor)
         print(row(f"decode step @ context {ctx}", ms, floor), flush=True)
     if fast.device.type == "cuda":
         bench_cuda_graphs(fast, contexts, steps, reps)
@@ -264,12 +309,14 @@ def _rows(args, fast, plain, hf, vllm, peaks) -> None:
         hf.generate(torch.tensor([ids], device=fast.device), max_new_tokens=new, min_new_tokens=new, do_sample=False)
         return now(fast.device) - start
 
-    print(row(f"generate 64 + {new} tokens", medians(reps, {"fast": partial(e2e, fast), "plain": partial(e2e, plain),
-                                                            "hf": hf_e2e}), None))
+    ms = medians(reps, {"fast": partial(e2e, fast), "plain": partial(e2e, plain), "hf": hf_e2e})
+    table[f"generate 64 + {new}"] = ms
+    print(row(f"generate 64 + {new} tokens", ms, None))
     a, b = generate(fast, ids, new, ignore_eos=True).output_ids, generate(plain, ids, new, ignore_eos=True).output_ids
     agree = next((i for i, (x, y) in enumerate(zip(a, b)) if x != y), min(len(a), len(b)))
     note = "" if a == b else f" (the first {agree} agree: {fast.dtype_name} rounds differently in each kernel)"
     print(f"# fast and plain kernels give the same {new} greedy tokens: {a == b}{note}")
+    table["same greedy tokens"] = dict(same=a == b, agree=agree, tokens=new)
     got = medians(reps + 2, {"traced": partial(e2e, fast), "bare": lambda: bare_loop_seconds(fast, ids, new)})
     print(f"# Trace bookkeeping: generate() {got['traced'] * 1000:.1f} ms vs bare loop {got['bare'] * 1000:.1f} ms "
           f"-> overhead {100 * (got['traced'] / got['bare'] - 1):+.1f}%")
