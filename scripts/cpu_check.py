@@ -3,6 +3,7 @@
 Runs, one after another (nothing else should run beside it: `flock /tmp/tb/bench.lock ...` on a shared machine):
   bench-float32   python -m engine bench --repeats R            (vLLM beside it when scripts/setup_vllm.sh built it)
   bench-bfloat16  python -m engine bench --repeats R --dtype bfloat16 --no-vllm
+  bf16-prompts    scripts/bf16_prompts.py --repeats R+2          (bfloat16 vs float32 prefill, side by side)
   start           scripts/startup_time.py --full --rounds N     (headless Chromium: Debian's chromium)
   serve           scripts/serve_vs_inprocess.py --rounds N      (engine serve's workers vs the CLI, one request at a time)
   disturbance     scripts/disturbance.py --rounds N --configs defaults   (the page vs the CLI, Chromium on the same cores)
@@ -40,6 +41,8 @@ def steps(out: Path, repeats: int, rounds: int) -> dict[str, list[str]]:
         "bench-float32": [py, "-m", "engine", "bench", "--repeats", str(repeats), "--json", str(out / "bench-float32.json")],
         "bench-bfloat16": [py, "-m", "engine", "bench", "--repeats", str(repeats), "--dtype", "bfloat16", "--no-vllm",
                            "--json", str(out / "bench-bfloat16.json")],
+        "bf16-prompts": [py, "scripts/bf16_prompts.py", "--repeats", str(repeats + 2), "--json",
+                         str(out / "bf16-prompts.json")],
         "start": [py, "scripts/startup_time.py", "--full", "--rounds", str(rounds), "--json", str(out / "start.json")],
         "serve": [py, "scripts/serve_vs_inprocess.py", "--rounds", str(rounds), "--json", str(out / "serve.json")],
         "disturbance": [py, "scripts/disturbance.py", "--rounds", str(rounds), "--configs", "defaults", "--json"],
@@ -93,7 +96,7 @@ def _ratio(a: str, b: str):
     return lambda row: row[a] / row[b] if row.get(a) and row.get(b) else None
 
 
-def bench_lines(f32: dict | None, bf16: dict | None) -> list[dict]:
+def bench_lines(f32: dict | None, bf16: dict | None, prompts: dict | None = None) -> list[dict]:
     lines = []
     timed = ("prefill 128", "prefill 512", "prefill 1024", "decode 128", "decode 1024")
     for dtype, bench in (("float32", f32), ("bfloat16", bf16)):
@@ -120,12 +123,12 @@ def bench_lines(f32: dict | None, bf16: dict | None) -> list[dict]:
         r = _ratio("fast", "floor")(rows16[ctx]) if ctx in rows16 else None
         lines.append(_line("2", f"bfloat16 {ctx.replace('decode', 'decode @')} ≤ 1.5x its floor",
                            f"{rows16[ctx]['fast'] * 1e3:.1f} ms = {r:.2f}x" if r else "-", r, 1.5, note))
-    for n in ("prefill 128", "prefill 512", "prefill 1024"):  # two benches, minutes apart: each against its own floor
-        ours, theirs = (_ratio("fast", "floor")(b[n]) if n in b else None for b in (rows16, rows))
-        r = ours / theirs if ours and theirs else None
-        lines.append(_line("2", f"bfloat16 {n} ≤ float32's (fast)", f"{rows16[n]['fast'] * 1e3:.0f} vs "
-                           f"{rows[n]['fast'] * 1e3:.0f} ms; against each bench's floor {ours:.2f} vs {theirs:.2f}: "
-                           f"{r:.2f}" if r else "-", r, 1.0, note))
+    side = (prompts or {}).get("rows", {})
+    for n in ("prefill 128", "prefill 512", "prefill 1024"):  # side by side in one process (bf16_prompts.py)
+        got = side.get(n)
+        r = got["bfloat16"] / got["float32"] if got else None
+        lines.append(_line("2", f"bfloat16 {n} ≤ float32's (fast)", f"{got['bfloat16'] * 1e3:.0f} vs "
+                           f"{got['float32'] * 1e3:.0f} ms = {r:.2f}" if r else "-", r, 1.0, note))
     same = rows16.get("same greedy tokens")
     if same:
         lines.append(dict(section="2", target="bfloat16 fast and plain: the same greedy tokens",
@@ -167,7 +170,8 @@ def disturbance_lines(rows: list | None) -> list[dict]:
 
 
 def target_lines(results: dict) -> list[dict]:
-    return (bench_lines(results.get("bench-float32"), results.get("bench-bfloat16")) + serve_lines(results.get("serve"))
+    return (bench_lines(results.get("bench-float32"), results.get("bench-bfloat16"), results.get("bf16-prompts"))
+            + serve_lines(results.get("serve"))
             + start_lines(results.get("start")) + disturbance_lines(results.get("disturbance")))
 
 
