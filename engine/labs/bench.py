@@ -8,6 +8,8 @@ scripts/setup_vllm.sh has built its venv (engine/labs/bench_vllm.py says how it 
 """
 from __future__ import annotations
 
+import json
+import platform
 import statistics
 import subprocess
 import sys
@@ -243,9 +245,6 @@ def run_bench(args) -> None:
 def write_json(path: str, fast, read: float, peaks, table: dict) -> None:
     """The bench's numbers as JSON (scripts/cpu_check.py reads them): every row's seconds per engine and its floor,
     the machine's measured read and matmul rates, and which kernels fast meant."""
-    import json
-    import platform
-
     from engine.techniques.kernel_choice import cpu_identity
 
     record = dict(model=fast.name, dtype=fast.dtype_name, device=str(fast.device), torch=torch.__version__,
@@ -258,13 +257,10 @@ def write_json(path: str, fast, read: float, peaks, table: dict) -> None:
 
 
 def vector_flags() -> list[str]:
-    """The CPU's vector instruction sets (avx2, avx512_bf16, amx_tile, ...) from /proc/cpuinfo; [] elsewhere."""
-    try:
-        text = open("/proc/cpuinfo").read()
-    except OSError:
-        return []
-    flags = next((line.partition(":")[2].split() for line in text.splitlines() if line.startswith("flags")), [])
-    return sorted(f for f in flags if f.startswith(("avx", "amx", "fma", "f16c")))
+    """The CPU's vector instruction sets (avx2, avx512_bf16, amx_tile, ...); [] where the flags are unknown."""
+    from engine.techniques.kernel_choice import cpu_flags
+
+    return [f for f in cpu_flags() if f.startswith(("avx", "amx", "fma", "f16c"))]
 
 
 def _rows(args, fast, plain, hf, vllm, peaks, table: dict) -> None:

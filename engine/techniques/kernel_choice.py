@@ -101,20 +101,31 @@ def pick(ms: dict[str, float]) -> str:
 # ------------------------------------------------------------------------------------------------
 # The key: what makes an earlier measurement valid here
 # ------------------------------------------------------------------------------------------------
-def cpu_identity() -> tuple[str, str]:
-    """(CPU model name, a digest of its instruction-set flags) from /proc/cpuinfo; platform's words elsewhere."""
-    name, flags = platform.processor() or platform.machine(), torch.backends.cpu.get_cpu_capability()
+def _cpuinfo() -> tuple[str | None, list[str] | None]:
+    """(the first model name, the sorted instruction-set flags) from /proc/cpuinfo's first CPU; None where absent."""
+    name = None
     try:
         for line in Path("/proc/cpuinfo").read_text().splitlines():
             key, _, value = line.partition(":")
-            if key.strip() == "model name" and name == (platform.processor() or platform.machine()):
+            if key.strip() == "model name" and name is None:
                 name = value.strip()
             elif key.strip() in ("flags", "Features"):
-                flags = " ".join(sorted(value.split()))
-                break
+                return name, sorted(value.split())
     except OSError:
         pass
-    return name, hashlib.sha256(flags.encode()).hexdigest()[:16]
+    return name, None
+
+
+def cpu_flags() -> list[str]:
+    """The CPU's instruction-set flags (avx2, avx512_bf16, amx_tile, ...), sorted; [] where /proc/cpuinfo has none."""
+    return _cpuinfo()[1] or []
+
+
+def cpu_identity() -> tuple[str, str]:
+    """(CPU model name, a digest of its instruction-set flags) from /proc/cpuinfo; platform's words elsewhere."""
+    name, flags = _cpuinfo()
+    text = " ".join(flags) if flags is not None else torch.backends.cpu.get_cpu_capability()
+    return name or platform.processor() or platform.machine(), hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
 def shapes(model: nn.Module) -> list[list[int]]:
