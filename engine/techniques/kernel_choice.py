@@ -12,8 +12,9 @@ and the model's shapes. Plain F.linear is always a candidate and wins ties (with
 never slower than plain by construction.
 
 A choice measured while other programs held the CPU is not a measurement of the kernels: with one busy program
-beside it on a 2-vCPU EPYC the measuring threads waited 1.4-1.5 s of 4 s for a core and the choice flipped
-(decode to MKL packed, 10-25 % slower than oneDNN prepacked when measured alone; 0.01 s of wait then). So the
+beside it on a 2-vCPU EPYC the measuring threads waited 1.4-1.5 s of ~4 s for a core, every candidate's time rose
+unevenly (prefill's up to 2.5x) and the choice changed (decode to MKL packed in both runs, where the two runs
+alone just before, with 0.01 s of wait, chose oneDNN prepacked or oneDNN on plain weights). So the
 measuring records its threads' run-queue wait (engine/core/cpu_wait.py); a disturbed choice is used and cached
 as such, and the next loads measure again (up to MAX_TRIES in all), keeping the least disturbed measurement.
 """
