@@ -54,7 +54,8 @@ def cpu_wait_note(trace: Trace, quiet: bool = False) -> str:
     per_token = cpu_wait_per_token(trace)
     ttft_ms, wait_ttft_ms = trace.prefill_seconds * 1e3, trace.prefill_cpu_wait_seconds * 1e3
     how = (f"Measured with Linux's schedstat: the time the engine's threads were ready to run but every core was "
-           f"busy elsewhere (per step, the longest-waiting thread: a lower bound of the delay); reading it cost "
+           f"busy elsewhere (per step, the longest-waiting thread; a step gained 0.2-1.1x that wait when measured "
+           f"with a program drawing beside the model); reading it cost "
            f"{trace.cpu_wait_read_seconds * 1e3:,.2f} ms in all, outside every timing.")
     prefill = f"{wait_ttft_ms:,.1f} ms of TTFT's {ttft_ms:,.1f} ms"
     if per_token is None:  # a single-token run: only prefill was timed
