@@ -35,6 +35,12 @@ FIRST_LOOK = 3
 # program busy half the time on a 2-vCPU AVX2 machine, where two threads were faster there (decode 52.6 vs 57.0 ms:
 # README, "On a real AVX2-only machine"); a trial that loses costs one window and holds the next back.
 UP_IDLE = 0.25
+# the wait share that starts a trial with fewer threads. Measured beside one model's decode loop (2-vCPU AVX2 EPYC,
+# 2026-12-03, fixed threads, windows of 8 steps): a core held by a busy loop made the steps wait 46-48 % of their
+# time, and one thread won (TPOT 72 vs 105 ms); a browser-like program (busy 5 of every 16.7 ms) 21-24 %, and one
+# busy 30 of every 60 ms 24-28 %, where the one-thread trial lost every time and the run paid for it (TPOT 50.4 vs
+# 46.6 and 44.5 vs 43.0 ms: 8 of 32-48 steps on one thread, streaming slower alone). 0.20 before: it tried there.
+WAIT_SHARE = 0.35
 
 
 def read_idle_seconds(path: str = "/proc/stat") -> float | None:
@@ -72,7 +78,7 @@ class ThreadChange:
 class ThreadGovernor:
     """Feed it each step's seconds and CPU wait; it answers the threads for the next step."""
 
-    def __init__(self, most: int, window: int = 8, wait_share: float = 0.2, margin: float = 0.05,
+    def __init__(self, most: int, window: int = 8, wait_share: float = WAIT_SHARE, margin: float = 0.05,
                  idle_seconds=read_idle_seconds, clock=None, start: int | None = None):
         self.most, self.window, self.wait_share, self.margin = most, window, wait_share, margin
         self.choices = thread_choices(most)

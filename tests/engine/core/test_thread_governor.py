@@ -50,6 +50,16 @@ def test_a_quiet_machine_never_changes_or_tries_anything():
     assert g.trials == 0 and g.changes == [] and g.note() == ""
 
 
+def test_a_page_drawing_beside_the_steps_tries_nothing():
+    """A browser drawing now and then made the steps wait ~a quarter of their time, and one thread was slower there
+    (2-vCPU AVX2 host): below WAIT_SHARE nothing is tried; a core held (~half the time waiting) still tries."""
+    g, clock = governor()
+    for _ in range(6):
+        assert window(g, clock, 47.0, 13.0) == 2  # 28 % waiting
+    assert g.trials == 0
+    assert window(g, clock, 105.0, 49.0) == 1 and g.trials == 1  # 47 %: a trial with one thread
+
+
 def test_waiting_steps_try_fewer_threads_and_keep_them_when_faster():
     g, clock = governor()
     assert window(g, clock, 31.0, 12.0) == 1  # 39 % of the steps waiting for a CPU: a trial with one thread
@@ -62,14 +72,14 @@ def test_waiting_steps_try_fewer_threads_and_keep_them_when_faster():
 
 def test_a_trial_that_is_not_faster_goes_back_and_waits_longer_each_time():
     g, clock = governor()
-    assert window(g, clock, 20.0, 6.0) == 1  # trial
+    assert window(g, clock, 20.0, 8.0) == 1  # trial
     assert window(g, clock, 20.0, 0.0) == 2  # not 5 % faster: back to two threads
     assert g.changes == [] and g.note() == ""
-    assert window(g, clock, 20.0, 6.0) == 2  # held for one window
-    assert window(g, clock, 20.0, 6.0) == 1  # then tried again
+    assert window(g, clock, 20.0, 8.0) == 2  # held for one window
+    assert window(g, clock, 20.0, 8.0) == 1  # then tried again
     assert window(g, clock, 21.0, 0.0) == 2  # lost again: held for two windows now
-    assert window(g, clock, 20.0, 6.0) == 2 and window(g, clock, 20.0, 6.0) == 2
-    assert window(g, clock, 20.0, 6.0) == 1
+    assert window(g, clock, 20.0, 8.0) == 2 and window(g, clock, 20.0, 8.0) == 2
+    assert window(g, clock, 20.0, 8.0) == 1
     assert g.trials == 3
 
 
