@@ -8,7 +8,7 @@ and the time it added over the quiet loop run in the same rounds, conditions tak
 round). `added / wait` near 1: the wait is the disturbance; below 1: the wait overstates it (while one thread
 waits for a core the other may stream the memory alone, faster); above 1: something the wait does not see.
 
-Usage: .venv/bin/python scripts/cpu_wait_check.py [--rounds 4] [--tokens 64] [--model smollm2-135m] [--json PATH]
+Usage: .venv/bin/python scripts/cpu_wait_check.py [--rounds 4] [--tokens 64] [--model NAME] [--json PATH]
 A benchmark, not a test: run it alone (`flock /tmp/tb/bench.lock ...` on a shared machine).
 """
 from __future__ import annotations
@@ -29,6 +29,7 @@ import engine  # noqa: E402
 from engine.core.cpu_wait import CpuWaitMeter  # noqa: E402
 from engine.core.generate import decode_loop, greedy, new_cache, prefill, warm_up  # noqa: E402
 from engine.loading.loader import set_threads  # noqa: E402
+from engine.loading.model_store import DEFAULT_MODEL  # noqa: E402
 
 BURSTS = r"""
 import sys, time
@@ -64,7 +65,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--rounds", type=int, default=4)
     ap.add_argument("--tokens", type=int, default=64)
-    ap.add_argument("--model", default="smollm2-135m")
+    ap.add_argument("--model", default=DEFAULT_MODEL)
     ap.add_argument("--conditions", default=",".join(CONDITIONS), help="a comma-separated subset (quiet first)")
     ap.add_argument("--json", default="", help="also write the medians to this file")
     args = ap.parse_args()
