@@ -315,6 +315,6 @@ def measure(model: nn.Module, dtype: torch.dtype) -> Choice:
             n_blocks = len(getattr(model, "blocks", [])) or 1
             ms[phase] = _phase_ms(phase, kernels, prefill_linears, n_blocks if head is not None else 1.0, dtype)
     seconds = time.perf_counter() - start
-    wait = meter.lap().longest if meter.available else None  # the thread that waited longest: what it added at least
+    wait = meter.lap().longest if meter.available else None  # the thread that waited longest (about what it added)
     return Choice(pick(ms["decode"]), pick(ms["prefill"]), ms, seconds, prefill_long=pick(ms["prefill_long"]),
                   cpu_wait=wait)
