@@ -1,20 +1,21 @@
 """Next-token choice as a pure function: logits in, token ids out, randomness only from `generator`.
 
-temperature 0 is greedy (argmax). Otherwise: divide by temperature, keep the top-k logits, keep
-the smallest set whose probability reaches top-p (nucleus sampling, Holtzman et al. 2019), sample.
+temperature 0 is greedy (argmax), and so is any under GREEDY_BELOW (1e-5, as in vLLM). Otherwise: divide by
+temperature, keep the top-k logits, keep the smallest set whose probability reaches top-p (nucleus sampling,
+Holtzman et al. 2019), sample.
 `SamplingParams` (sampling_params.py) holds those settings, named as in vLLM, and checks them once.
 """
 from __future__ import annotations
 
 import torch
 
-from engine.core.sampling_params import SamplingParams
+from engine.core.sampling_params import GREEDY_BELOW, SamplingParams
 
 
 def sample(logits: torch.Tensor, generator: torch.Generator | None = None, temperature: float = 0.0,
            top_k: int = 0, top_p: float = 1.0) -> torch.Tensor:
     """logits (B, V) -> token ids (B,)."""
-    if temperature <= 0:
+    if temperature < GREEDY_BELOW:
         return logits.argmax(dim=-1)
     logits = logits.float() / temperature
     if 0 < top_k < logits.shape[-1]:

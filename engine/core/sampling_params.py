@@ -11,6 +11,9 @@ from engine.errors import EngineError
 
 MAX_TEMPERATURE = 10.0  # beyond this every token is equally likely: certainly a typo
 MAX_SEED = 2**63 - 1  # torch.Generator.manual_seed takes a signed 64-bit integer
+# a temperature under this samples greedily, as vLLM's does (its _SAMPLING_EPS): dividing the logits by 1e-283 makes
+# them infinite, and their softmax NaN
+GREEDY_BELOW = 1e-5
 
 
 def _number(name: str, value, allowed: str) -> float:
@@ -23,7 +26,7 @@ def _number(name: str, value, allowed: str) -> float:
 
 @dataclass(frozen=True)
 class SamplingParams:
-    temperature: float = 0.0  # 0 = greedy
+    temperature: float = 0.0  # 0 (or under GREEDY_BELOW) = greedy
     top_k: int = 0  # 0 = off
     top_p: float = 1.0  # 1 = off
     seed: int | None = None  # None = fresh randomness each run
@@ -53,7 +56,7 @@ class SamplingParams:
 
     @property
     def greedy(self) -> bool:
-        return self.temperature == 0
+        return self.temperature < GREEDY_BELOW
 
     def as_dict(self) -> dict:
         return asdict(self)

@@ -59,6 +59,8 @@ async def _json_body(request: Request):
         return json.loads(raw)
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
         raise ApiError(400, f"the request body is not valid JSON ({exc})") from None
+    except RecursionError:  # brackets nested deeper than Python's JSON reader goes
+        raise ApiError(400, "the request body is nested too deeply to read as JSON") from None
 
 
 def authorised(header: str | None, api_key: str) -> bool:

@@ -12,6 +12,7 @@ import torch
 import engine
 from engine.core import generate as gen
 from engine.core.sampling import make_generator, sample
+from engine.core.sampling_params import SamplingParams
 from engine.loading import model_store
 
 
@@ -51,6 +52,14 @@ def test_greedy_sampling_is_argmax_and_seeded_sampling_repeats():
     assert torch.equal(sample(logits), logits.argmax(-1))
     draws = [sample(logits, make_generator(7, torch.device("cpu")), 1.0, 10, 0.9) for _ in range(2)]
     assert torch.equal(draws[0], draws[1])
+
+
+def test_a_vanishing_temperature_samples_greedily_instead_of_dividing_by_it():
+    logits = torch.randn(3, 50) * 20  # 20 / 1e-283 is infinite: its softmax would be NaN
+    for t in (2.1e-283, 5e-324, 9e-6):
+        assert torch.equal(sample(logits, make_generator(0, torch.device("cpu")), t), logits.argmax(-1))
+        assert SamplingParams(temperature=t).checked().greedy
+    assert not SamplingParams(temperature=1e-5).greedy  # from vLLM's threshold on, the temperature is used
 
 
 def test_top_k_and_top_p_keep_only_allowed_tokens():
