@@ -206,7 +206,8 @@ def unpack_array(value) -> np.ndarray:
 
     Raises ValueError when the bytes do not match the declared shape (never unpacks more than it declares)."""
     if not isinstance(value, dict):
-        return np.asarray(value, dtype=np.float16)
+        with np.errstate(over="ignore"):  # a number beyond float16 becomes inf, which the checks then refuse
+            return np.asarray(value, dtype=np.float16)
     shape = value.get("shape")
     if value.get("dtype") != "float16" or not isinstance(shape, list) or not all(
             isinstance(n, int) and not isinstance(n, bool) and n >= 0 for n in shape):

@@ -3,7 +3,8 @@
 A trace file may come from anywhere (a student's laptop, a GPU server, an editor), so nothing in it is
 trusted: `check_fields` runs on the parsed JSON before a Trace is built (types, finite non-negative
 timings, schema version, declared array shapes, so nothing large is unpacked blindly) and
-`check_arrays` on the built Trace (the arrays' real shapes against its token counts and model config).
+`check_arrays` on the built Trace (the arrays' real shapes against its token counts and model config, and their
+values: attention probabilities from 0 to 1, cache norms finite and not negative).
 Each failure is one plain sentence naming the field, raised as ValueError for engine.core.trace_file.
 """
 from __future__ import annotations
@@ -12,9 +13,12 @@ import math
 import re
 from dataclasses import fields
 
+import numpy as np
+
 from engine.core.trace import PACKED_KEY, SCHEMA_VERSION, Trace
 
 OLDEST_SCHEMA = 1
+PROBABILITY_MAX = 1.001  # float16 rounds a softmax's largest values up to 1.0 at most; a little slack for other writers
 MAX_UNPACKED_BYTES = 256 * 2**20  # attention + cache pictures once unpacked (a dashboard run keeps ~8 MB)
 REQUIRED = ("schema_version", "model", "device", "dtype", "prompt_ids", "output_ids", "text", "prefill_seconds",
             "steps", "env")
@@ -209,8 +213,23 @@ def _check_declared_arrays(data: dict) -> None:
                          f"{MAX_UNPACKED_BYTES // 2**20} MB)")
 
 
+def _values(array: np.ndarray, where: str, high: float | None) -> None:
+    """Every value finite and in [0, high] (no upper bound when high is None): a picture drawn from NaN or a
+    probability of 7 would be drawn wrong without a word."""
+    if array.size == 0:
+        return
+    wide = array.astype(np.float32)  # float16's own min/max would overflow on nothing, but compare in float32
+    if not np.isfinite(wide).all():
+        raise ValueError(f"field '{where}' holds values that are not finite numbers")
+    low_seen, high_seen = float(wide.min()), float(wide.max())
+    if low_seen < 0 or (high is not None and high_seen > high):
+        bound = f"from 0 to {high:g}" if high is not None else "0 or more"
+        raise ValueError(f"field '{where}' holds {low_seen if low_seen < 0 else high_seen:g}; its values must be {bound}")
+
+
 def check_arrays(trace: Trace) -> None:
-    """A built Trace: attention and cache pictures have the shapes its tokens and model config imply."""
+    """A built Trace: attention and cache pictures have the shapes its tokens and model config imply, and
+    their values are what they claim to be (attention probabilities from 0 to 1, norms finite and not negative)."""
     cfg = trace.model_config
     T, n_steps = trace.n_prompt, len(trace.steps)
     if trace.attention is not None:
@@ -222,12 +241,14 @@ def check_arrays(trace: Trace) -> None:
             if att.prefill[i].shape != (H, T, T):
                 raise ValueError(f"field 'attention.prefill[{i}]' has shape {att.prefill[i].shape}, expected "
                                  f"{(H, T, T)} (heads, prompt tokens, prompt tokens)")
+            _values(att.prefill[i], f"attention.prefill[{i}]", PROBABILITY_MAX)
             rows = att.decode[i]
             if len(rows) != n_steps:
                 raise ValueError(f"field 'attention.decode[{i}]' has {len(rows)} rows for {n_steps} decode steps")
             for s, row in enumerate(rows):
                 if row.shape != (H, T + s + 1):
                     raise ValueError(f"field 'attention.decode[{i}][{s}]' has shape {row.shape}, expected {(H, T + s + 1)}")
+                _values(row, f"attention.decode[{i}][{s}]", PROBABILITY_MAX)
     for key in ("kv_key_norms", "kv_value_norms"):
         norms = getattr(trace, key)
         if norms is None:
@@ -236,5 +257,6 @@ def check_arrays(trace: Trace) -> None:
             raise ValueError(f"field '{key}' needs the model's 'config' to be read")
         if norms.ndim != 3 or norms.shape[:2] != (cfg.n_layers, cfg.n_kv_heads) or norms.shape[2] < 1:
             raise ValueError(f"field '{key}' has shape {norms.shape}, expected ({cfg.n_layers}, {cfg.n_kv_heads}, tokens)")
+        _values(norms, key, None)
     if (trace.kv_key_norms is None) != (trace.kv_value_norms is None):
         raise ValueError("fields 'kv_key_norms' and 'kv_value_norms' come together")

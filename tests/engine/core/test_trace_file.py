@@ -57,6 +57,11 @@ def test_schema_2_lists_of_numbers_still_load(trace, good):
     np.testing.assert_allclose(back.attention.prefill[0], trace.attention.prefill[0], atol=1e-3)
 
 
+def _filled(packed: dict, value: float) -> dict:
+    """A packed array of the same shape, every value `value`."""
+    return pack_array(np.full(unpack_array(packed).shape, value, np.float16))
+
+
 BAD_FILES = {
     "empty": (lambda g: b"", "is empty"),
     "blank": (lambda g: b"  \n ", "is empty"),
@@ -87,6 +92,13 @@ BAD_FILES = {
     "too many steps": (lambda g: changed(g, steps=g["steps"] * 3), "decode steps for"),
     "wrong capture shape": (lambda g: changed(g, attention=dict(g["attention"], prefill=[pack_array(
         np.zeros((1, 2, 2), np.float16))] + g["attention"]["prefill"][1:])), "'attention.prefill[0]' has shape"),
+    "attention above 1": (lambda g: changed(g, attention=dict(g["attention"], prefill=[_filled(
+        g["attention"]["prefill"][0], 2.0)] + g["attention"]["prefill"][1:])), "'attention.prefill[0]' holds 2; its values"),
+    "NaN attention": (lambda g: changed(g, attention=dict(g["attention"], decode=[[_filled(
+        g["attention"]["decode"][0][0], math.nan)] + g["attention"]["decode"][0][1:]] + g["attention"]["decode"][1:])),
+        "'attention.decode[0][0]' holds values that are not finite"),
+    "negative norm": (lambda g: changed(g, kv_value_norms=_filled(g["kv_value_norms"], -1.0)),
+                      "'kv_value_norms' holds -1; its values must be 0 or more"),
     "damaged capture": (lambda g: changed(g, kv_key_norms=dict(g["kv_key_norms"], zlib_base64="AAAA")), "damaged"),
     "capture bomb": (lambda g: changed(g, kv_key_norms=dict(g["kv_key_norms"], shape=[10**6, 10**3])), "once unpacked"),
 }
