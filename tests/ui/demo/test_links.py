@@ -1,6 +1,8 @@
 """Shareable links: query parameters checked value by value, defaults left out, and a round trip through the app."""
 import pytest
 import streamlit.testing.v1.app_test as app_test_module
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from streamlit.runtime.pages_manager import PagesManager
 from streamlit.testing.v1 import AppTest
 
@@ -182,3 +184,26 @@ def test_theme_dark_travels_in_the_link():
     assert "theme" not in links.build({state.DARK_THEME: False})  # light is the default: left out
     refused = links.parse({"theme": "blue"}, set(), set())
     assert state.DARK_THEME not in refused.values and "theme 'blue' is not light or dark" in refused.notice()
+
+
+# --- any link (hypothesis): parse never raises, keeps only in-range values, and what it kept survives build/parse ---
+NAMES = sorted([*links.PARAMS, links.PAGE, links.TRACE, links.RUN])
+raw_values = st.text(max_size=30) | st.sampled_from(["1", "0", "dark", "1e308", "nan", "-0", "0.05", "+7", "٣", "1_0",
+                                                      " 64 ", "home", "long-prompt-short-answer", "chat", "2.0000001"])
+queries = st.dictionaries(st.sampled_from(NAMES) | st.text(max_size=8), raw_values, max_size=8)
+
+
+@settings(max_examples=300, deadline=None, derandomize=True, database=None)
+@given(query=queries, replay_only=st.booleans())
+def test_any_link_is_read_without_raising_and_what_it_keeps_round_trips(query, replay_only):
+    got = links.parse(query, PAGES, TRACES, replay_only)
+    for param in links.PARAMS.values():
+        if param.key in got.values and param.kind in ("int", "float"):
+            assert param.low <= got.values[param.key] <= param.high
+    assert got.page in PAGES | {None} and got.trace in TRACES | {None}
+    assert not (got.run and (replay_only or got.trace))
+    assert "\n" not in got.notice() and all(len(n) < 300 for n in got.notices)
+    again = links.parse(links.build(got.values, got.page, got.trace, got.run), PAGES, TRACES, replay_only)
+    defaults = {p.key: p.default for p in links.PARAMS.values()}
+    assert {k: again.values.get(k, d) for k, d in defaults.items()} == {k: got.values.get(k, d) for k, d in defaults.items()}
+    assert (again.page, again.trace, again.run, again.notices) == (got.page, got.trace, got.run, [])
