@@ -27,6 +27,7 @@ class ApiError(Exception):
 
     def __init__(self, status: int, message: str, param: str | None = None, code: str | None = None,
                  headers: dict | None = None):
+        message = message.encode("utf-8", "backslashreplace").decode("utf-8")  # it may quote a client's lone surrogate
         super().__init__(message)
         self.status, self.message, self.param, self.code, self.headers = status, message, param, code, headers or {}
 
@@ -84,13 +85,22 @@ def _bool(body: dict, name: str, default: bool = False) -> bool:
     return value
 
 
+def _unicode(text: str, where: str, param: str) -> str:
+    """`text` if it is real Unicode; a JSON string may carry a lone surrogate (\\ud800), which no tokenizer reads."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        raise _bad(f"{where} is not valid Unicode text: it holds a lone surrogate such as \\ud800", param) from None
+    return text
+
+
 def prompt_field(value) -> str | list[int]:
     if isinstance(value, list) and len(value) == 1 and isinstance(value[0], (str, list)):
         value = value[0]  # OpenAI's batch form with a single prompt
     if isinstance(value, str):
         if not value:
             raise _bad("prompt is empty: give some text or token ids", "prompt")
-        return value
+        return _unicode(value, "prompt", "prompt")
     if isinstance(value, list) and value and all(isinstance(t, int) and not isinstance(t, bool) for t in value):
         return list(value)
     if isinstance(value, list) and len(value) > 1 and all(isinstance(p, (str, list)) for p in value):
@@ -112,7 +122,8 @@ def messages_field(value) -> list[dict]:
             content = "".join(p["text"] for p in content)
         if not isinstance(content, str):
             raise _bad(f"messages[{i}].content must be a string (got {content!r})", "messages")
-        out.append({"role": m["role"], "content": content})
+        out.append({"role": _unicode(m["role"], f"messages[{i}].role", "messages"),
+                    "content": _unicode(content, f"messages[{i}].content", "messages")})
     return out
 
 
@@ -124,7 +135,7 @@ def _stop(value) -> list[str]:
         raise _bad("stop must be a non-empty string or a list of non-empty strings", "stop")
     if len(stops) > MAX_STOP_STRINGS:
         raise _bad(f"stop takes at most {MAX_STOP_STRINGS} strings (got {len(stops)})", "stop")
-    return list(stops)
+    return [_unicode(s, "stop", "stop") for s in stops]
 
 
 def parse_request(body, kind: str) -> Ask:
@@ -134,6 +145,7 @@ def parse_request(body, kind: str) -> Ask:
     model = body.get("model")
     if not isinstance(model, str) or not model:
         raise _bad("model is required: a string naming a model from GET /v1/models", "model")
+    _unicode(model, "model", "model")
     for name, allowed in UNSUPPORTED.items():
         if name in body and body[name] not in allowed:
             raise _bad(f"{name}={body[name]!r} is not supported by this server", name)

@@ -62,7 +62,9 @@ def prompt_ids(served: Served, ask: Ask) -> list[int]:
     except EngineError as exc:
         raise ApiError(400, str(exc), param) from None
     except Exception as exc:  # a chat template may refuse some role orders
-        raise ApiError(400, f"the chat template could not format these messages: {exc}", param) from None
+        what = "the chat template could not format these messages" if ask.kind == "chat" else \
+            "the tokenizer could not read this prompt"
+        raise ApiError(400, f"{what}: {exc}", param) from None
 
 
 def checked_max_tokens(served: Served, ask: Ask, n_prompt: int) -> int:
