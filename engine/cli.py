@@ -23,7 +23,7 @@ def _add_model_args(p: argparse.ArgumentParser, kernels: bool = True) -> None:
 
 
 def cmd_generate(args) -> int:
-    from engine.core.prompting import check_batch_size, check_max_new_tokens, fit_prompt_to_tokens
+    from engine.core.prompting import check_batch_size, check_max_new_tokens, check_text, fit_prompt_to_tokens
     from engine.core.sampling_params import SamplingParams
 
     # typos refused at once, before torch is imported and the model loaded (seconds), in the words generate() uses;
@@ -31,6 +31,7 @@ def cmd_generate(args) -> int:
     SamplingParams(args.temperature, 0, args.top_p, args.seed, args.ignore_eos).checked()
     check_batch_size(args.batch_size)
     check_max_new_tokens(args.max_new_tokens)
+    check_text(args.prompt)
     if args.prompt_tokens is not None and args.prompt_tokens < 1:
         raise EngineError(f"--prompt-tokens must be at least 1 (got {args.prompt_tokens})")
 

@@ -9,8 +9,22 @@ MAX_NEW_TOKENS_CAP = 100_000  # beyond this the request is certainly a typo
 FILL_SEPARATOR = "\n\n"  # placed between repeats when a short text is repeated to fill N tokens
 
 
+def check_text(text: str, what: str = "the prompt") -> str:
+    """`text` if a tokenizer can read it: a lone surrogate (\\udcff from bytes that were not UTF-8 on a command
+    line, or \\ud800 escaped in JSON) is not Unicode text, and the tokenizer would fail with a cryptic TypeError."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        bad = text[exc.start].encode("unicode_escape").decode("ascii")
+        raise EngineError(f"{what} is not valid Unicode text: character {exc.start} is a lone surrogate ({bad}), "
+                          "e.g. bytes that were not UTF-8") from None
+    return text
+
+
 def chat_ids(lm, messages: list[dict]) -> list[int]:
     """Token ids of a conversation in the model's chat template, ending with the assistant's turn opening."""
+    for i, m in enumerate(messages):
+        check_text(str(m.get("content", "")), f"message {i + 1}")
     tok = lm.tokenizer
     if not getattr(tok, "chat_template", None):
         raise EngineError(f"{lm.name} has no chat template; turn the chat option off")
@@ -37,6 +51,7 @@ def encode_prompt(lm, prompt: str | list[int], chat: bool = False) -> list[int]:
         raise EngineError(f"the prompt must be text (a string) or a list of token ids, not {type(prompt).__name__}")
     if not prompt.strip():
         raise EngineError("the prompt is empty: type some text first")
+    check_text(prompt)
     if chat:
         return chat_ids(lm, [{"role": "user", "content": prompt}])
     return lm.tokenizer.encode(prompt, add_special_tokens=False) or [lm.config.bos_token_id or 0]
@@ -120,7 +135,7 @@ def fit_prompt_to_tokens(tokenizer, text: str, n_tokens: int | None) -> FittedPr
         raise EngineError("the prompt is empty: type some text or pick an example")
     if n_tokens is not None and n_tokens < 0:
         raise EngineError(f"the prompt length must be positive (got {n_tokens})")
-    ids = list(tokenizer.encode(text, add_special_tokens=False))
+    ids = list(tokenizer.encode(check_text(text), add_special_tokens=False))
     source = len(ids)
     if not n_tokens:
         return FittedPrompt(ids, text, source, "as typed")

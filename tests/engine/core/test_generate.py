@@ -165,12 +165,25 @@ def test_bf16_runs_and_tracks_dtype_bytes():
     assert trace.kv_bytes_per_token == lm.config.kv_bytes_per_token(2)
 
 
-def test_cli_prints_one_line_errors_not_tracebacks():
-    out = subprocess.run([sys.executable, "-m", "engine", "generate", "--prompt", " ", "--model", "tiny-llama"],
-                         capture_output=True, text=True, timeout=120)
+@pytest.mark.parametrize("prompt, says", [(" ", "error: the prompt is empty"),
+                                           (b"ab\xffcd", "error: the prompt is not valid Unicode text: character 2")])
+def test_cli_prints_one_line_errors_not_tracebacks(prompt, says):
+    out = subprocess.run([sys.executable, "-m", "engine", "generate", "--prompt", prompt, "--model", "tiny-llama"],
+                         capture_output=True, text=True, timeout=120)  # (bytes that are not UTF-8: as a terminal may send)
     assert out.returncode == 2
-    assert out.stderr.strip().splitlines()[-1].startswith("error: the prompt is empty")
-    assert "Traceback" not in out.stderr
+    assert out.stderr.strip().splitlines()[-1].startswith(says), out.stderr
+    assert "Traceback" not in out.stderr and "loading" not in out.stderr  # refused before the model loads
+
+
+def test_text_that_is_not_unicode_is_refused_by_name_wherever_it_enters(tiny_llama):
+    from engine.core.prompting import chat_ids, encode_prompt, fit_prompt_to_tokens
+
+    with pytest.raises(engine.EngineError, match=r"the prompt is not valid Unicode text: character 1 .*\\ud800"):
+        encode_prompt(tiny_llama, "a\ud800")
+    with pytest.raises(engine.EngineError, match="the prompt is not valid Unicode text"):
+        fit_prompt_to_tokens(tiny_llama.tokenizer, "\udcff", 8)
+    with pytest.raises(engine.EngineError, match="message 2 is not valid Unicode text"):
+        chat_ids(tiny_llama, [{"role": "user", "content": "fine"}, {"role": "user", "content": "x\udfff"}])
 
 
 def test_cli_json_has_the_trace_keys():
