@@ -64,12 +64,40 @@ def _str_list(value, key: str, length: int) -> None:
         raise ValueError(f"field '{key}' has {len(value)} entries for {length} tokens")
 
 
+def _lone_surrogate(value, where: str) -> str | None:
+    """Where the first string that is not Unicode text sits ("field 'text'", "a key in field 'env'"), or None.
+    JSON may escape a lone surrogate ("\\ud800"), and a page that draws one fails. Lists of numbers pass quickly."""
+    if isinstance(value, str):
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:
+            return f"field '{where}'"
+        return None
+    if isinstance(value, dict):
+        for key, item in value.items():
+            if _lone_surrogate(key, ""):
+                return f"a key in field '{where}'" if where else "a key"
+            found = _lone_surrogate(item, f"{where}.{key}" if where else str(key))
+            if found:
+                return found
+    elif isinstance(value, list):
+        for i, item in enumerate(value):
+            if isinstance(item, (str, dict, list)):
+                found = _lone_surrogate(item, f"{where}[{i}]")
+                if found:
+                    return found
+    return None
+
+
 def check_fields(data) -> None:
     """The parsed JSON of a trace file: a trace object of a known schema, with sane types and values."""
     if isinstance(data, list):
         raise ValueError("it holds a JSON list, not a trace object")
     if not isinstance(data, dict):
         raise ValueError(f"it holds a JSON {type(data).__name__}, not a trace object")
+    bad = _lone_surrogate(data, "")
+    if bad:
+        raise ValueError(f"{bad} is not valid Unicode text (it holds a lone surrogate such as \\ud800)")
     if "schema_version" not in data:
         raise ValueError("it is not a Two Bends trace (no 'schema_version' field)")
     version = data["schema_version"]

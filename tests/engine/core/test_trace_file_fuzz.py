@@ -12,7 +12,9 @@ from engine.core import trace_file
 from engine.core.metrics import format_summary, summarize
 from engine.core.trace_file import TraceFileError, read_trace
 
-scalars = st.none() | st.booleans() | st.integers(-2**70, 2**70) | st.floats() | st.text(max_size=12)
+# text with lone surrogates too: JSON may escape them ("\\ud800") though they are not Unicode text
+odd_text = st.text(st.characters(codec=None, exclude_categories=()), max_size=6) | st.sampled_from(["\ud800", "a\udfffb"])
+scalars = st.none() | st.booleans() | st.integers(-2**70, 2**70) | st.floats() | st.text(max_size=12) | odd_text
 json_values = st.recursive(scalars, lambda inner: st.lists(inner, max_size=3)
                            | st.dictionaries(st.text(max_size=6), inner, max_size=3), max_leaves=6)
 # near a field's own value: the same type at an edge, a neighbour of a count, an empty container
@@ -71,4 +73,5 @@ def test_a_file_changed_anywhere_is_read_and_summarised_or_refused_in_one_line(g
     summary = summarize(trace)  # what every page shows of a replayed run
     assert math.isfinite(summary.ttft_s) and summary.ttft_s >= 0
     assert format_summary(summary) and trace_file.describe(trace) is not None
+    trace.to_json(ensure_ascii=False).encode("utf-8")  # every string in it is text a page can draw (no lone surrogate)
     assert read_trace(trace_file.trace_bytes(trace), "run.json").output_ids == trace.output_ids  # saves again
