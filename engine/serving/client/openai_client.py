@@ -136,12 +136,12 @@ class Client:
         try:
             err = json.loads(raw)
             message = err["error"]["message"] if isinstance(err.get("error"), dict) else err.get("error") or err.get("detail")
-        except (ValueError, AttributeError, KeyError, TypeError):
+        except (ValueError, AttributeError, KeyError, TypeError, RecursionError):
             message = None
         if not isinstance(message, str):
-            lines = raw.decode(errors="replace").strip().splitlines()
-            message = lines[0][:200] if lines else ""
-        text = message
+            message = raw.decode(errors="replace")
+        lines = message.strip().splitlines()
+        text = lines[0][:200].encode("utf-8", "backslashreplace").decode("utf-8") if lines else ""  # one printable line
         return EngineError(f"{self.target.url}{path} answered HTTP {status}{': ' + text if text else ''}")
 
     def json(self, method: str, path: str, body: dict | None = None):
@@ -171,19 +171,14 @@ class Client:
                     break
                 try:
                     event = json.loads(data)
-                except ValueError:
+                except (ValueError, RecursionError):
                     raise EngineError(f"{self.target.url}{path} streamed something that is not JSON server-sent events") from None
-                if not isinstance(event, dict):
-                    continue
-                if event.get("error"):
+                if isinstance(event, dict) and event.get("error"):
                     raise self.error_of(path, 200, data)
-                if event.get("usage"):
-                    out.usage = event["usage"]
-                for choice in event.get("choices") or []:
-                    out.chunk_times.append(now)
-                    out.pieces.append(choice.get("text") or "")
-                    out.token_ids += choice.get("token_ids") or []
-                    out.finish_reason = choice.get("finish_reason") or out.finish_reason
+                try:
+                    take_event(event, now, out)
+                except ValueError as exc:
+                    raise EngineError(f"{self.target.url}{path} streamed an event that is not OpenAI's: {exc}") from None
         except (OSError, http.client.HTTPException) as exc:
             raise self._fail(exc, path) from None
         finally:
@@ -191,6 +186,40 @@ class Client:
         if not out.chunk_times:
             raise EngineError(f"{self.target.url}{path} streamed no tokens")
         return out
+
+
+def _count(value) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
+
+
+def take_event(event, now: float, out: Streamed) -> None:
+    """One streamed completion event (parsed JSON) into `out`, timed at `now`; ValueError naming what is not the
+    OpenAI shape (another server's bug must not turn into a wrong number, or a crash, further on)."""
+    if not isinstance(event, dict):
+        return  # not an event of ours to read (a keep-alive, another protocol's line): skipped
+    usage = event.get("usage")
+    if usage:
+        if not isinstance(usage, dict):
+            raise ValueError(f"'usage' is a {type(usage).__name__}, not an object")
+        wrong = next((k for k in ("prompt_tokens", "completion_tokens") if k in usage and not _count(usage[k])), None)
+        if wrong:
+            raise ValueError(f"'usage.{wrong}' is {str(usage[wrong])[:40]!r}, not a count of tokens")
+        out.usage = usage
+    choices = event.get("choices") or []
+    if not isinstance(choices, list) or not all(isinstance(c, dict) for c in choices):
+        raise ValueError("'choices' is not a list of objects")
+    for choice in choices:
+        text, ids, finish = choice.get("text") or "", choice.get("token_ids") or [], choice.get("finish_reason")
+        if not isinstance(text, str):
+            raise ValueError(f"a choice's 'text' is a {type(text).__name__}, not a string")
+        if not isinstance(ids, list) or not all(_count(t) for t in ids):
+            raise ValueError("a choice's 'token_ids' is not a list of token ids")
+        if finish is not None and not isinstance(finish, str):
+            raise ValueError(f"a choice's 'finish_reason' is a {type(finish).__name__}, not a string")
+        out.chunk_times.append(now)
+        out.pieces.append(text)
+        out.token_ids += ids
+        out.finish_reason = finish or out.finish_reason
 
 
 def parse_metrics(text: str, model: str | None = None) -> dict[str, float]:
