@@ -212,6 +212,8 @@ def load_checkpoint(name_or_path: str, progress: Progress | None = None) -> Chec
     """Resolve a model name, Hugging Face id or local directory to weights + config + tokenizer."""
     progress = _quiet(progress)
     key = str(name_or_path).strip()
+    if not key:
+        raise EngineError(f"no model given: name one such as '{BUNDLED}', a local checkpoint folder or a Hugging Face id")
     if key.lower() in TINY_MODELS:
         from engine.loading.tiny import tiny_hf_model, tiny_tokenizer
 
@@ -219,10 +221,22 @@ def load_checkpoint(name_or_path: str, progress: Progress | None = None) -> Chec
         return Checkpoint(key.lower() + " (random weights)", model.config, model.state_dict(), tiny_tokenizer())
     if ALIASES.get(key.lower()) == BUNDLED:
         return load_bundled(progress)
-    if Path(key).is_dir():
-        if not (Path(key) / "config.json").is_file():
+    local = Path(key).expanduser()
+    if local.is_dir():
+        if not (local / "config.json").is_file():
             raise EngineError(f"{key} is a folder but has no config.json, so it is not a model checkpoint")
-        return _load_transformers(key, Path(key).name, progress)
+        try:
+            return _load_transformers(str(local), local.name, progress)
+        except EngineError:
+            raise
+        except Exception as exc:  # a damaged or foreign folder: transformers' many errors, said in one line
+            reason = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:300]
+            raise EngineError(f"{key} is not a checkpoint transformers can read ({type(exc).__name__}: {reason})") from None
+    if local.is_file():
+        raise EngineError(f"{key} is a file; a local model is a folder (config.json, the weights and the tokenizer)")
+    if key.startswith(("/", "./", "../", "~", ".\\")) or key in (".", ".."):
+        raise EngineError(f"there is no folder {key}: a local model is a folder with config.json, the weights and "
+                          "the tokenizer")
     hf_id = HF_IDS.get(key.lower(), key)
     if "/" not in hf_id:
         raise EngineError(
