@@ -60,6 +60,8 @@ def test_the_sidebar_says_which_kernels_were_measured_fastest(make_app):
     assert not at.exception
     captions = "\n".join(c.value for c in at.sidebar.caption)
     assert "kernels: fast: " in captions and "Why these kernels — decode step's matmuls: " in captions
+    folded = [e for e in at.sidebar.expander if e.label == "Why these kernels (measured here)"]
+    assert len(folded) == 1 and "decode step's matmuls: " in "\n".join(c.value for c in folded[0].caption)
 
 
 def test_a_failed_run_leaves_its_error_and_no_cancel_button_or_stale_progress(make_app):
