@@ -15,6 +15,13 @@ import random
 
 from engine.errors import EngineError
 
+# the ranges a workload may take: wide beyond any lab's or benchmark's (and far inside where the gap and length draws
+# would overflow or divide by zero: a rate of 1e-176 or a spread of 1e190 used to end in a traceback)
+MIN_RATE, MAX_RATE = 1e-3, 1e7  # requests per second (math.inf: a burst)
+MIN_BURSTINESS, MAX_BURSTINESS = 0.01, 100.0
+MAX_SPREAD = 5.0  # the log-normal's sigma: at 5, one request in a hundred is ~10^5x the median
+MAX_TOKENS = 10**6  # per prompt or output: beyond any model's context
+
 
 @dataclasses.dataclass(frozen=True)
 class Lengths:
@@ -25,12 +32,13 @@ class Lengths:
     high: int = 4096
 
     def check(self, what: str) -> None:
-        if not isinstance(self.mean, int) or isinstance(self.mean, bool) or self.mean < 0:
-            raise EngineError(f"{what} length must be a whole number of tokens >= 0, not {self.mean!r}")
-        if not math.isfinite(self.spread) or self.spread < 0:
-            raise EngineError(f"{what} length spread must be a finite number >= 0, not {self.spread!r}")
-        if not 0 <= self.low <= self.high:
-            raise EngineError(f"{what} length bounds must satisfy 0 <= low <= high, not {self.low}..{self.high}")
+        if not isinstance(self.mean, int) or isinstance(self.mean, bool) or not 0 <= self.mean <= MAX_TOKENS:
+            raise EngineError(f"{what} length must be a whole number of tokens from 0 to {MAX_TOKENS:,}, not {self.mean!r}")
+        if not 0 <= self.spread <= MAX_SPREAD:  # also catches NaN
+            raise EngineError(f"{what} length spread must be a number from 0 to {MAX_SPREAD:g}, not {self.spread!r}")
+        if not 0 <= self.low <= self.high <= MAX_TOKENS:
+            raise EngineError(f"{what} length bounds must satisfy 0 <= low <= high <= {MAX_TOKENS:,}, not "
+                              f"{self.low}..{self.high}")
 
     def draw(self, rng: random.Random) -> int:
         if self.spread == 0 or self.mean == 0:
@@ -50,10 +58,12 @@ class Workload:
     name: str = "custom"
 
     def check(self) -> None:
-        if not (self.request_rate > 0):  # also catches NaN
-            raise EngineError(f"request rate must be > 0 requests/s (inf for a burst), not {self.request_rate!r}")
-        if not (math.isfinite(self.burstiness) and self.burstiness > 0):
-            raise EngineError(f"burstiness must be a finite number > 0 (1 = Poisson), not {self.burstiness!r}")
+        if not (self.request_rate == math.inf or MIN_RATE <= self.request_rate <= MAX_RATE):  # also catches NaN
+            raise EngineError(f"request rate must be from {MIN_RATE:g} to {MAX_RATE:g} requests/s (inf for a burst), "
+                              f"not {self.request_rate!r}")
+        if not MIN_BURSTINESS <= self.burstiness <= MAX_BURSTINESS:
+            raise EngineError(f"burstiness must be a number from {MIN_BURSTINESS:g} to {MAX_BURSTINESS:g} (1 = Poisson), "
+                              f"not {self.burstiness!r}")
         if not isinstance(self.num_requests, int) or isinstance(self.num_requests, bool) or self.num_requests < 1:
             raise EngineError(f"number of requests must be a whole number >= 1, not {self.num_requests!r}")
         self.prompt.check("prompt")

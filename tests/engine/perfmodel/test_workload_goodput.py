@@ -3,10 +3,12 @@ import math
 import statistics
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from engine.errors import EngineError
 from engine.perfmodel.goodput import SLO, Outcome, goodput, percentile, throughput
-from engine.perfmodel.workload import Lengths, Workload, arrivals, preset
+from engine.perfmodel.workload import PRESETS, Lengths, Workload, arrivals, preset, shaped
 
 
 def test_same_seed_same_arrivals_and_poisson_mean_gap():
@@ -38,12 +40,41 @@ def test_lengths_stay_in_bounds_and_presets_tell_the_fable():
     (dict(request_rate=0), "request rate"), (dict(request_rate=math.nan), "request rate"),
     (dict(burstiness=-1), "burstiness"), (dict(num_requests=0), "number of requests"),
     (dict(prompt=Lengths(-5)), "prompt length"), (dict(output=Lengths(5, spread=math.inf)), "spread"),
+    # what the property test below found, each a traceback before: the gap's scale divided by zero or overflowed,
+    # the log-normal's sigma squared overflowed
+    (dict(request_rate=6.3e-176, burstiness=6.3e-176), "request rate"), (dict(request_rate=1.7e308), "request rate"),
+    (dict(burstiness=1.7e308), "burstiness"), (dict(prompt=Lengths(64, spread=8.2e190)), "prompt length spread"),
+    (dict(output=Lengths(10**7)), "output length"),
 ])
 def test_bad_workloads_get_one_clear_line(change, words):
     with pytest.raises(EngineError, match=words):
         arrivals(preset("chat", **change))
     with pytest.raises(EngineError, match="unknown workload preset"):
         preset("poetry")
+
+
+numbers = st.none() | st.floats() | st.integers(-5, 10**7)
+
+
+@settings(max_examples=300, deadline=None, derandomize=True, database=None)
+@given(name=st.sampled_from([None, *PRESETS]), rate=numbers, burstiness=numbers, prompt=st.none() | st.integers(-2, 10**7),
+       prompt_spread=numbers, output=st.none() | st.integers(-2, 10**7), output_spread=numbers,
+       n=st.none() | st.integers(-2, 40), seed=st.integers(0, 2**64))
+def test_any_workload_values_give_arrivals_in_order_or_one_clear_line(name, rate, burstiness, prompt, prompt_spread,
+                                                                      output, output_spread, n, seed):
+    """The Traffic lab's inputs and `engine measure`'s flags: any values (hypothesis) are refused by EngineError or
+    give arrivals at finite, ordered times with lengths within the workload's bounds."""
+    try:
+        w = shaped(name, request_rate=rate, burstiness=burstiness, prompt_tokens=prompt, prompt_spread=prompt_spread,
+                   output_tokens=output, output_spread=output_spread, num_requests=n)
+        got = arrivals(w, seed)
+    except EngineError as exc:
+        assert "\n" not in str(exc)
+        return
+    assert len(got) == w.num_requests and all(math.isfinite(a.at_s) and a.at_s >= 0 for a in got)
+    assert [a.at_s for a in got] == sorted(a.at_s for a in got)
+    assert all(w.prompt.low <= a.prompt_tokens <= w.prompt.high and w.output.low <= a.output_tokens <= w.output.high
+               for a in got)
 
 
 def test_goodput_counts_only_requests_within_both_objectives():
