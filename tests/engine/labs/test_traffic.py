@@ -86,7 +86,7 @@ def test_policies_the_engine_lacks_say_so_and_the_rest_run(tiny_llama, monkeypat
 @pytest.mark.parametrize("policies, workload, match", [
     ([], BURST, "at least one policy"),
     (["fifo"], BURST, "unknown policy 'fifo'"),
-    (["queue"], Workload(Lengths(8), Lengths(4), request_rate=0.0), "request rate must be > 0"),
+    (["queue"], Workload(Lengths(8), Lengths(4), request_rate=0.0), "request rate must be from 0.001 to"),
     (["queue"], Workload(Lengths(8), Lengths(4), num_requests=0), "number of requests"),
     (["queue"], Workload(Lengths(250), Lengths(20), num_requests=1), "beyond tiny-llama"),
     (["queue"], Workload(Lengths(8), Lengths(0, low=0), num_requests=1), "at least 1"),

@@ -56,8 +56,8 @@ def test_cli_traffic_json_lines_and_summary(server, capsys):
 
 @pytest.mark.parametrize("extra, needle", [
     (["--burstiness", "2"], "--burstiness belongs to the traffic mode"),
-    (["--request-rate", "0", "--prompt-tokens", "8", "--max-new-tokens", "2"], "request rate must be > 0"),
-    (["--request-rate", "nan", "--prompt-tokens", "8", "--max-new-tokens", "2"], "request rate must be > 0"),
+    (["--request-rate", "0", "--prompt-tokens", "8", "--max-new-tokens", "2"], "request rate must be from 0.001 to"),
+    (["--request-rate", "nan", "--prompt-tokens", "8", "--max-new-tokens", "2"], "request rate must be from 0.001 to"),
     (["--request-rate", "1"], "give the prompt and output lengths"),
     (["--workload", "chat", "--burstiness", "-1"], "burstiness must be"),
     (["--workload", "chat", "--requests", "5000"], "--requests must be from 1 to 1,000"),
