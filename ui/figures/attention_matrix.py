@@ -14,6 +14,17 @@ import numpy as np
 LOG_FLOOR = -4  # log colour scale: weights below 1e-4 share the lightest colour
 
 
+def token_pieces(trace) -> list[str]:
+    """Each prompt then output token's readable piece; "#i" where the trace has none (a recorded file may leave the
+    pieces out), so labels always match the matrices' rows."""
+    n_out = len(trace.output_ids)
+    prompt = list(trace.prompt_tokens) if len(trace.prompt_tokens) == trace.n_prompt else \
+        [f"#{i}" for i in range(trace.n_prompt)]
+    output = list(trace.output_tokens) if len(trace.output_tokens) == n_out else \
+        [f"#{trace.n_prompt + i}" for i in range(n_out)]
+    return prompt + output
+
+
 def colour_values(z: np.ndarray, scale: str) -> tuple[np.ndarray, float, float, dict]:
     """Values to draw, their range and colour-bar ticks: 'linear' weights, or 'log' (log10, floored at 1e-4)."""
     if scale == "log":

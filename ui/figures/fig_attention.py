@@ -12,7 +12,7 @@ import math
 import numpy as np
 import plotly.graph_objects as go
 
-from ui.figures.attention_matrix import block_size, colour_values, full_matrix, history_row, pool, prefill_matrix
+from ui.figures.attention_matrix import block_size, colour_values, full_matrix, history_row, pool, prefill_matrix, token_pieces
 from ui.figures.theme import DECODE_COLOR, FONT_SIZE, PREFILL_COLOR, base_layout
 from ui.text.phase_numbers import plot_label, tick_labels
 
@@ -56,7 +56,8 @@ def attention_heatmap(trace, layer: int, head: int | None, scale: str = "linear"
     weights = pool(matrix, block)
     shown, zmin, zmax, ticks = colour_values(weights, scale)
     cells = list(range(shown.shape[0]))
-    hover = _grid(_hover_labels(trace.prompt_tokens, block), weights)
+    prompt_pieces = token_pieces(trace)[: trace.n_prompt]
+    hover = _grid(_hover_labels(prompt_pieces, block), weights)
     fig = go.Figure(go.Heatmap(
         z=shown, x=cells, y=cells, colorscale=PREFILL_SCALE, zmin=zmin, zmax=zmax,
         colorbar=dict(title=dict(text="attention<br>weight"), thickness=18, **ticks), customdata=hover,
@@ -65,7 +66,7 @@ def attention_heatmap(trace, layer: int, head: int | None, scale: str = "linear"
     who = "mean over heads" if head is None else f"head {head}"
     pooled = f" · averaged in {block}×{block} token blocks" if block > 1 else ""
     _matrix_layout(fig, f"Prefill attention, layer {layer}, {who}: {matrix.shape[0]}×{matrix.shape[0]}{pooled}",
-                   trace.prompt_tokens, block, height)
+                   prompt_pieces, block, height)
     return fig
 
 
@@ -93,7 +94,7 @@ def _phase_parts(trace, layer: int, head: int | None, scale: str, max_side: int)
     block = block_size(T + n, max_side)
     d_block = decode_row_block(n, block)
     _, zmin, zmax, ticks = colour_values(full, scale)
-    pieces = list(trace.prompt_tokens) + list(trace.output_tokens[:n])
+    pieces = token_pieces(trace)[: T + n]
     prompt_rows = pool(full[:T], block)  # (ceil(T/b), C)
     blank_decode = np.full((math.ceil(n / d_block), prompt_rows.shape[1]), np.nan, dtype=np.float32)
 
@@ -194,7 +195,7 @@ def attention_row_figure(trace, position: int, layer: int, head: int | None, hei
     compact (presenter mode): exactly `height` high, a short title, no token labels under the bars."""
     row = history_row(trace, position, layer, head)
     T = trace.n_prompt
-    pieces = (list(trace.prompt_tokens) + list(trace.output_tokens))[: row.shape[0]]
+    pieces = token_pieces(trace)[: row.shape[0]]
     colors = [PREFILL_COLOR if i < T else DECODE_COLOR for i in range(row.shape[0])]
     hover = [f"{i}: {plot_label(p, 16)}" for i, p in enumerate(pieces)]
     fig = go.Figure(go.Bar(x=list(range(row.shape[0])), y=row, marker_color=colors, customdata=hover,

@@ -10,6 +10,7 @@ import numpy as np
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
+from ui.figures.attention_matrix import token_pieces
 from ui.figures.theme import DECODE_COLOR, FONT_SIZE, NEUTRAL_COLOR, PREFILL_COLOR, TITLE_SIZE, base_layout
 from ui.text.phase_numbers import tick_labels
 
@@ -35,7 +36,7 @@ def kv_cache_figure(trace, position: int, kv_head: int | None = None, height: in
     n_layers, n_tokens = keys.shape
     T = trace.n_prompt
     cached = min(n_tokens, T + max(0, position))  # tokens held after this position's step
-    pieces = (list(trace.prompt_tokens) + list(trace.output_tokens))[:n_tokens]
+    pieces = token_pieces(trace)[:n_tokens]
     fig = make_subplots(rows=2, cols=1, shared_xaxes=True, vertical_spacing=0.06)
     for row, (name, matrix) in enumerate((("keys", keys), ("values", values)), start=1):
         shown = matrix.copy()

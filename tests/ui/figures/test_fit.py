@@ -26,7 +26,7 @@ def long_prompt_trace(T: int = 1024, n: int = 7, H: int = 2):
     decode = [np.full((H, T + s + 1), 1.0 / (T + s + 1), dtype=np.float32) for s in range(n)]
     capture = AttentionCapture(layers=[0], prefill=[prefill], decode=[decode])
     return SimpleNamespace(attention=capture, n_prompt=T, prompt_tokens=[f"p{i}" for i in range(T)],
-                           output_tokens=[f"o{i}" for i in range(n + 1)])
+                           output_tokens=[f"o{i}" for i in range(n + 1)], output_ids=list(range(n + 1)))
 
 
 def test_decode_rows_of_a_long_prompt_keep_visible_height():
