@@ -13,7 +13,9 @@ import time
 import uuid
 from dataclasses import dataclass, field
 
+from engine.core.prompting import check_text
 from engine.core.sampling_params import SamplingParams
+from engine.errors import EngineError
 
 MAX_STOP_STRINGS = 8
 # fields that would change the answer in ways this server does not do: refused unless left at the default
@@ -86,12 +88,11 @@ def _bool(body: dict, name: str, default: bool = False) -> bool:
 
 
 def _unicode(text: str, where: str, param: str) -> str:
-    """`text` if it is real Unicode; a JSON string may carry a lone surrogate (\\ud800), which no tokenizer reads."""
+    """`text` if it is real Unicode (engine.core.prompting.check_text); a 400 naming the field otherwise."""
     try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:
-        raise _bad(f"{where} is not valid Unicode text: it holds a lone surrogate such as \\ud800", param) from None
-    return text
+        return check_text(text, where)
+    except EngineError as exc:
+        raise _bad(str(exc), param) from None
 
 
 def prompt_field(value) -> str | list[int]:
