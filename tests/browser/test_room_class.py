@@ -1,0 +1,151 @@
+"""One class in real Chromium: a teacher and 8 students on one room server (tiny model), joined once for the module.
+
+Joining nine sessions takes ~30 s on a 2-core machine, so the tests below share one room, in this order (each
+leaves the room as the next expects; the last clears it):
+- a student's lab page says the labs are the teacher's (the engine never sees the job); the teacher's does not;
+- a poll round trip: 8 answers reach the teacher's live histogram, Measure runs on the room's engine and the measured
+  answer shows to teacher and students;
+- the teacher console counts every session; students' model settings are the teacher's (shown disabled); follow-me
+  takes every student's page to the teacher's; clearing the room sends every student back to the join form.
+"""
+import os
+import re
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from tests import ROOT
+
+sys.path.insert(0, str(ROOT / "scripts"))
+import appdriver  # noqa: E402  (scripts/appdriver.py: shared with the measurement scripts)
+
+pytestmark = pytest.mark.slow
+# a teacher and 8 students, the issue's room (9 Chromium sessions on the 2-core VM; they once stalled on the server's
+# garbage collection after every fragment rerun: see .streamlit/config.toml). TWO_BENDS_ROOM_STUDENTS changes it.
+STUDENTS = int(os.environ.get("TWO_BENDS_ROOM_STUDENTS", "8"))
+ROOM = dict(TWO_BENDS_MODEL="tiny-llama", TWO_BENDS_ROOM="1", TWO_BENDS_JOIN_CODE="BRIDGE",
+            TWO_BENDS_TEACHER_CODE="VALLEY9", TWO_BENDS_WORKER="process")
+WAIT_MS = 240_000  # a shared 2-core machine: nine Chromium sessions load slowly
+REFUSAL = "the lab measurements are the teacher's"  # ui/engine_link/room_slots.py's LAB_REFUSALS["teacher"]
+ANSWERS = (["×2 — twice as long", "×2 — twice as long", "×4 — four times as long"] * 3)[:STUDENTS]  # double the prompt
+
+
+def _join(browser, url: str, code: str):
+    page = browser.new_context(viewport={"width": 1280, "height": 900}).new_page()
+    page.goto(url, timeout=WAIT_MS, wait_until="commit")
+    page.get_by_label("Room code (on the projector)").wait_for(timeout=WAIT_MS)
+    page.get_by_label("Room code (on the projector)").fill(code)
+    page.get_by_role("button", name="Join").click()
+    page.locator("[data-testid='stSidebarNav']").wait_for(timeout=WAIT_MS)
+    appdriver.settle(page)
+    return page
+
+
+def _nav(page, name: str) -> None:
+    appdriver.open_page(page, name)
+    appdriver.settle(page)
+
+
+def _metric(page, label: str) -> str:
+    return page.locator("[data-testid='stMetric']").filter(has_text=label).first.locator(
+        "[data-testid='stMetricValue']").inner_text().strip()
+
+
+def _until(check, seconds: float = 180.0) -> bool:
+    end = time.time() + seconds
+    while time.time() < end:
+        if check():
+            return True
+        time.sleep(0.5)
+    return False
+
+
+@pytest.fixture(scope="module")
+def room():
+    """(teacher page, [student pages]) joined to one room server; stopped after the module."""
+    if not Path(appdriver.CHROMIUM).exists():
+        pytest.skip(f"{appdriver.CHROMIUM} is missing (the test command installs Debian's chromium)")
+    sync_api = pytest.importorskip("playwright.sync_api", reason="playwright (python) is not installed")
+    log = ROOT / "artifacts" / "streamlit-room-class.log"
+    log.parent.mkdir(exist_ok=True)
+    with appdriver.dashboard(ROOM, log) as (url, _), sync_api.sync_playwright() as pw:
+        browser = appdriver.launch(pw)
+        try:
+            teacher = _join(browser, url, "valley9")
+            yield teacher, [_join(browser, url, "bridge") for _ in range(STUDENTS)]
+        finally:
+            browser.close()
+
+
+def test_a_students_lab_is_refused_with_a_clear_line_and_the_teachers_is_not(room):
+    teacher, students = room
+    student = students[0]
+    _nav(student, "Sweep lab")
+    student.get_by_text(REFUSAL).wait_for(timeout=60_000)
+    student.get_by_role("button", name="▶ Run sweep").click()
+    appdriver.settle(student)
+    assert student.get_by_text("Measuring on").count() == 0  # no progress bar: the engine never saw a job
+    assert appdriver.exception_text(student) is None
+
+    _nav(teacher, "Sweep lab")
+    teacher.get_by_role("button", name="▶ Run sweep").wait_for(timeout=60_000)
+    assert teacher.get_by_text(REFUSAL).count() == 0
+    assert appdriver.exception_text(teacher) is None
+
+
+def test_eight_students_answer_and_the_measurement_answers_them(room):
+    teacher, students = room
+    for page in [teacher, *students]:
+        appdriver.open_page(page, "Predict, then measure")
+        page.get_by_role("heading", name="Predict, then measure").first.wait_for(timeout=WAIT_MS)
+    students[0].get_by_text("No question yet").first.wait_for(timeout=60_000)
+    assert students[0].get_by_role("button", name="▶ Measure").count() == 0
+    teacher.locator(".st-key-poll_open button").first.click()  # (selectboxes have "Open" toggles too)
+    teacher.get_by_text("The room's predictions").first.wait_for(timeout=60_000)
+    for page, answer in zip(students, ANSWERS):
+        page.get_by_text(answer).first.wait_for(timeout=60_000)  # the open poll reached it by itself
+        page.get_by_text(answer).first.click()
+        page.get_by_text("You may change it until the poll closes").first.wait_for(timeout=60_000)
+    teacher.get_by_text(f"{STUDENTS} answers from {STUDENTS} students").first.wait_for(timeout=60_000)
+    twice = ANSWERS.count("×2 — twice as long")
+    share = re.escape(f"{100 * twice / STUDENTS:.0f}")  # the histogram's bar label: "N (P%)"
+    bar = teacher.locator("svg text").filter(has_text=re.compile(rf"^{twice}\s+\({share}%\)"))
+    bar.first.wait_for(timeout=60_000)  # Plotly draws the histogram's SVG a moment after the text arrives
+    teacher.get_by_role("button", name="▶ Measure").click()
+    teacher.get_by_text("Measured on this engine").first.wait_for(timeout=300_000)
+    teacher.get_by_text("The measurement answers:").first.wait_for(timeout=60_000)
+    assert re.match(r"×\d", teacher.get_by_test_id("stMetricValue").first.inner_text())
+    students[-1].bring_to_front()  # on a student's own device its tab is in front (Chromium throttles others)
+    students[-1].get_by_text("Measured on this engine").first.wait_for(timeout=120_000)
+    for page in [teacher, *students]:
+        assert appdriver.exception_text(page) is None
+
+
+def test_teacher_console_with_eight_students(room):
+    teacher, students = room
+    for page in students:  # no console for students; model settings shown but locked
+        nav = page.locator("[data-testid='stSidebarNav']")
+        assert nav.get_by_text("Teacher console").count() == 0
+        assert page.locator("[data-testid='stSidebar'] input[aria-label*='Model']").first.is_disabled()
+    _nav(teacher, "Decode — the bridge")
+    _nav(teacher, "Teacher console")
+    teacher.get_by_role("heading", name="Teacher console").wait_for(timeout=WAIT_MS)
+    assert _until(lambda: _metric(teacher, "Connected") == str(STUDENTS + 1)), _metric(teacher, "Connected")
+    assert teacher.get_by_text("Nothing in flight").count() == 1 or _metric(teacher, "Running") in "01"
+
+    teacher.get_by_text("Follow me: students' pages show my page").click()
+    teacher.get_by_text("Students follow").first.wait_for(timeout=WAIT_MS)
+    for i, page in enumerate(students):  # each page looks for a push every few seconds
+        assert _until(lambda p=page: p.locator("h1").filter(has_text="Decode").count() > 0), f"student {i}"
+    assert appdriver.exception_text(students[0]) is None
+
+    teacher.get_by_text("Yes, clear the room").click()
+    appdriver.settle(teacher)
+    teacher.get_by_role("button", name="Clear the room").click()
+    teacher.get_by_text(f"Cleared: {STUDENTS} student sessions").wait_for(timeout=WAIT_MS)
+    for i, page in enumerate(students):
+        assert _until(lambda p=page: p.get_by_text("join the room").count() > 0), f"student {i} still in"
+    assert _until(lambda: _metric(teacher, "Connected") == "1")
+    assert appdriver.exception_text(teacher) is None
