@@ -17,4 +17,16 @@ if [ "${TWO_BENDS_SKIP_VLLM:-0}" != 1 ]; then
   bash scripts/setup_vllm.sh
   export TWO_BENDS_REQUIRE_VLLM=1  # installed: a vLLM that does not start fails its tests instead of skipping
 fi
-exec .venv/bin/python -m pytest -q -rs "$@"
+if [ $# -gt 0 ]; then  # a chosen part (paths, -k, -x ...): one pytest run of it, one test at a time
+  exec .venv/bin/python -m pytest -q -rs "$@"
+fi
+# The whole suite in two parts. First everything but the real browsers and vLLM, on every core (pytest-xdist; a
+# file's tests stay on one worker, in order): many of these wait on one-threaded work (a subprocess importing torch,
+# a server starting), so two at a time finish in ~60 % of the time on 2 cores (README, "Run every test"). Then the
+# tests marked `alone` (a browser or vLLM: tests/conftest.py), one at a time: each keeps every core busy, and some
+# time their work against the machine.
+WORKERS=$(( $(nproc) < 4 ? $(nproc) : 4 ))
+status=0
+.venv/bin/python -m pytest -q -rs -n "$WORKERS" --dist loadfile -m "not alone" || status=$?
+.venv/bin/python -m pytest -q -rs -m alone || status=$(( status ? status : $? ))
+exit "$status"

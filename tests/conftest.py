@@ -73,7 +73,17 @@ def _uses_vllm(item) -> bool:
     return any(name in getattr(item, "fixturenames", ()) for name in VLLM_FIXTURES)
 
 
+def _alone(item) -> bool:
+    """A real browser or a real vLLM: CPU-heavy and timed against the machine, so scripts/test.sh runs these one at a
+    time after the rest (which runs on every core, pytest-xdist)."""
+    return item.nodeid.startswith("tests/browser/") or _uses_vllm(item) or "vllm" in item.path.name
+
+
+@pytest.hookimpl(tryfirst=True)  # before `-m` deselects by mark
 def pytest_collection_modifyitems(items):
+    for item in items:
+        if _alone(item):
+            item.add_marker(pytest.mark.alone)
     users = [item for item in items if _uses_vllm(item)]
     if users:
         first, others = items.index(users[0]), [item for item in items if not _uses_vllm(item)]

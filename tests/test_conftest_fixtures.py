@@ -25,3 +25,21 @@ def test_navigation_only_keeps_every_run_on_app_py(monkeypatch, navigation_only)
     at.switch_page("pages/story/decode.py").run()
     at.run()
     assert not at.exception and old_path == []  # three runs, none on the old path
+
+
+
+def test_the_browser_and_vllm_tests_and_only_they_run_alone():
+    """scripts/test.sh runs `-m "not alone"` on every core, then `-m alone` one at a time (a run of it that selects no
+    test fails): a browser or vLLM test left unmarked would share the machine while it times its work."""
+    from types import SimpleNamespace
+
+    from tests.conftest import _alone
+
+    def item(nodeid: str, *fixtures: str):
+        return SimpleNamespace(nodeid=nodeid, path=ROOT / nodeid.split("::")[0], fixturenames=fixtures)
+
+    assert _alone(item("tests/browser/test_presenter.py::test_keys"))
+    assert _alone(item("tests/engine/serving/client/test_vllm.py::test_off"))  # starts its own vLLM
+    assert _alone(item("tests/ui/engine_link/test_x.py::test_y", "tmp_path", "vllm_url"))
+    assert not _alone(item("tests/engine/labs/test_bench.py::test_no_timer_always_follows_vllm", "tmp_path"))
+    assert not _alone(item("tests/engine/core/test_generate.py::test_cli", "smollm"))
