@@ -76,7 +76,7 @@ def _uses_vllm(item) -> bool:
 def _alone(item) -> bool:
     """A real browser or a real vLLM: CPU-heavy and timed against the machine, so scripts/test.sh runs these one at a
     time after the rest (which runs on every core, pytest-xdist)."""
-    return item.nodeid.startswith("tests/browser/") or _uses_vllm(item) or "vllm" in item.path.name
+    return item.path.parent.name == "browser" or _uses_vllm(item) or "vllm" in item.path.name
 
 
 @pytest.hookimpl(tryfirst=True)  # before `-m` deselects by mark
