@@ -211,6 +211,21 @@ def open_page(page, name: str, timeout_s: float = 120.0) -> None:
                 raise
 
 
+def join_room(browser, url: str, code: str, viewport: tuple[int, int] = (1280, 900), timeout_ms: int = 240_000,
+              settle_ms: int = 120_000):
+    """A new session (a browser context of its own) that opened a room-mode dashboard and joined it with `code`,
+    its first page rendered and settled."""
+    page = browser.new_context(viewport={"width": viewport[0], "height": viewport[1]}).new_page()
+    page.goto(url, timeout=timeout_ms, wait_until="commit")
+    field = page.get_by_label("Room code (on the projector)")
+    field.wait_for(timeout=timeout_ms)
+    field.fill(code)
+    page.get_by_role("button", name="Join").click()
+    page.locator("[data-testid='stSidebarNav']").wait_for(timeout=timeout_ms)
+    settle(page, settle_ms)
+    return page
+
+
 def exception_text(page) -> str | None:
     errors = page.locator("[data-testid='stException']")
     return errors.first.inner_text()[:500] if errors.count() else None

@@ -27,7 +27,6 @@ def test_navigation_only_keeps_every_run_on_app_py(monkeypatch, navigation_only)
     assert not at.exception and old_path == []  # three runs, none on the old path
 
 
-
 def test_the_browser_and_vllm_tests_and_only_they_run_alone():
     """scripts/test.sh runs `-m "not alone"` on every core, then `-m alone` one at a time (a run of it that selects no
     test fails): a browser or vLLM test left unmarked would share the machine while it times its work."""

@@ -32,17 +32,6 @@ REFUSAL = "the lab measurements are the teacher's"  # ui/engine_link/room_slots.
 ANSWERS = (["×2 — twice as long", "×2 — twice as long", "×4 — four times as long"] * 3)[:STUDENTS]  # double the prompt
 
 
-def _join(browser, url: str, code: str):
-    page = browser.new_context(viewport={"width": 1280, "height": 900}).new_page()
-    page.goto(url, timeout=WAIT_MS, wait_until="commit")
-    page.get_by_label("Room code (on the projector)").wait_for(timeout=WAIT_MS)
-    page.get_by_label("Room code (on the projector)").fill(code)
-    page.get_by_role("button", name="Join").click()
-    page.locator("[data-testid='stSidebarNav']").wait_for(timeout=WAIT_MS)
-    appdriver.settle(page)
-    return page
-
-
 def _nav(page, name: str) -> None:
     appdriver.open_page(page, name)
     appdriver.settle(page)
@@ -73,8 +62,8 @@ def room():
     with appdriver.dashboard(ROOM, log) as (url, _), sync_api.sync_playwright() as pw:
         browser = appdriver.launch(pw)
         try:
-            teacher = _join(browser, url, "valley9")
-            yield teacher, [_join(browser, url, "bridge") for _ in range(STUDENTS)]
+            teacher = appdriver.join_room(browser, url, "valley9", timeout_ms=WAIT_MS)
+            yield teacher, [appdriver.join_room(browser, url, "bridge", timeout_ms=WAIT_MS) for _ in range(STUDENTS)]
         finally:
             browser.close()
 

@@ -29,16 +29,6 @@ def _need_browser() -> None:
     pytest.importorskip("playwright.sync_api", reason="playwright (python) is not installed")
 
 
-def _join(browser, url: str, code: str):
-    page = browser.new_context(viewport={"width": 1400, "height": 1000}).new_page()
-    page.goto(url, timeout=180_000)
-    page.get_by_label("Room code (on the projector)").fill(code)
-    page.get_by_role("button", name="Join").click()
-    page.locator("[data-testid='stSidebarNav']").wait_for(timeout=180_000)
-    appdriver.settle(page, 300_000)
-    return page
-
-
 def _open(page, name: str) -> None:
     appdriver.open_page(page, name)
     appdriver.settle(page, 300_000)
@@ -73,7 +63,8 @@ def test_a_students_run_waits_at_most_one_slice_behind_the_largest_lab():
             sync_playwright() as pw:
         browser = appdriver.launch(pw)
         try:
-            teacher, student = _join(browser, url, TEACHER), _join(browser, url, JOIN)
+            teacher, student = (appdriver.join_room(browser, url, code, viewport=(1400, 1000), timeout_ms=180_000,
+                                                    settle_ms=300_000) for code in (TEACHER, JOIN))
             _, quiet_ttft = _student_run(student)  # warm: the first run also loads the model
             _, quiet_ttft = _student_run(student)
 
