@@ -127,7 +127,9 @@ def test_teacher_console_with_eight_students(room):
     teacher.get_by_text("Follow me: students' pages show my page").click()
     teacher.get_by_text("Students follow").first.wait_for(timeout=WAIT_MS)
     for i, page in enumerate(students):  # each page looks for a push every few seconds
-        assert _until(lambda p=page: p.locator("h1").filter(has_text="Decode").count() > 0), f"student {i}"
+        page.bring_to_front()  # in front, as on a student's own device (Chromium slows a hidden tab's timers)
+        assert _until(lambda p=page: p.locator("h1").filter(has_text="Decode").count() > 0), \
+            f"student {i} still on {page.url}: {page.locator('h1').all_inner_texts()}"
     assert appdriver.exception_text(students[0]) is None
 
     teacher.get_by_text("Yes, clear the room").click()
@@ -135,6 +137,7 @@ def test_teacher_console_with_eight_students(room):
     teacher.get_by_role("button", name="Clear the room").click()
     teacher.get_by_text(f"Cleared: {STUDENTS} student sessions").wait_for(timeout=WAIT_MS)
     for i, page in enumerate(students):
+        page.bring_to_front()
         assert _until(lambda p=page: p.get_by_text("join the room").count() > 0), f"student {i} still in"
     assert _until(lambda: _metric(teacher, "Connected") == "1")
     assert appdriver.exception_text(teacher) is None
