@@ -94,11 +94,13 @@ def length_caps() -> tuple[int | None, int | None]:
 
 
 def _apply_follow(page, pages: list) -> None:
+    """Apply the teacher's latest push: its settings, then its page. The push counts as seen only in a run on that
+    page: a rerun the browser asks for meanwhile (a fragment's timer) replaces a pending page switch with its own page
+    (Streamlit keeps the newest request's page), and the next look (`_watch`) must then switch again."""
     version, follow = gate.room().following()
     ss = st.session_state
     if follow is None or ss.get(FOLLOW_SEEN) == version:
         return
-    ss[FOLLOW_SEEN] = version
     parsed = links.parse(follow["params"], set(), set())
     ss.update({links.PARAMS[name].key: links.PARAMS[name].default for name in FOLLOWED})  # the link omits defaults
     ss.update(parsed.values)
@@ -107,7 +109,8 @@ def _apply_follow(page, pages: list) -> None:
     by_path = {_path(p): p for p in pages}
     target = by_path.get(follow["page"])
     if target is not None and target is not page and follow["page"] != _path(page):
-        st.switch_page(target)
+        st.switch_page(target)  # ends this run; the run on the target page marks the push seen
+    ss[FOLLOW_SEEN] = version
 
 
 def activity() -> dict:

@@ -78,6 +78,24 @@ def test_follow_me_moves_a_student_to_the_teachers_page_and_settings(room_env):
     assert student.session_state[follow.FOLLOW_SEEN] == gate.room().following()[0]
 
 
+def test_a_page_switch_lost_to_another_rerun_is_made_again(room_env, monkeypatch):
+    """A rerun the browser asks for while the switch is pending (a fragment's timer) keeps the old page: the push
+    must stay unseen until a run on the teacher's page, so the student's next look switches again."""
+    student = _enter("bridge")
+    teacher = _enter("valley9")
+    teacher.switch_page("pages/story/decode.py").run()
+    teacher.switch_page(CONSOLE).run()
+    teacher.toggle(key=console.FOLLOW_TOGGLE).set_value(True).run()
+    with monkeypatch.context() as lost:
+        lost.setattr(follow.st, "switch_page", lambda target: st.stop())  # the run ends, still on its old page
+        student.run()
+    assert not any("Decode" in t.value for t in student.title)
+    assert follow.FOLLOW_SEEN not in student.session_state
+    student.run()  # the next look
+    assert not student.exception and any("Decode" in t.value for t in student.title)
+    assert student.session_state[follow.FOLLOW_SEEN] == gate.room().following()[0]
+
+
 def test_clearing_the_room_sends_students_back_to_the_code(room_env):
     student = _enter("bridge")
     teacher = _enter("valley9")
