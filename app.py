@@ -51,5 +51,6 @@ presenter.apply(PAGES, request)  # presenter mode: its own bar (every page, Run,
 code_display.presenter_banner()  # room mode, presenter mode, the teacher: the join code and QR code, large
 widgets.run_panel(request)  # runs the model when Run was pressed, live, above any page
 demo_panel.publish(page)  # the current settings into the URL, for sharing
-page.run()
+with follow.drawing():  # room mode: a follow-me push counts as seen once its page is drawn
+    page.run()
 launch.early_start.mark("first page drawn")  # scripts/startup_time.py: the end of a script run (no-op otherwise)

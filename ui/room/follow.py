@@ -8,7 +8,12 @@ fragment re-checks every few seconds, so a push reaches a student who is only wa
 """
 from __future__ import annotations
 
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+
 import streamlit as st
+from streamlit.runtime.scriptrunner_utils.exceptions import StopException
 
 from ui import state
 from ui.demo import links
@@ -18,6 +23,12 @@ from ui.text import prompts
 
 CONSOLE_PATH = "console"  # the teacher console's URL path: never a page students follow
 FOLLOW_SEEN = "room_follow_seen"  # the follow-me version this session applied last
+# Per session id, outside session state (after st.stop() every session-state write raises the stop again): the push
+# version a whole-app run is drawing, the version whose page was drawn to its end, and the sessions mid-run.
+_DRAWING: dict[str, int] = {}
+_DRAWN: dict[str, int] = {}
+_IN_APP_RUN: set[str] = set()
+_LOCK = threading.Lock()
 WATCH_EVERY_S = 3.0  # how often a student's page looks for a push or an eviction
 SPEC_KEYS = {"model": state.MODEL, "device": state.DEVICE, "dtype": state.DTYPE, "kernels": state.KERNELS}
 FOLLOWED = [name for name in links.PARAMS if name != "present"]  # presenter mode stays each screen's own
@@ -49,8 +60,13 @@ def presence(page, pages: list) -> None:
         if room.following()[1] is not None:
             push(room)
     else:
+        with _LOCK:
+            _IN_APP_RUN.add(sid)
+            drawn = _DRAWN.pop(sid, None)
+        if drawn is not None:
+            ss[FOLLOW_SEEN] = drawn
         enforce_locks()
-        _apply_follow(page, pages)
+        _apply_follow(page, pages, sid)
     room.touch(sid, page=_path(page), **activity())
     if role == "student":
         with st.sidebar:  # the sidebar's first element on every page: a fixed place, never where a page draws
@@ -93,10 +109,11 @@ def length_caps() -> tuple[int | None, int | None]:
     return locks.max_prompt_tokens, locks.max_output_tokens
 
 
-def _apply_follow(page, pages: list) -> None:
-    """Apply the teacher's latest push: its settings, then its page. The push counts as seen only in a run on that
-    page: a rerun the browser asks for meanwhile (a fragment's timer) replaces a pending page switch with its own page
-    (Streamlit keeps the newest request's page), and the next look (`_watch`) must then switch again."""
+def _apply_follow(page, pages: list, sid: str) -> None:
+    """Apply the teacher's latest push: its settings, then its page. The push counts as seen only once a run on that
+    page has drawn it to its end (`drawing`): a rerun the browser asks for meanwhile (a fragment's timer) replaces a
+    pending page switch with its own page (Streamlit keeps the newest request's page), or cuts the new page's run
+    short, and the next look (`_watch`) must then switch or draw again."""
     version, follow = gate.room().following()
     ss = st.session_state
     if follow is None or ss.get(FOLLOW_SEEN) == version:
@@ -110,7 +127,40 @@ def _apply_follow(page, pages: list) -> None:
     target = by_path.get(follow["page"])
     if target is not None and target is not page and follow["page"] != _path(page):
         st.switch_page(target)  # ends this run; the run on the target page marks the push seen
-    ss[FOLLOW_SEEN] = version
+    with _LOCK:
+        _DRAWING[sid] = version
+
+
+@contextmanager
+def drawing() -> Iterator[None]:
+    """Around app.py's page.run(): a push whose page ran to its end (or to its own st.stop()) counts as seen at the
+    session's next run. A run cut short by another rerun leaves it unseen, so the student's next look reruns the app
+    and draws the page whole. Outside room mode and for the teacher: nothing."""
+    sid = gate.session_id() if gate.role() == "student" else None
+    try:
+        yield
+    except StopException:
+        _drawn(sid)
+        raise
+    else:
+        _drawn(sid)
+    finally:
+        with _LOCK:
+            _IN_APP_RUN.discard(sid)
+            _DRAWING.pop(sid, None)
+
+
+def _drawn(sid: str | None) -> None:
+    with _LOCK:
+        if sid in _DRAWING:
+            _DRAWN[sid] = _DRAWING.pop(sid)
+
+
+def _seen(sid: str) -> int | None:
+    """The last push this session drew whole (also when its session state has not heard yet)."""
+    with _LOCK:
+        drawn = _DRAWN.get(sid)
+    return drawn if drawn is not None else st.session_state.get(FOLLOW_SEEN)
 
 
 def activity() -> dict:
@@ -130,5 +180,7 @@ def _watch() -> None:
     """A student's page looks for a new push or an eviction every few seconds, and reruns the app for it."""
     room, sid = gate.room(), gate.session_id()
     version, follow = room.following()
-    if room.is_evicted(sid) or (follow is not None and st.session_state.get(FOLLOW_SEEN) != version):
+    with _LOCK:
+        drawing_now = sid in _IN_APP_RUN and _DRAWING.get(sid) == version  # this very run draws the push's page
+    if room.is_evicted(sid) or (follow is not None and _seen(sid) != version and not drawing_now):
         st.rerun(scope="app")

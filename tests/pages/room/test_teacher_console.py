@@ -75,6 +75,7 @@ def test_follow_me_moves_a_student_to_the_teachers_page_and_settings(room_env):
     assert not student.exception
     assert student.session_state[state.MAX_NEW_TOKENS] == 48
     assert any("Decode" in t.value for t in student.title)
+    student.run()  # the page was drawn to its end: from the next run on, the push counts as seen
     assert student.session_state[follow.FOLLOW_SEEN] == gate.room().following()[0]
 
 
@@ -93,6 +94,7 @@ def test_a_page_switch_lost_to_another_rerun_is_made_again(room_env, monkeypatch
     assert follow.FOLLOW_SEEN not in student.session_state
     student.run()  # the next look
     assert not student.exception and any("Decode" in t.value for t in student.title)
+    student.run()
     assert student.session_state[follow.FOLLOW_SEEN] == gate.room().following()[0]
 
 
