@@ -24,10 +24,10 @@ from ui.text import prompts
 CONSOLE_PATH = "console"  # the teacher console's URL path: never a page students follow
 FOLLOW_SEEN = "room_follow_seen"  # the follow-me version this session applied last
 # Per session id, outside session state (after st.stop() every session-state write raises the stop again): the push
-# version a whole-app run is drawing, the version whose page was drawn to its end, and the sessions mid-run.
+# version a whole-app run is drawing (set in presence, removed when the run ends, whole or cut short) and the version
+# whose page was drawn to its end.
 _DRAWING: dict[str, int] = {}
 _DRAWN: dict[str, int] = {}
-_IN_APP_RUN: set[str] = set()
 _LOCK = threading.Lock()
 WATCH_EVERY_S = 3.0  # how often a student's page looks for a push or an eviction
 SPEC_KEYS = {"model": state.MODEL, "device": state.DEVICE, "dtype": state.DTYPE, "kernels": state.KERNELS}
@@ -61,7 +61,6 @@ def presence(page, pages: list) -> None:
             push(room)
     else:
         with _LOCK:
-            _IN_APP_RUN.add(sid)
             drawn = _DRAWN.pop(sid, None)
         if drawn is not None:
             ss[FOLLOW_SEEN] = drawn
@@ -146,7 +145,6 @@ def drawing() -> Iterator[None]:
         _drawn(sid)
     finally:
         with _LOCK:
-            _IN_APP_RUN.discard(sid)
             _DRAWING.pop(sid, None)
 
 
@@ -181,6 +179,6 @@ def _watch() -> None:
     room, sid = gate.room(), gate.session_id()
     version, follow = room.following()
     with _LOCK:
-        drawing_now = sid in _IN_APP_RUN and _DRAWING.get(sid) == version  # this very run draws the push's page
+        drawing_now = _DRAWING.get(sid) == version  # this very run draws the push's page
     if room.is_evicted(sid) or (follow is not None and _seen(sid) != version and not drawing_now):
         st.rerun(scope="app")
