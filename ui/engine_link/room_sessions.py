@@ -3,7 +3,8 @@ from __future__ import annotations
 
 from streamlit.runtime import Runtime
 
-from ui.engine_link import worker_link
+from ui.classroom.registry import Member
+from ui.engine_link import room_link, worker_link
 
 
 def sessions_alive(session_ids) -> set[str]:
@@ -12,6 +13,15 @@ def sessions_alive(session_ids) -> set[str]:
         return set(session_ids)
     runtime = Runtime.instance()
     return {sid for sid in session_ids if runtime.is_active_session(sid)}
+
+
+def present() -> list[Member]:
+    """The room's members whose tab is still open (the teacher first); members whose session is gone are dropped.
+    The console's table and the poll's "answers from N students" both count from here, so a closed tab counts
+    in neither."""
+    room = room_link.room()
+    room.keep_only(sessions_alive([m.session_id for m in room.snapshot()]))
+    return room.snapshot()
 
 
 def sessions_work() -> dict[str, list]:

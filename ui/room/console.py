@@ -27,13 +27,11 @@ LAB_WORDS = {"teacher": "teacher only", "all": "everyone", "none": "no one (labs
 def rows() -> tuple[list[dict], list[tuple[str, int, str]]]:
     """One row per member (name, role, page, state, request, queue wait) and the cancellable work:
     (session id, work id, words) for each request or job in flight."""
-    room = gate.room()
-    members = room.snapshot()
-    room.keep_only(room_sessions.sessions_alive([m.session_id for m in members]))
+    members = room_sessions.present()
     work = room_sessions.sessions_work()
     now = time.perf_counter()
     out, cancellable = [], []
-    for m in room.snapshot():
+    for m in members:
         state, request, wait = m.activity, m.request, ""
         for item in work.get(m.session_id, []):
             if hasattr(item, "work"):  # a request (LiveRun)

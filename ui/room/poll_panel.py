@@ -10,7 +10,7 @@ from __future__ import annotations
 import streamlit as st
 
 from ui import state
-from ui.engine_link import worker_link
+from ui.engine_link import room_sessions, worker_link
 from ui.figures import fig_poll
 from ui.room import gate, polls
 
@@ -88,7 +88,7 @@ def status_line(poll: polls.Poll) -> None:
     answered = sum(poll.counts())
     if solo():
         return
-    students = [m for m in gate.room().snapshot() if m.role == "student"]
+    students = [m for m in room_sessions.present() if m.role == "student"]
     st.caption(f"**{answered}** answer{'s' if answered != 1 else ''} from {len(students)} student"
                f"{'s' if len(students) != 1 else ''} in the room · " + ("open: answers may change" if poll.open else "closed"))
 

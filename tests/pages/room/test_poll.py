@@ -41,9 +41,9 @@ def room_env(monkeypatch):
     monkeypatch.setenv(config.ENV_ROOM, "1")
     monkeypatch.setenv(config.ENV_JOIN, "BRIDGE")
     monkeypatch.setenv(config.ENV_TEACHER, "VALLEY9")
-    gate.room().poll = None  # the Room is one per server (cache_resource): start from no poll
+    gate.room.clear()  # the Room is one per server (cache_resource): each test starts from an empty room
     yield
-    gate.room().poll = None
+    gate.room.clear()
 
 
 def test_alone_predict_then_measure_for_yourself(monkeypatch, navigation_only):
@@ -95,6 +95,20 @@ def test_room_students_answer_the_teachers_question_and_see_it_measured(room_env
     assert poll.measured is not None and poll.matched in (0, 1, 2)
     students[0].run()
     assert any(m.label == "Measured on this engine" for m in students[0].metric)
+
+
+def test_a_student_whose_tab_closed_is_not_counted_in_the_room(room_env, navigation_only, monkeypatch):
+    from ui.engine_link import room_sessions
+    teacher = open_poll_page("valley9")
+    for i in range(3):
+        open_poll_page("bridge", f"student-{i}")
+    teacher.selectbox(key=state.POLL_PICK).set_value("double-the-output")
+    teacher.button(key=state.POLL_OPEN).click().run()
+    assert any("**0** answers from 3 students" in c.value for c in teacher.caption)
+    monkeypatch.setattr(room_sessions, "sessions_alive", lambda ids: set(ids) - {"student-1"})  # that tab closed
+    teacher.run()
+    assert any("**0** answers from 2 students" in c.value for c in teacher.caption)
+    assert "student-1" not in {m.session_id for m in gate.room().snapshot()}
 
 
 def test_a_second_measure_while_one_runs_gets_one_clear_line(room_env, navigation_only):
