@@ -13,6 +13,7 @@ os.environ.setdefault("TWO_BENDS_WORKER", "thread")
 # per process and model; the rest of the suite checks the eager paths the compiled step is measured against
 os.environ.setdefault("TWO_BENDS_COMPILED_DECODE", "off")
 os.environ.setdefault("TWO_BENDS_C_DECODE", "off")  # the same for the C step (test_c_decode.py)
+os.environ.setdefault("TWO_BENDS_C_PROMPT", "off")  # ... and the prompts' C kernels (test_prompt_kernels.py)
 torch.set_num_threads(max(1, min(2, os.cpu_count() or 1)))
 
 

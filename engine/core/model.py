@@ -32,9 +32,12 @@ class Attention(nn.Module):
         self.qkv = nn.Linear(cfg.d_model, (H + 2 * K) * D, bias=cfg.qkv_bias)  # fused Q, K, V
         self.out = nn.Linear(H * D, cfg.d_model, bias=cfg.qkv_bias)
 
-    def forward(self, x, layer: int, cache: KVCache, plan: Plan, rope: tuple | None, capture: bool):
+    def forward(self, x, layer: int, cache: KVCache, plan: Plan, rope: tuple | None, capture: bool, fused=None):
+        """fused: the prompt's C kernels (engine/techniques/prompt_kernels.py) where the pass runs them."""
         B, T, _ = x.shape
         H, K, D = self.cfg.n_heads, self.cfg.n_kv_heads, self.cfg.head_dim
+        if fused is not None and not capture:  # RoPE, cache write and causal attention in one call
+            return self.out(fused.attention(self.qkv(x), rope, layer, cache, plan)), None  # (1, T, C)
         qkv = self.qkv(x).view(B, T, H + 2 * K, D).transpose(1, 2)  # (B, H+2K, T, D)
         qk, v = qkv[:, : H + K], qkv[:, H + K:]  # (B, H+K, T, D), (B, K, T, D)
         if rope is not None:
@@ -77,7 +80,11 @@ class Block(nn.Module):
         self.mlp_norm = make_norm(cfg.arch, cfg.d_model, cfg.norm_eps)
         self.mlp = make_mlp(cfg.arch, cfg.d_model, cfg.d_ff)
 
-    def forward(self, x, layer, cache, plan, rope, capture):
+    def forward(self, x, layer, cache, plan, rope, capture, fused=None):
+        if fused is not None:  # the prompt's C kernels: x, the residual stream, takes the attention's output in place
+            a, probs = self.attn(fused.rms_norm(x, self.attn_norm), layer, cache, plan, rope, capture, fused)
+            h = fused.rms_norm(x, self.mlp_norm, add=a)  # x += a; h = norm(x)
+            return x + self.mlp.down(fused.silu_mul(self.mlp.gate_up(h))), probs
         a, probs = self.attn(self.attn_norm(x), layer, cache, plan, rope, capture)
         x = x + a
         return x + self.mlp(self.mlp_norm(x)), probs
@@ -106,6 +113,10 @@ class Transformer(nn.Module):
         # a half-precision model's wide passes (prompts) through a float32 copy of its weights, where measured faster
         # on this machine (engine/techniques/prompt_pass.py): set on the fast twin; None: this model's own blocks
         self.prompt_pass = None
+        # a float32 prompt's work between its matmuls (norms, RoPE, cache write, causal attention, SwiGLU) in
+        # hand-written C, where measured faster on this machine (engine/techniques/prompt_kernels.py): set on the
+        # fast twin; None: torch's ops
+        self.prompt_kernels = None
         if cfg.uses_rope:
             self.register_buffer("rope_cos", torch.empty(cfg.max_seq_len, cfg.head_dim), persistent=False)
             self.register_buffer("rope_sin", torch.empty(cfg.max_seq_len, cfg.head_dim), persistent=False)
@@ -152,8 +163,11 @@ class Transformer(nn.Module):
             cos, sin = self.rope_cos[plan.positions].to(x.dtype), self.rope_sin[plan.positions].to(x.dtype)
             rope = (cos, sin) if cos.dim() == 2 else (cos[:, None], sin[:, None])  # (T, D) or (B, 1, T, D)
         captured = {}
+        fused = self.prompt_kernels  # prompts only (not decode steps), where the kernels can serve this pass
+        if fused is not None and (T <= WIDE_PASS or rope is None or _hooked(self) or not fused.serves(x, cache, plan)):
+            fused = None
         for i, block in enumerate(self.blocks[: None if last_layer is None else last_layer + 1]):
-            x, probs = block(x, i, cache, plan, rope, i in capture_layers)
+            x, probs = block(x, i, cache, plan, rope, i in capture_layers, fused)
             if probs is not None and on_probs is not None:
                 on_probs(i, probs)
             elif probs is not None:

@@ -113,20 +113,21 @@ def _flags() -> list[str]:
     return ["-O3", *arch, "-fopenmp", "-ffast-math", "-fPIC"]
 
 
-def build(folder: Path) -> Path:
-    """The step's library for this machine, built once into `folder` (named by what makes it) and reused."""
+def build(folder: Path, source: Path = SOURCE) -> Path:
+    """`source`'s library for this machine (the step's, or another hand-written kernel's), built once into `folder`
+    (named by what makes it) and reused."""
     cc = c_compiler()
     version = subprocess.run([cc, "--version"], capture_output=True, text=True).stdout.splitlines()[:1]
     caps = [os.environ.get(name, "") for name in ISA_CAPS]
-    made_of = [SOURCE.read_text(), *_flags(), *version, *cpu_identity(), *caps]
-    path = folder / "c-decode" / f"decode_step-{hashlib.sha256(repr(made_of).encode()).hexdigest()[:20]}.so"
+    made_of = [source.read_text(), *_flags(), *version, *cpu_identity(), *caps]
+    path = folder / "c-decode" / f"{source.stem}-{hashlib.sha256(repr(made_of).encode()).hexdigest()[:20]}.so"
     if path.is_file():
         return path
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
     # compiled, then linked without -ffast-math: linked with it, gcc before 13 adds crtfastmath.o, whose constructor
     # would set flush-to-zero for the whole thread that loads the library (torch's numbers there too)
-    for command in ([cc, *_flags(), "-c", str(SOURCE), "-o", f"{tmp}.o"],
+    for command in ([cc, *_flags(), "-c", str(source), "-o", f"{tmp}.o"],
                     [cc, "-shared", "-fopenmp", f"{tmp}.o", "-o", str(tmp), "-lm"]):
         done = subprocess.run(command, capture_output=True, text=True)
         if done.returncode != 0:

@@ -20,7 +20,8 @@ faster: on CPUs without bfloat16 arithmetic.
 On top of the matmul choice, a batch-1 decode step on CPU may run as code torch.compile generated for one layer
 (compiled_decode.py), measured against the eager loop at first load, and then as one hand-written C loop nest for
 the whole step (c_decode.py, float32 or bfloat16), measured against whichever of those two won: each kept only
-where faster, the verdicts cached.
+where faster, the verdicts cached. A float32 prompt's work between its matmuls (norms, RoPE, the cache write, causal
+attention, SwiGLU) may run as three hand-written C kernels (prompt_kernels.py), measured the same way.
 Tried and left out: torch.compile of the whole model with weight freezing (it turns the matmuls back into the
 same oneDNN calls; 37-100 s to compile on 2 cores, in every worker process); fp16 weights through FBGEMM (half
 the bytes, but it changes the numbers: that is quantisation, a different remedy).
@@ -38,7 +39,7 @@ import torch
 from torch import nn
 
 from engine.core.model import WIDE_PASS
-from engine.techniques import c_decode, compiled_decode, prompt_pass
+from engine.techniques import c_decode, compiled_decode, prompt_kernels, prompt_pass
 from engine.techniques.kernel_candidates import apply, prepare
 from engine.techniques.kernel_choice import LONG_FROM, LONG_ROWS, PREFILL_ROWS, Choice, choose
 
@@ -47,6 +48,7 @@ COMPILED_LABEL = "; decode step compiled (torch.compile)"  # what a fast model's
 C_LABEL = "; decode step in C (hand-written, one OpenMP region)"  # ... or when it runs the C step
 WIDE_ROWS = WIDE_PASS  # up to this many rows (decode steps, small batches) run the decode kernel; wider ones the prompt
 PROMPT_LABEL = "; prompts in float32 (widened copy)"  # what a half-precision fast model's kernels add when it runs one
+PROMPT_C_LABEL = "; prompts' attention, norms and SwiGLU in C"  # ... or when it runs prompt_kernels.py's
 
 
 class ChosenLinear(nn.Module):
@@ -112,6 +114,7 @@ def _twin(model: nn.Module, make) -> nn.Module:
     extras = [t for m in model.modules() if isinstance(m, ChosenLinear) for t in m.extras()]  # opaque: cannot be copied
     shared = {id(t): t for t in [*model.parameters(), *model.buffers(), *extras]}
     shared[id(model.prompt_pass)] = model.prompt_pass  # a float32 prompt pass is shared by reference, never copied
+    shared[id(model.prompt_kernels)] = model.prompt_kernels  # so are the prompts' C kernels (a loaded library)
     compiled, model.compiled_decode = model.compiled_decode, None  # compiled code belongs to its model alone
     try:
         twin = copy.deepcopy(model, shared)  # new module objects, the same tensors
@@ -147,6 +150,7 @@ def with_kernels(lm, kernels: str, cache_dir: Path | None = None, remeasure: boo
     if kernels == "plain":
         model = _twin(lm.model, _plain_linear)
         model.prompt_pass = None  # plain: the model's own dtype all the way
+        model.prompt_kernels = None  # ... and torch's ops
         return dataclasses.replace(lm, model=model, kernels="plain", kernel_choice="plain", kernel_why="")
     base = with_kernels(lm, "plain") if lm.kernel_choice != "plain" else lm  # measure on (and swap) nn.Linear layers
     choice, label, why = fast_path(base, cache_dir, remeasure)
@@ -183,9 +187,25 @@ def with_prompt_pass(fast, plain, cache_dir: Path | None = None, remeasure: bool
 def with_compiled_decode(fast, cache_dir: Path | None = None, remeasure: bool = False):
     """`fast` with a batch-1 decode step measured faster here, else `fast`: the hand-written C step (c_decode.py)
     where it beat the step that would run otherwise, else torch.compile's layer (compiled_decode.py) where it beat
-    the eager loop.
+    the eager loop. And with its prompts' work between the matmuls in C where measured faster (`with_prompt_kernels`).
 
     A twin (new module objects, the same tensors), so a run already going on `fast` keeps the step it started with."""
+    return with_prompt_kernels(_with_decode_step(fast, cache_dir, remeasure), cache_dir, remeasure)
+
+
+def with_prompt_kernels(fast, cache_dir: Path | None = None, remeasure: bool = False):
+    """`fast` with its float32 prompts' attention, norms and SwiGLU in hand-written C (prompt_kernels.py) where
+    measured faster here, a twin; else `fast`, with the verdict's why."""
+    if prompt_kernels.applicable(fast.model, fast.dtype, fast.device):
+        return fast
+    model = _twin(fast.model, lambda m: None)
+    verdict = prompt_kernels.attach(model, fast.dtype, cache_dir, remeasure)
+    label = fast.kernels + (PROMPT_C_LABEL if model.prompt_kernels is not None else "")
+    return dataclasses.replace(fast, model=model if model.prompt_kernels is not None else fast.model, kernels=label,
+                               kernel_why=_and(fast.kernel_why, verdict.words()))
+
+
+def _with_decode_step(fast, cache_dir: Path | None = None, remeasure: bool = False):
     reason = compiled_decode.applicable(fast.model, fast.device)  # '' where a compiled decode step may serve
     c_reason = c_decode.applicable(fast.model, fast.dtype, fast.device)  # '' where the C step may serve
     if reason == compiled_decode.NO_COMPILER and c_reason:  # the one reason a user can act on: said beside the why
@@ -211,7 +231,8 @@ def with_compiled_decode(fast, cache_dir: Path | None = None, remeasure: bool = 
 def builds_decode_step(model, dtype: torch.dtype, device: torch.device) -> bool:
     """Whether `with_compiled_decode` may build a decode step for this model (seconds: worth saying, and serving the
     fast kernels meanwhile)."""
-    return not (compiled_decode.applicable(model, device) and c_decode.applicable(model, dtype, device))
+    return not (compiled_decode.applicable(model, device) and c_decode.applicable(model, dtype, device)
+                and prompt_kernels.applicable(model, dtype, device))
 
 
 def _and(why: str, more: str) -> str:
@@ -223,5 +244,6 @@ def without_compiled_decode(lm):
     """`lm` with its decode steps eager (a twin) where it has a compiled one, else `lm` itself."""
     if getattr(lm.model, "compiled_decode", None) is None:
         return lm
-    label = lm.kernels.replace(COMPILED_LABEL, "").replace(C_LABEL, "") + "; decode step eager"
+    label = lm.kernels.replace(COMPILED_LABEL, "").replace(C_LABEL, "").replace(PROMPT_C_LABEL, "") + "; decode step eager"
+    label += PROMPT_C_LABEL if lm.model.prompt_kernels is not None else ""
     return dataclasses.replace(lm, model=_twin(lm.model, lambda m: None), kernels=label)
