@@ -29,7 +29,7 @@ INLINE v16 load16(const float *p) { v16 v; memcpy(&v, p, sizeof v); return v; }
 INLINE void store16(float *p, v16 v) { memcpy(p, &v, sizeof v); }
 INLINE v16 splat(float a) { return (v16){a, a, a, a, a, a, a, a, a, a, a, a, a, a, a, a}; }
 
-// s[r][0..BK) = q[r] . kt[:, j0..j0+BK) for four rows r: kt is the transposed keys (D, ld), zero past the last key
+// s[r][0..BK) = q[r] . kt[:, 0..BK) for four rows r: kt is a block of BK keys transposed, (D, ld), zero past the last key
 INLINE void scores4(const float *q0, const float *q1, const float *q2, const float *q3, const float *kt, long ld,
                     int D, float *s0, float *s1, float *s2, float *s3) {
   v16 a[4][4] = {{0}};
@@ -70,7 +70,9 @@ INLINE void weigh4(const float *p0, const float *p1, const float *p2, const floa
 }
 
 // One tile: the G query heads of KV head kh for query tokens [t0, t1), over keys [0, start + t1).
-// q (T, H, D) roped and scaled; kt (KH, D, ld); v (KH, smax, D) the cache; out (T, H * D).
+// q (T, H, D) roped and scaled; kt (KH, ld / BK, D, BK) the keys transposed block by block (each block's D x BK
+// numbers in one piece: rows of the whole length, ld floats apart, would map to the same few cache sets when ld is a
+// multiple of 1024); v (KH, smax, D) the cache; out (T, H * D).
 static void tile(const float *q, const float *kt, long ld, const float *v, long smax, float *out, int H, int KH,
                  int D, long start, long t0, long t1, int kh, float *s, float *o, float *m, float *l) {
   const int G = H / KH, R = (int)(t1 - t0) * G, R4 = (R + 3) & ~3;  // rows: token-major, then head
@@ -87,7 +89,7 @@ static void tile(const float *q, const float *kt, long ld, const float *v, long 
   for (long j0 = 0; j0 < keys; j0 += BK) {
     const int n = (int)(keys - j0 < BK ? keys - j0 : BK);
     for (int r = 0; r < R4; r += 4)
-      scores4(rows[r], rows[r + 1], rows[r + 2], rows[r + 3], ktk + j0, ld, D, s + r * BK, s + (r + 1) * BK,
+      scores4(rows[r], rows[r + 1], rows[r + 2], rows[r + 3], ktk + j0 * D, BK, D, s + r * BK, s + (r + 1) * BK,
               s + (r + 2) * BK, s + (r + 3) * BK);
     for (int r = 0; r < R4; r++) {
       float *sr = s + r * BK;
@@ -158,12 +160,12 @@ int prompt_attention(const float *qkv, long T, int H, int KH, int D, const float
       for (int h = 0; h < KH; h++)
         memcpy(vc + ((long)h * smax + start + t) * D, row + (long)(H + KH + h) * D, sizeof(float) * D);
     }
-    // every key, earlier and new, transposed: (KH, D, ld)
+    // every key, earlier and new, transposed block by block: (KH, ld / BK, D, BK)
     #pragma omp for schedule(static) collapse(2)
     for (int h = 0; h < KH; h++)
       for (long s0 = 0; s0 < S; s0 += BK)
         for (long s = s0; s < (s0 + BK < S ? s0 + BK : S); s++)
-          for (int d = 0; d < D; d++) kt[((long)h * D + d) * ld + s] = kc[((long)h * smax + s) * D + d];
+          for (int d = 0; d < D; d++) kt[(long)h * D * ld + s0 * D + d * BK + (s - s0)] = kc[((long)h * smax + s) * D + d];
     const int R4 = BQ * G + 4;
     float *s = malloc(sizeof(float) * R4 * BK), *o = malloc(sizeof(float) * R4 * D);
     float *m = malloc(sizeof(float) * R4), *l = malloc(sizeof(float) * R4);
