@@ -21,6 +21,7 @@ from engine.labs.profiling import KIND_ATTN, KIND_GEMM, KIND_GEMV, classify_kind
 from engine.labs.sweeps import prompt_ids_of_length
 from engine.loading.model_store import DEFAULT_MODEL
 from engine.techniques.prefill_chunks import prefill_chunked
+from engine.techniques.prompt_kernels import MARKS
 
 CATEGORIES = (  # (category, op names): what each aten op of a Llama prefill belongs to
     ("RoPE (neg, cat, mul, add on q/k)", ()),
@@ -30,8 +31,14 @@ CATEGORIES = (  # (category, op names): what each aten op of a Llama prefill bel
 )
 
 
+C_KERNELS = {MARKS["attention"]: "attention in C (with RoPE and the cache write)", MARKS["rms_norm"]: "norms in C (with the residual add)",
+             MARKS["silu_mul"]: "MLP SiLU x up in C"}  # the prompt's C kernels (prompt_kernels.py), where the fast model runs them
+
+
 def categorize(name: str, shapes: list) -> str:
     """One op event -> its category; GEMMs are split by their weight's shape ('GEMM 3072x576')."""
+    if name in C_KERNELS:
+        return C_KERNELS[name]
     kind = classify_kind(name, shapes)  # the profiling lab's matmul and attention ops
     if kind in (KIND_GEMM, KIND_GEMV):
         weight = next((s for s in reversed(shapes[1:]) if isinstance(s, list) and len(s) == 2), None)  # the matrix

@@ -26,7 +26,7 @@ import hashlib
 import math
 import threading
 import time
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -102,6 +102,16 @@ def load(path: Path) -> ctypes.CDLL:
     return lib
 
 
+MARKS = {"attention": "two_bends::prompt_attention (C)", "rms_norm": "two_bends::rms_norm (C)",
+         "silu_mul": "two_bends::silu_mul (C)"}  # what torch.profiler calls each kernel's time (no aten op shows it)
+
+
+def _marked(kernel: str):
+    """A profiler range named after the kernel while torch.profiler records (the profiling labs' splits count the C
+    time), else nothing (a check costs one C call)."""
+    return torch.profiler.record_function(MARKS[kernel]) if torch._C._autograd._profiler_enabled() else nullcontext()
+
+
 class PromptKernels:
     """The three kernels for one model's prompts, where `serves` says they can (model.Transformer.forward asks)."""
 
@@ -133,9 +143,10 @@ class PromptKernels:
         cos, sin = (t.contiguous() for t in rope)  # (T, D) each
         k, v = cache.keys[layer], cache.values[layer]  # (1, K, smax, D) each
         out = torch.empty(1, T, cfg.n_heads * cfg.head_dim)  # (1, T, H D)
-        failed = self.lib.prompt_attention(qkv.data_ptr(), T, cfg.n_heads, cfg.n_kv_heads, cfg.head_dim,
-                                           cos.data_ptr(), sin.data_ptr(), k.data_ptr(), v.data_ptr(), k.shape[2],
-                                           plan.positions.start, out.data_ptr(), torch.get_num_threads())
+        with _marked("attention"):
+            failed = self.lib.prompt_attention(qkv.data_ptr(), T, cfg.n_heads, cfg.n_kv_heads, cfg.head_dim,
+                                               cos.data_ptr(), sin.data_ptr(), k.data_ptr(), v.data_ptr(), k.shape[2],
+                                               plan.positions.start, out.data_ptr(), torch.get_num_threads())
         if failed:
             raise MemoryError("the C prompt attention could not allocate its scratch")
         self.calls += 1
@@ -148,8 +159,9 @@ class PromptKernels:
             add = add.contiguous()
         out = torch.empty_like(x)
         C = x.shape[-1]
-        self.lib.rms_norm(x.data_ptr(), None if add is None else add.data_ptr(), norm.weight.data_ptr(),
-                          out.data_ptr(), x.numel() // C, C, norm.eps, torch.get_num_threads())
+        with _marked("rms_norm"):
+            self.lib.rms_norm(x.data_ptr(), None if add is None else add.data_ptr(), norm.weight.data_ptr(),
+                              out.data_ptr(), x.numel() // C, C, norm.eps, torch.get_num_threads())
         return out
 
     def silu_mul(self, gate_up: torch.Tensor) -> torch.Tensor:
@@ -157,7 +169,9 @@ class PromptKernels:
         gate_up = gate_up.contiguous()
         F2 = gate_up.shape[-1]
         out = gate_up.new_empty(*gate_up.shape[:-1], F2 // 2)
-        self.lib.silu_mul(gate_up.data_ptr(), out.data_ptr(), gate_up.numel() // F2, F2 // 2, torch.get_num_threads())
+        with _marked("silu_mul"):
+            self.lib.silu_mul(gate_up.data_ptr(), out.data_ptr(), gate_up.numel() // F2, F2 // 2,
+                              torch.get_num_threads())
         return out
 
 
