@@ -17,6 +17,7 @@ from ui.room import follow, gate
 REFRESH_S = 2.0
 CANCEL_PICK, CANCEL_ONE, CANCEL_ALL = "room_cancel_pick", "room_cancel_one", "room_cancel_all"
 FOLLOW_TOGGLE, LOCKS_FORM, CLEAR, CLEAR_SURE = "room_follow", "room_locks", "room_clear", "room_clear_sure"
+CLEARED = "room_cleared"  # the last clear's outcome, in words (shown until the next one)
 LOCK_MODEL, LOCK_DEVICE, LOCK_DTYPE, LOCK_KERNELS = "room_lock_model", "room_lock_device", "room_lock_dtype", "room_lock_kernels"
 LOCK_PROMPT, LOCK_OUTPUT, LOCK_LABS = "room_lock_prompt", "room_lock_output", "room_lock_labs"
 TEACHERS = "the teacher's current choice"
@@ -140,12 +141,22 @@ def follow_me() -> None:
                    "a student's page follows within a few seconds. Presenter mode stays each screen's own.")
 
 
+def _clear() -> None:
+    """The button's callback (before the script runs): the room cleared, the box unticked, the outcome kept in
+    this session so that it stays on screen through the console's later reruns."""
+    room_sessions.present()  # closed tabs out first: the count says how many students were really in the room
+    gone = gate.room().clear()
+    for sid in gone:
+        room_sessions.drop_session(sid)
+    st.session_state[CLEAR_SURE] = False
+    st.session_state[CLEARED] = (f"Cleared: {len(gone)} student session{'s' if len(gone) != 1 else ''} out of the "
+                                 "room, their work cancelled and their runs dropped. Locks and follow-me stay as they "
+                                 f"were. ({time.strftime('%H:%M:%S')})")
+
+
 def clear_room() -> None:
     """Every student out: their work cancelled, their stores dropped; they must enter the code again."""
     sure = st.checkbox("Yes, clear the room (students enter the code again; their runs are dropped)", key=CLEAR_SURE)
-    if st.button("Clear the room", key=CLEAR, icon=":material/logout:", disabled=not sure):
-        gone = gate.room().clear()
-        for sid in gone:
-            room_sessions.drop_session(sid)
-        st.success(f"Cleared: {len(gone)} student session{'s' if len(gone) != 1 else ''} out of the room, their "
-                   "work cancelled and their runs dropped. Locks and follow-me stay as they were.")
+    st.button("Clear the room", key=CLEAR, icon=":material/logout:", disabled=not sure, on_click=_clear)
+    if done := st.session_state.get(CLEARED):
+        st.success(done)

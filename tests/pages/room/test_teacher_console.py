@@ -106,6 +106,9 @@ def test_clearing_the_room_sends_students_back_to_the_code(room_env):
     teacher.checkbox(key=console.CLEAR_SURE).check().run()
     teacher.button(key=console.CLEAR).click().run()
     assert not teacher.exception and any("Cleared: 1 student session" in s.value for s in teacher.success)
+    assert not teacher.checkbox(key=console.CLEAR_SURE).value and teacher.button(key=console.CLEAR).disabled
+    teacher.run()  # the console's next rerun (its refresh, another widget): the outcome stays on screen
+    assert any("Cleared: 1 student session" in s.value for s in teacher.success)
     student.run()
     assert not student.exception
     assert [t.value for t in student.title] == ["Two Bends — join the room"]
