@@ -25,20 +25,19 @@ import shutil
 import subprocess
 import threading
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
 
 import torch
 import torch.nn.functional as F
 
 from engine.core.kv_cache import KVCache, Plan
-from engine.techniques.compiled_decode import CHECKED, CONTEXT, ROUNDS, STEPS, _cached, _steps
+from engine.techniques.compiled_decode import CHECKED, CONTEXT, ROUNDS, STEPS, _cached, _save, _steps, model_shape
 from engine.techniques.kernel_choice import (
     ISA_CAPS,
     MARGIN,
     _key_id,
     _read,
-    add_to_cache_file,
     cache_key,
     cpu_identity,
     default_cache_dir,
@@ -286,7 +285,7 @@ def attach(model, dtype: torch.dtype, cache_dir: Path | None = None, remeasure: 
     build_s = time.perf_counter() - begin
     if not ok:
         verdict = Verdict(False, "", 0.0, 0.0, build_s, note="its logits differed from the eager step's")
-        add_to_cache_file(path, key, "verdict", {k: v for k, v in asdict(verdict).items() if k != "cached"})
+        _save(path, key, verdict)
         return verdict
     if found is not None:  # won here before: no timing
         model.compiled_decode = step
@@ -294,7 +293,7 @@ def attach(model, dtype: torch.dtype, cache_dir: Path | None = None, remeasure: 
     rival_name = "eager" if model.compiled_decode is None else "compiled"
     c_ms, rival_ms = race(model, step, model.compiled_decode or model.decode_rows)
     verdict = Verdict(c_ms < rival_ms * (1 - MARGIN), rival_name, rival_ms, c_ms, build_s)
-    add_to_cache_file(path, key, "verdict", {k: v for k, v in asdict(verdict).items() if k != "cached"})
+    _save(path, key, verdict)
     if verdict.use:
         model.compiled_decode = step
     return verdict
@@ -303,6 +302,5 @@ def attach(model, dtype: torch.dtype, cache_dir: Path | None = None, remeasure: 
 def verdict_key(model, dtype: torch.dtype) -> dict:
     """This CPU, torch, threads and dtype (the kernel choice's key), this model's shape, this source."""
     cfg = model.cfg
-    shape = [cfg.n_layers, cfg.d_model, cfg.n_heads, cfg.n_kv_heads, cfg.head_dim, cfg.d_ff, cfg.vocab_size]
     source = hashlib.sha256(SOURCE.read_bytes()).hexdigest()[:16]
-    return cache_key(model, dtype) | {"shapes": shape, "what": "C decode step", "source": source, "context": CONTEXT}
+    return cache_key(model, dtype) | {"shapes": model_shape(cfg), "what": "C decode step", "source": source, "context": CONTEXT}

@@ -296,7 +296,7 @@ def attach(model, dtype: torch.dtype, device: torch.device, cache_dir: Path | No
     if found is not None and compiled is not None:
         verdict = replace(found, compile_s=verdict.compile_s)
     else:
-        add_to_cache_file(path, key, "verdict", {k: v for k, v in asdict(verdict).items() if k != "cached"})
+        _save(path, key, verdict)
     model.compiled_decode = compiled
     return verdict
 
@@ -304,8 +304,17 @@ def attach(model, dtype: torch.dtype, device: torch.device, cache_dir: Path | No
 def verdict_key(model, dtype: torch.dtype) -> dict:
     """What makes a verdict valid: this CPU, torch, threads and dtype (the kernel choice's key), this model's shape."""
     cfg = model.cfg
-    shape = [cfg.n_layers, cfg.d_model, cfg.n_heads, cfg.n_kv_heads, cfg.head_dim, cfg.d_ff, cfg.vocab_size]
-    return cache_key(model, dtype) | {"shapes": shape, "what": "compiled decode step", "version": VERSION, "context": CONTEXT}
+    return cache_key(model, dtype) | {"shapes": model_shape(cfg), "what": "compiled decode step", "version": VERSION, "context": CONTEXT}
+
+
+def _save(path: Path, key: dict, verdict) -> None:
+    """Write a verdict (any of the techniques' dataclasses) for `key`, less its `cached` flag: what `_cached` reads."""
+    add_to_cache_file(path, key, "verdict", {k: v for k, v in asdict(verdict).items() if k != "cached"})
+
+
+def model_shape(cfg) -> list[int]:
+    """The shape a verdict holds for: a model of another shape is measured again."""
+    return [cfg.n_layers, cfg.d_model, cfg.n_heads, cfg.n_kv_heads, cfg.head_dim, cfg.d_ff, cfg.vocab_size]
 
 
 def _cached(entry, key: dict, kind=Verdict):

@@ -27,15 +27,15 @@ import math
 import threading
 import time
 from contextlib import contextmanager, nullcontext
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
 
 import torch
 
 from engine.core.kv_cache import KVCache, Plan, RaggedPlan
 from engine.techniques.c_decode import build, c_compiler
-from engine.techniques.compiled_decode import _cached
-from engine.techniques.kernel_choice import MARGIN, _key_id, _read, add_to_cache_file, cache_key, default_cache_dir, switched_off
+from engine.techniques.compiled_decode import _cached, _save, model_shape
+from engine.techniques.kernel_choice import MARGIN, _key_id, _read, cache_key, default_cache_dir, switched_off
 
 SOURCE = Path(__file__).with_name("prompt_kernels.c")
 SWITCH = "TWO_BENDS_C_PROMPT"  # "off": never build them (the test suite's default; a user's escape hatch)
@@ -262,7 +262,7 @@ def attach(model, dtype: torch.dtype, cache_dir: Path | None = None, remeasure: 
         else:
             c_ms, torch_ms = race(model, kernels)
             verdict = Verdict(c_ms < torch_ms * (1 - MARGIN), torch_ms, c_ms, build_s)
-        add_to_cache_file(path, key, "verdict", {k: v for k, v in asdict(verdict).items() if k != "cached"})
+        _save(path, key, verdict)
         if verdict.use:
             model.prompt_kernels = kernels
         return verdict
@@ -271,7 +271,6 @@ def attach(model, dtype: torch.dtype, cache_dir: Path | None = None, remeasure: 
 def verdict_key(model, dtype: torch.dtype) -> dict:
     """This CPU, torch, threads and dtype (the kernel choice's key), this model's shape, this source."""
     cfg = model.cfg
-    shape = [cfg.n_layers, cfg.d_model, cfg.n_heads, cfg.n_kv_heads, cfg.head_dim, cfg.d_ff, cfg.vocab_size]
     source = hashlib.sha256(SOURCE.read_bytes()).hexdigest()[:16]
-    return cache_key(model, dtype) | {"shapes": shape, "what": "C prompt kernels", "source": source,
+    return cache_key(model, dtype) | {"shapes": model_shape(cfg), "what": "C prompt kernels", "source": source,
                                       "tokens": TIMED_TOKENS}

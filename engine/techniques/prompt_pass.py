@@ -23,7 +23,7 @@ import copy
 import math
 import time
 from contextlib import contextmanager
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
 
 import torch
@@ -31,13 +31,12 @@ from torch import nn
 
 from engine.core.free_memory import available_memory_bytes
 from engine.core.kv_cache import KVCache
-from engine.techniques.compiled_decode import _cached
+from engine.techniques.compiled_decode import _cached, _save
 from engine.techniques.kernel_choice import (
     MARGIN,
     PREFILL_ROWS,
     _key_id,
     _read,
-    add_to_cache_file,
     cache_key,
     default_cache_dir,
     switched_off,
@@ -200,7 +199,7 @@ def attach(model, plain: nn.Module, dtype: torch.dtype, kernels32, cache_dir: Pa
     else:
         half_ms, wide_ms = race(model, passes)
         verdict = Verdict(wide_ms < half_ms * (1 - MARGIN), half_ms, wide_ms, mb, half)
-    add_to_cache_file(path, key, "verdict", {k: v for k, v in asdict(verdict).items() if k != "cached"})
+    _save(path, key, verdict)
     if verdict.use:
         model.prompt_pass = passes
     return verdict
