@@ -23,10 +23,14 @@
 #define BK 64   // keys of a block: one row of the score tile, four 16-float vectors
 #define INLINE static inline __attribute__((always_inline))
 
-typedef float v16 __attribute__((vector_size(64), aligned(4)));  // 16 floats; gcc splits it where vectors are 8 wide
+#if defined(__AVX512F__)  // 16-float vectors, 32 registers: a 4 x 64 tile of scores or outputs in 16 accumulators
 
-INLINE v16 load16(const float *p) { v16 v; memcpy(&v, p, sizeof v); return v; }
-INLINE void store16(float *p, v16 v) { memcpy(p, &v, sizeof v); }
+typedef float v16 __attribute__((vector_size(64)));  // 16 floats
+typedef float v16u __attribute__((vector_size(64), aligned(4), may_alias));  // the same, at any float's address
+
+// through a pointer, not memcpy (see load8)
+INLINE v16 load16(const float *p) { return *(const v16u *)p; }
+INLINE void store16(float *p, v16 v) { *(v16u *)p = v; }
 INLINE v16 splat(float a) { return (v16){a, a, a, a, a, a, a, a, a, a, a, a, a, a, a, a}; }
 
 // s[r][0..BK) = q[r] . kt[:, 0..BK) for four rows r: kt is a block of BK keys transposed, (D, ld), zero past the last key
@@ -68,6 +72,61 @@ INLINE void weigh4(const float *p0, const float *p1, const float *p2, const floa
   for (int r = 0; r < 4; r++)
     for (int c = 0; c < nv; c++) store16(o[r] + 16 * c, a[r][c]);
 }
+
+#else  // 8-float vectors, 16 registers (AVX2): a 4 x 16 tile a pass in 8 named accumulators (an array of them, or
+        // 16-float vectors split in two, would not fit the registers and spill every step: measured 2.6-3.7x slower)
+
+typedef float v8 __attribute__((vector_size(32)));  // 8 floats
+typedef float v8u __attribute__((vector_size(32), aligned(4), may_alias));  // the same, at any float's address
+
+// loaded and stored through a pointer, not memcpy: under gcc's generic tuning (-mavx2 without -march=native) a
+// memcpy'd vector went through the stack in two 16-byte halves, and the whole-vector read after them waited on both
+// stores (perf: 40 % of the kernel's cycles on those two instructions; the attention 3x slower than torch's)
+INLINE v8 load8(const float *p) { return *(const v8u *)p; }
+INLINE void store8(float *p, v8 v) { *(v8u *)p = v; }
+INLINE v8 splat8(float a) { return (v8){a, a, a, a, a, a, a, a}; }
+
+// acc_r0/acc_r1 += x * (w0, w1) for the four rows r: the 4 x 16 step both products share
+#define STEP4x16(x0, x1, x2, x3, w0, w1)                                     \
+  do {                                                                      \
+    v8 b_ = splat8(x0); a00 += b_ * (w0); a01 += b_ * (w1);                 \
+    b_ = splat8(x1); a10 += b_ * (w0); a11 += b_ * (w1);                    \
+    b_ = splat8(x2); a20 += b_ * (w0); a21 += b_ * (w1);                    \
+    b_ = splat8(x3); a30 += b_ * (w0); a31 += b_ * (w1);                    \
+  } while (0)
+
+// s[r][0..BK) = q[r] . kt[:, 0..BK) for four rows r, 16 keys a pass (the same contract as the 16-float version)
+INLINE void scores4(const float *q0, const float *q1, const float *q2, const float *q3, const float *kt, long ld,
+                    int D, float *s0, float *s1, float *s2, float *s3) {
+  for (int c = 0; c < BK; c += 16) {
+    v8 a00 = {0}, a01 = {0}, a10 = {0}, a11 = {0}, a20 = {0}, a21 = {0}, a30 = {0}, a31 = {0};
+    for (int d = 0; d < D; d++) {
+      const float *k = kt + d * ld + c;
+      const v8 k0 = load8(k), k1 = load8(k + 8);
+      STEP4x16(q0[d], q1[d], q2[d], q3[d], k0, k1);
+    }
+    store8(s0 + c, a00); store8(s0 + c + 8, a01); store8(s1 + c, a10); store8(s1 + c + 8, a11);
+    store8(s2 + c, a20); store8(s2 + c + 8, a21); store8(s3 + c, a30); store8(s3 + c + 8, a31);
+  }
+}
+
+// o[r][0..16 nv) += sum_j p[r][j] v[j][0..16 nv) for four rows r over n keys, 16 dims a pass
+INLINE void weigh4(const float *p0, const float *p1, const float *p2, const float *p3, const float *v, int n, int D,
+                   float *o0, float *o1, float *o2, float *o3, const int nv) {
+  for (int c = 0; c < 16 * nv; c += 16) {
+    v8 a00 = load8(o0 + c), a01 = load8(o0 + c + 8), a10 = load8(o1 + c), a11 = load8(o1 + c + 8);
+    v8 a20 = load8(o2 + c), a21 = load8(o2 + c + 8), a30 = load8(o3 + c), a31 = load8(o3 + c + 8);
+    for (int j = 0; j < n; j++) {
+      const float *vj = v + (long)j * D + c;
+      const v8 w0 = load8(vj), w1 = load8(vj + 8);
+      STEP4x16(p0[j], p1[j], p2[j], p3[j], w0, w1);
+    }
+    store8(o0 + c, a00); store8(o0 + c + 8, a01); store8(o1 + c, a10); store8(o1 + c + 8, a11);
+    store8(o2 + c, a20); store8(o2 + c + 8, a21); store8(o3 + c, a30); store8(o3 + c + 8, a31);
+  }
+}
+
+#endif
 
 // One tile: the G query heads of KV head kh for query tokens [t0, t1), over keys [0, start + t1).
 // q (T, H, D) roped and scaled; kt (KH, ld / BK, D, BK) the keys transposed block by block (each block's D x BK

@@ -30,6 +30,19 @@ def library(tmp_path_factory):
     return prompt_kernels.load(c_decode.build(tmp_path_factory.mktemp("c-prompt"), prompt_kernels.SOURCE))
 
 
+@pytest.fixture(scope="module", params=["native", "avx2"])
+def any_library(request, library, tmp_path_factory):
+    """This CPU's build, and the 8-float-vector build an AVX2-only CPU runs (its own tile: built here with the
+    instruction-set cap that emulates such a CPU, when this one can run it)."""
+    if request.param == "native":
+        return library
+    if torch.backends.cpu.get_cpu_capability() not in ("AVX2", "AVX512"):
+        pytest.skip("this CPU cannot run an AVX2 build")
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("ATEN_CPU_CAPABILITY", "avx2")
+        return prompt_kernels.load(c_decode.build(tmp_path_factory.mktemp("c-prompt-avx2"), prompt_kernels.SOURCE))
+
+
 def _random_llama(n_heads: int, n_kv_heads: int, head_dim: int) -> Transformer:
     torch.manual_seed(0)
     cfg = ModelConfig(arch="llama", vocab_size=300, n_layers=2, d_model=n_heads * head_dim, n_heads=n_heads,
@@ -53,11 +66,11 @@ def _prompt(model, n: int, seed: int) -> torch.Tensor:
 
 @pytest.mark.parametrize("heads", [(9, 3, 64), (4, 2, 16), (8, 1, 32), (4, 4, 48)])
 @torch.inference_mode()
-def test_prompts_and_prompts_on_a_cached_prefix_give_the_eager_logits_and_cache(library, heads):
+def test_prompts_and_prompts_on_a_cached_prefix_give_the_eager_logits_and_cache(any_library, heads):
     """SmolLM2's grouping (9 query heads, 3 KV heads, 64 dims), the tiny model's, one KV head for eight, none
     shared; prompts shorter than a tile, across tiles and key blocks, and a second prompt on top of the first."""
     model = _random_llama(*heads)
-    fast, kernels = _with_c(model, library)
+    fast, kernels = _with_c(model, any_library)
     caches = [KVCache(model.cfg, 1, 700, torch.float32) for _ in range(2)]
     for n, seed in ((9, 1), (130, 2), (45, 3), (300, 4)):
         ids = _prompt(model, n, seed)
@@ -76,9 +89,9 @@ def test_prompts_and_prompts_on_a_cached_prefix_give_the_eager_logits_and_cache(
 
 @pytest.mark.parametrize("threads", [1, 2, 3])
 @torch.inference_mode()
-def test_any_thread_count_gives_the_same_numbers(library, threads):
+def test_any_thread_count_gives_the_same_numbers(any_library, threads):
     model = _random_llama(9, 3, 64)
-    fast, _ = _with_c(model, library)
+    fast, _ = _with_c(model, any_library)
     before = torch.get_num_threads()
     torch.set_num_threads(threads)
     try:
