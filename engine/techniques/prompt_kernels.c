@@ -73,8 +73,9 @@ INLINE void weigh4(const float *p0, const float *p1, const float *p2, const floa
     for (int c = 0; c < nv; c++) store16(o[r] + 16 * c, a[r][c]);
 }
 
-#else  // 8-float vectors, 16 registers (AVX2): a 4 x 16 tile a pass in 8 named accumulators (an array of them, or
-        // 16-float vectors split in two, would not fit the registers and spill every step: measured 2.6-3.7x slower)
+#else  // 8-float vectors, 16 registers (AVX2): a 4 x 16 tile a pass in 8 named accumulators. The 16-float tile
+        // above, built for AVX2, splits each vector in two: 32 accumulators for 16 registers, spilled every step
+        // (measured 3-7x slower than this one, emulated AVX2, 128-1024 tokens)
 
 typedef float v8 __attribute__((vector_size(32)));  // 8 floats
 typedef float v8u __attribute__((vector_size(32), aligned(4), may_alias));  // the same, at any float's address
