@@ -12,7 +12,7 @@ from engine.core.config import ModelConfig
 from engine.core.kv_cache import KVCache
 from engine.core.model import Transformer
 from engine.techniques import c_decode, prompt_kernels
-from engine.techniques.kernels import PROMPT_C_LABEL, _twin, with_kernels
+from engine.techniques.kernels import C_LABEL, PROMPT_C_LABEL, _twin, with_kernels
 from engine.techniques.prompt_kernels import PromptKernels
 
 pytestmark = pytest.mark.skipif(c_decode.c_compiler() is None, reason="no C compiler (gcc) on this machine")
@@ -231,3 +231,25 @@ def test_the_profiler_sees_each_kernels_time_and_the_prefill_split_names_it(libr
                for kernel, mark in prompt_kernels.MARKS.items())
     assert categorize(prompt_kernels.MARKS["attention"], []).startswith("attention in C")
     assert categorize(prompt_kernels.MARKS["silu_mul"], []) == "MLP SiLU x up in C"
+
+
+def test_a_machine_where_both_won_runs_the_c_decode_step_after_a_c_prompt(plain_llama, tmp_path, building,
+                                                                          monkeypatch):
+    """The prompt kernels' model keeps the decode step chosen before it: every step after the prompt runs in C."""
+    monkeypatch.setenv(c_decode.SWITCH, "on")
+    _verdict_file(tmp_path, plain_llama, use=True)
+    step_key = c_decode.verdict_key(plain_llama.model, plain_llama.dtype)
+    step_verdict = {"use": True, "rival": "compiled", "rival_ms": 9.0, "c_ms": 7.0, "build_s": 0.5, "note": ""}
+    verdicts = json.loads((tmp_path / prompt_kernels.CACHE_FILE).read_text())
+    verdicts[c_decode._key_id(step_key)] = {"key": step_key, "verdict": step_verdict}
+    (tmp_path / prompt_kernels.CACHE_FILE).write_text(json.dumps(verdicts))
+    fast = with_kernels(plain_llama, "fast", tmp_path)
+    step = fast.model.compiled_decode
+    assert isinstance(fast.model.prompt_kernels, PromptKernels) and isinstance(step, c_decode.CDecode)
+    assert fast.kernels.endswith(C_LABEL + PROMPT_C_LABEL)
+    calls = []
+    fast.model.compiled_decode = lambda *a: calls.append(1) or step(*a)
+    prompt = " ".join(["the valley and the bridge"] * 6)
+    a = engine.generate(fast, prompt, 6, ignore_eos=True).output_ids
+    b = engine.generate(plain_llama, prompt, 6, ignore_eos=True).output_ids
+    assert a == b and len(calls) >= 5 and step.fallbacks == 0  # every decode step after the prompt's token, in C
