@@ -22,6 +22,9 @@ from engine.core.layers import apply_rope, attention_explicit, attention_fast, m
 from engine.errors import EngineError
 
 WIDE_PASS = 8  # passes of more tokens than this (prompts, chunks) may take `prompt_pass` (the kernels' WIDE_ROWS)
+# what a kernels label adds for the `compiled_decode` step it runs (engine/techniques/kernels.py builds the labels;
+# the Trace checks that a step so named is there)
+DECODE_STEP_LABELS = ("; decode step compiled (torch.compile)", "; decode step in C (hand-written, one OpenMP region)")
 
 
 class Attention(nn.Module):

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from engine.core.capture import capture_attention
 from engine.core.clock import now
+from engine.core.model import DECODE_STEP_LABELS
 from engine.core.prompting import token_pieces
 from engine.core.trace import Trace, environment
 
@@ -31,6 +32,8 @@ def finish_trace(lm, trace: Trace, outputs: list[list[int]], cache=None, row: in
     if eager_steps > 0:  # the label named a compiled decode step; say which steps were not
         trace.env["kernels"] += (f" (but {eager_steps} decode step{'s' if eager_steps > 1 else ''} of this run ran the "
                                  "eager loop instead of the compiled step)")
+    elif missing_decode_step(lm) and trace.steps:
+        trace.env["kernels"] += " (but this model has no decode step attached: every decode step ran the eager loop)"
     trace.output_ids = list(outputs[0])
     trace.batch_output_ids = [list(o) for o in outputs] if trace.batch_size > 1 else None
     trace.text = tok.decode(trace.output_ids, skip_special_tokens=True)
@@ -49,6 +52,13 @@ def add_attention(lm, trace: Trace, layers=None) -> None:
     start = now(lm.device)
     trace.attention = capture_attention(lm, trace.prompt_ids, trace.output_ids, layers)
     trace.capture_seconds = now(lm.device) - start
+
+
+def missing_decode_step(lm) -> bool:
+    """The kernels label names a compiled or C decode step that the model does not have (a copy of the model that
+    left it behind: every step then runs the eager loop under the step's name)."""
+    named = any(label in (lm.kernels or "") for label in DECODE_STEP_LABELS)
+    return named and getattr(lm.model, "compiled_decode", None) is None
 
 
 def _fallbacks(lm) -> int:

@@ -20,6 +20,7 @@ import torch
 
 from engine.core.clock import now
 from engine.core.generate import decode_loop, generate, greedy, new_cache, prefill
+from engine.core.recorder import missing_decode_step
 from engine.errors import EngineError
 from engine.labs.hardware import measure_peaks, measure_read_bandwidth
 from engine.labs.sweeps import prompt_ids_of_length
@@ -217,6 +218,9 @@ def run_bench(args) -> None:
           f"threads | {time.strftime('%Y-%m-%d')} | fast = {fast.kernels}")
     if fast.kernel_why:
         print(f"# kernels chosen by measurement: {fast.kernel_why}")
+    if missing_decode_step(fast):
+        print("# WARNING: the label names a decode step this model does not have: its decode rows are the eager "
+              "loop's (a bug: please report it)")
     hf = hf_reference(fast)
     peaks = measure_peaks(fast.device, fast.dtype, fast.config)
     if fast.dtype != torch.float32:  # the fast path may widen to float32 GEMMs: the ceiling is the better of the two

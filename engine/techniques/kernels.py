@@ -38,14 +38,14 @@ from pathlib import Path
 import torch
 from torch import nn
 
-from engine.core.model import WIDE_PASS
+from engine.core.model import DECODE_STEP_LABELS, WIDE_PASS
 from engine.techniques import c_decode, compiled_decode, prompt_kernels, prompt_pass
 from engine.techniques.kernel_candidates import apply, prepare
 from engine.techniques.kernel_choice import LONG_FROM, LONG_ROWS, PREFILL_ROWS, Choice, choose
 
 KERNELS = ("plain", "fast")
-COMPILED_LABEL = "; decode step compiled (torch.compile)"  # what a fast model's kernels add when it runs one
-C_LABEL = "; decode step in C (hand-written, one OpenMP region)"  # ... or when it runs the C step
+COMPILED_LABEL = DECODE_STEP_LABELS[0]  # what a fast model's kernels add when it runs one
+C_LABEL = DECODE_STEP_LABELS[1]  # ... or when it runs the C step
 WIDE_ROWS = WIDE_PASS  # up to this many rows (decode steps, small batches) run the decode kernel; wider ones the prompt
 PROMPT_LABEL = "; prompts in float32 (widened copy)"  # what a half-precision fast model's kernels add when it runs one
 PROMPT_C_LABEL = "; prompts' attention, norms and SwiGLU in C"  # ... or when it runs prompt_kernels.py's

@@ -236,3 +236,18 @@ def test_the_cli_summary_of_a_one_token_answer_says_no_decode_step_ran(tiny_llam
     assert "nan" not in one.lower() and "one token: it came from prefill, no decode step ran" in one
     more = format_summary(engine.summarize(engine.generate(tiny_llama, [1, 2, 3], 4, ignore_eos=True)))
     assert "no decode step" not in more and "TPOT" in more and " ms" in more.split("TPOT")[1].splitlines()[0]
+
+
+def test_a_label_that_names_a_decode_step_the_model_lacks_is_corrected_in_the_trace(tiny_llama):
+    """A copy of the model that left its decode step behind ran every step eager under the step's name once (issue 19,
+    2026-12-04): the Trace says so instead of repeating the label."""
+    from engine.core.model import DECODE_STEP_LABELS
+
+    for label in DECODE_STEP_LABELS:
+        lm = dataclasses.replace(tiny_llama, kernels="fast: oneDNN prepacked" + label)
+        assert lm.model.compiled_decode is None
+        trace = engine.generate(lm, "hello", 4, ignore_eos=True)
+        assert trace.env["kernels"].endswith("(but this model has no decode step attached: every decode step ran the "
+                                             "eager loop)")
+    honest = dataclasses.replace(tiny_llama, kernels="fast: oneDNN prepacked; decode step eager")
+    assert engine.generate(honest, "hello", 4, ignore_eos=True).env["kernels"] == honest.kernels
