@@ -57,11 +57,12 @@ class Verdict:
     build_s: float  # seconds to build (or find) the library and check it
     cached: bool = False
     note: str = ""  # why not used, when it could not be (a failed build, other outputs)
+    tokens: int = TIMED_TOKENS  # the prompt length timed (a model of a shorter context: its whole context)
 
     def words(self) -> str:
         if self.note:
             return f"prompt kernels not in C: {self.note}"
-        timing = f"C {self.c_ms:.2f} ms vs torch {self.torch_ms:.2f} ms a layer at {TIMED_TOKENS} tokens"
+        timing = f"C {self.c_ms:.2f} ms vs torch {self.torch_ms:.2f} ms a layer at {self.tokens} tokens"
         where = "cached verdict" if self.cached else "measured now"
         chosen = "in C" if self.use else "torch's (not in C)"
         return f"prompt attention, norms and SwiGLU {chosen} ({timing}; {where})"
@@ -79,9 +80,16 @@ def applicable(model, dtype: torch.dtype, device: torch.device) -> str:
     if (cfg.arch != "llama" or not cfg.uses_rope or cfg.qkv_bias or cfg.n_heads % cfg.n_kv_heads or cfg.head_dim % 16
             or cfg.n_heads // cfg.n_kv_heads > MAX_GROUP):
         return "Llama family without biases, head dims a multiple of 16, only"
+    if cfg.max_seq_len <= sum(CHECKED):
+        return f"models of a context over {sum(CHECKED)} tokens only (their check's two prompts)"
     if c_compiler() is None:
         return "no C compiler here (install gcc, or set CC)"
     return ""
+
+
+def timed_tokens(cfg) -> int:
+    """The prompt length the race times: TIMED_TOKENS, or the model's whole context where that is shorter."""
+    return min(TIMED_TOKENS, cfg.max_seq_len)
 
 
 def load(path: Path) -> ctypes.CDLL:
@@ -213,13 +221,14 @@ def check(model, kernels: PromptKernels) -> bool:
 
 @torch.inference_mode()
 def race(model, kernels: PromptKernels) -> tuple[float, float]:
-    """(C ms, torch ms) for the first block of a TIMED_TOKENS-token prompt (its products the same both ways):
+    """(C ms, torch ms) for the first block of a `timed_tokens`-token prompt (its products the same both ways):
     best of ROUNDS rounds of REPEATS, the two taking turns."""
     cfg = model.cfg
-    cache = KVCache(cfg, 1, TIMED_TOKENS, torch.float32)
-    plan = cache.plan(TIMED_TOKENS)
+    T = timed_tokens(cfg)
+    cache = KVCache(cfg, 1, T, torch.float32)
+    plan = cache.plan(T)
     rope = (model.rope_cos[plan.positions], model.rope_sin[plan.positions])  # (T, D) each
-    x = torch.randn(1, TIMED_TOKENS, cfg.d_model, generator=torch.Generator().manual_seed(0))  # (1, T, C)
+    x = torch.randn(1, T, cfg.d_model, generator=torch.Generator().manual_seed(0))  # (1, T, C)
     block = model.blocks[0]
     ways = {"c": kernels, "torch": None}
     best = {name: math.inf for name in ways}
@@ -258,10 +267,14 @@ def attach(model, dtype: torch.dtype, cache_dir: Path | None = None, remeasure: 
             verdict = Verdict(False, 0.0, 0.0, build_s, note="their outputs differed from torch's")
         elif found is not None:  # won here before: no timing
             model.prompt_kernels = kernels
-            return Verdict(True, found.torch_ms, found.c_ms, build_s, cached=True)
+            return Verdict(True, found.torch_ms, found.c_ms, build_s, cached=True, tokens=found.tokens)
         else:
-            c_ms, torch_ms = race(model, kernels)
-            verdict = Verdict(c_ms < torch_ms * (1 - MARGIN), torch_ms, c_ms, build_s)
+            try:
+                c_ms, torch_ms = race(model, kernels)
+            except Exception as exc:  # a model the race's prompt does not fit: torch's ops, the reason said (not cached)
+                return Verdict(False, 0.0, 0.0, build_s, note=f"could not time them here ({type(exc).__name__}: "
+                                                               f"{str(exc)[:160]})")
+            verdict = Verdict(c_ms < torch_ms * (1 - MARGIN), torch_ms, c_ms, build_s, tokens=timed_tokens(model.cfg))
         _save(path, key, verdict)
         if verdict.use:
             model.prompt_kernels = kernels
@@ -273,4 +286,4 @@ def verdict_key(model, dtype: torch.dtype) -> dict:
     cfg = model.cfg
     source = hashlib.sha256(SOURCE.read_bytes()).hexdigest()[:16]
     return cache_key(model, dtype) | {"shapes": model_shape(cfg), "what": "C prompt kernels", "source": source,
-                                      "tokens": TIMED_TOKENS}
+                                      "tokens": timed_tokens(cfg)}

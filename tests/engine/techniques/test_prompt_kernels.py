@@ -43,10 +43,10 @@ def any_library(request, library, tmp_path_factory):
         return prompt_kernels.load(c_decode.build(tmp_path_factory.mktemp("c-prompt-avx2"), prompt_kernels.SOURCE))
 
 
-def _random_llama(n_heads: int, n_kv_heads: int, head_dim: int) -> Transformer:
+def _random_llama(n_heads: int, n_kv_heads: int, head_dim: int, max_seq_len: int = 1200) -> Transformer:
     torch.manual_seed(0)
     cfg = ModelConfig(arch="llama", vocab_size=300, n_layers=2, d_model=n_heads * head_dim, n_heads=n_heads,
-                      n_kv_heads=n_kv_heads, head_dim=head_dim, d_ff=96, max_seq_len=1200, norm_eps=1e-5,
+                      n_kv_heads=n_kv_heads, head_dim=head_dim, d_ff=96, max_seq_len=max_seq_len, norm_eps=1e-5,
                       tie_embeddings=True)
     model = Transformer(cfg).eval().requires_grad_(False)  # its tensors made, not filled: random numbers here
     for name, weight in model.named_parameters():
@@ -197,6 +197,24 @@ def test_the_race_times_one_block_both_ways_and_leaves_the_model_as_it_was(libra
     model = _random_llama(9, 3, 64)
     c_ms, torch_ms = prompt_kernels.race(model, PromptKernels(model.cfg, library))
     assert c_ms > 0 and torch_ms > 0 and model.prompt_kernels is None
+
+
+@torch.inference_mode()
+def test_a_model_of_a_shorter_context_is_timed_on_its_whole_context(tmp_path, building):
+    """The race's prompt fits the model: a 200-token context is timed at 200 tokens (it once asked for 512 and the
+    load failed: the rope tables hold max_seq_len rows)."""
+    model = _random_llama(4, 2, 16, max_seq_len=200)
+    verdict = prompt_kernels.attach(model, torch.float32, tmp_path)
+    assert not verdict.note and verdict.tokens == 200 and verdict.c_ms > 0 and verdict.torch_ms > 0
+    assert "a layer at 200 tokens" in verdict.words()
+    assert prompt_kernels.applicable(_random_llama(4, 2, 16, max_seq_len=64), torch.float32, torch.device("cpu"))
+
+
+def test_a_race_that_fails_says_why_and_keeps_torchs(plain_llama, tmp_path, building, monkeypatch):
+    monkeypatch.setattr(prompt_kernels, "race", lambda *a: (_ for _ in ()).throw(RuntimeError("no room")))
+    fast = with_kernels(plain_llama, "fast", tmp_path)
+    assert fast.model.prompt_kernels is None
+    assert "prompt kernels not in C: could not time them here (RuntimeError: no room)" in fast.kernel_why
 
 
 def test_a_failed_build_says_why_and_keeps_torchs(plain_llama, tmp_path, building, monkeypatch):
