@@ -100,6 +100,8 @@ def applicable(model, dtype: torch.dtype, device: torch.device) -> str:
         return "float32 and bfloat16 only"
     if not cfg.uses_rope or cfg.qkv_bias or cfg.n_heads % cfg.n_kv_heads or cfg.head_dim % 2 or cfg.head_dim > 512:
         return "Llama family without biases only"
+    if cfg.max_seq_len < CONTEXT + STEPS + 1:
+        return f"models of a context of at least {CONTEXT + STEPS + 1} tokens only (the step is timed at {CONTEXT})"
     if c_compiler() is None:
         return "no C compiler here (install gcc, or set CC)"
     return ""

@@ -290,3 +290,17 @@ def test_smollm_c_decode_gives_the_eager_greedy_tokens(smollm, tmp_path):
             if not use:
                 eager = tokens
     assert tokens == eager and step.fallbacks == 0
+
+
+def test_a_model_of_a_context_shorter_than_the_timed_one_keeps_the_eager_steps(building, monkeypatch):
+    """The steps are timed at context CONTEXT: a shorter model cannot be, and says why instead of failing its load."""
+    monkeypatch.setenv(compiled_decode.SWITCH, "on")
+    from engine.core.config import ModelConfig
+    from engine.core.model import Transformer
+
+    cfg = ModelConfig(arch="llama", vocab_size=300, n_layers=1, d_model=64, n_heads=4, n_kv_heads=2, head_dim=16,
+                      d_ff=96, max_seq_len=compiled_decode.CONTEXT, norm_eps=1e-5, tie_embeddings=True)
+    short = Transformer(cfg)
+    for reason in (c_decode.applicable(short, torch.float32, torch.device("cpu")),
+                   compiled_decode.applicable(short, torch.device("cpu"))):
+        assert reason.startswith(f"models of a context of at least {compiled_decode.CONTEXT + compiled_decode.STEPS + 1}")
