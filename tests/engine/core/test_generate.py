@@ -242,9 +242,11 @@ def test_a_label_that_names_a_decode_step_the_model_lacks_is_corrected_in_the_tr
     """A copy of the model that left its decode step behind ran every step eager under the step's name once (issue 19,
     2026-12-04): the Trace says so instead of repeating the label."""
     from engine.core.model import DECODE_STEP_LABELS
+    from engine.techniques.kernels import without_compiled_decode
 
+    stepless = without_compiled_decode(tiny_llama)  # itself, unless a run switched the C decode step on
     for label in DECODE_STEP_LABELS:
-        lm = dataclasses.replace(tiny_llama, kernels="fast: oneDNN prepacked" + label)
+        lm = dataclasses.replace(stepless, kernels="fast: oneDNN prepacked" + label)
         assert lm.model.compiled_decode is None
         trace = engine.generate(lm, "hello", 4, ignore_eos=True)
         assert trace.env["kernels"].endswith("(but this model has no decode step attached: every decode step ran the "
