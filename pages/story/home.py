@@ -29,7 +29,8 @@ def show_request(trace) -> None:
     if waited := run_numbers.cpu_wait_caption(trace):
         st.caption(waited)
     presenter.chart(fig_timing.phase_split_figure(summary), key="home_split", name="phase_split")
-    if note := preset_text.outcome(st.session_state.get(state.PRESET_APPLIED), summary):
+    if note := preset_text.outcome(st.session_state.get(state.PRESET_APPLIED), summary,
+                                   trace.settings.get("max_new_tokens")):
         st.markdown(note)
 
     if trace.source == "server":

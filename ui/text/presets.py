@@ -117,12 +117,19 @@ def predicted_words(p: Preset) -> str:
     return f"predicted {p.predicted_share:.0%} prefill" if math.isfinite(p.predicted_share) else "no prediction"
 
 
-def outcome(preset: Preset | None, summary) -> str | None:
-    """After a preset's run: what it aimed at and what was measured (None when the run is not the preset's)."""
-    if preset is None or (summary.prompt_tokens, summary.output_tokens) != (preset.prompt_tokens, preset.output_tokens):
+def outcome(preset: Preset | None, summary, asked_tokens: int | None = None) -> str | None:
+    """After a preset's run: what it aimed at and what was measured (None when the run is not the preset's).
+    asked_tokens: the run's max_new_tokens (a run that asked for the preset's length is the preset's, even where the
+    model ended its answer sooner: the line then says so)."""
+    asked = summary.output_tokens if asked_tokens is None else asked_tokens
+    if preset is None or (summary.prompt_tokens, asked) != (preset.prompt_tokens, preset.output_tokens):
         return None
     got = verdict_of(summary.prefill_share)
     said = {"prefill": "prefill-heavy", "decode": "decode-heavy", "even": "close to even"}
     hit = "as named" if got == preset.verdict else f"not {said[preset.verdict]} this time: run it again"
+    short = ""
+    if summary.output_tokens < preset.output_tokens:  # the end of its answer came first (it decides, not the preset)
+        short = (f" The model ended its answer after {summary.output_tokens} of the {preset.output_tokens} tokens "
+                 "(end of text), so decode ran fewer steps than planned.")
     return (f"Preset **{PRESET_NAMES[preset.verdict]}** ({preset.prompt_tokens:,} → {preset.output_tokens} tokens, "
-            f"{predicted_words(preset)}): measured {summary.prefill_share:.0%} prefill, {said[got]} — {hit}.")
+            f"{predicted_words(preset)}): measured {summary.prefill_share:.0%} prefill, {said[got]} — {hit}.{short}")

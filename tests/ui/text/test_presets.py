@@ -48,3 +48,22 @@ def test_clear_cut_presets_survive_a_stall_on_a_millisecond_model():
     prefill_s, steps_s = TINY.ttft(224), (prefill.output_tokens - 1) * TINY.tpot_s
     stall = presets.HICCUP_SECONDS if steps_s else 0.0
     assert diagnosis.verdict_of(prefill_s / (prefill_s + steps_s + stall)) == "prefill", prefill
+
+
+def test_a_preset_run_that_ended_its_answer_early_is_still_reported():
+    """The chat preset once asked for 21 tokens and the model ended its answer at 20: the page then said nothing about
+    the preset at all. A run that asked for the preset's lengths is the preset's, and the line says why it is short."""
+    from types import SimpleNamespace
+
+    preset = presets.Preset("decode", 16, 21, 0.1, "chat")
+    short = SimpleNamespace(prompt_tokens=16, output_tokens=20, prefill_share=0.12)
+    line = presets.outcome(preset, short, asked_tokens=21)
+    assert line.startswith("Preset **Decode-heavy** (16 → 21 tokens, predicted 10% prefill): measured 12% prefill, "
+                           "decode-heavy — as named.")
+    assert line.endswith("The model ended its answer after 20 of the 21 tokens (end of text), so decode ran fewer "
+                         "steps than planned.")
+    whole = SimpleNamespace(prompt_tokens=16, output_tokens=21, prefill_share=0.8)
+    assert presets.outcome(preset, whole, asked_tokens=21).endswith("prefill-heavy — not decode-heavy this time: run "
+                                                                      "it again.")
+    assert presets.outcome(preset, short, asked_tokens=32) is None  # another run's lengths: not the preset's
+    assert presets.outcome(preset, short) is None  # nothing asked known: its output must match
