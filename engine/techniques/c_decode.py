@@ -32,7 +32,17 @@ import torch
 import torch.nn.functional as F
 
 from engine.core.kv_cache import KVCache, Plan
-from engine.techniques.compiled_decode import CHECKED, CONTEXT, ROUNDS, STEPS, _cached, _save, _steps, model_shape
+from engine.techniques.compiled_decode import (
+    CHECKED,
+    CONTEXT,
+    ROUNDS,
+    STEPS,
+    _cached,
+    _save,
+    _steps,
+    model_shape,
+    too_short_to_time,
+)
 from engine.techniques.kernel_choice import (
     ISA_CAPS,
     MARGIN,
@@ -100,8 +110,8 @@ def applicable(model, dtype: torch.dtype, device: torch.device) -> str:
         return "float32 and bfloat16 only"
     if not cfg.uses_rope or cfg.qkv_bias or cfg.n_heads % cfg.n_kv_heads or cfg.head_dim % 2 or cfg.head_dim > 512:
         return "Llama family without biases only"
-    if cfg.max_seq_len < CONTEXT + STEPS + 1:
-        return f"models of a context of at least {CONTEXT + STEPS + 1} tokens only (the step is timed at {CONTEXT})"
+    if short := too_short_to_time(cfg):
+        return short
     if c_compiler() is None:
         return "no C compiler here (install gcc, or set CC)"
     return ""

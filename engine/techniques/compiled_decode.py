@@ -74,10 +74,17 @@ def applicable(model, device: torch.device) -> str:
         return "CPU only (CUDA has CUDA graphs)"
     if not cfg.uses_rope or cfg.qkv_bias:
         return "Llama family without biases only"
-    if cfg.max_seq_len < CONTEXT + STEPS + 1:
-        return f"models of a context of at least {CONTEXT + STEPS + 1} tokens only (the step is timed at {CONTEXT})"
+    if short := too_short_to_time(cfg):
+        return short
     if cxx_compiler() is None:  # inductor would import, trace and then fail: seconds in every process, for nothing
         return NO_COMPILER
+    return ""
+
+
+def too_short_to_time(cfg) -> str:
+    """'' when a decode step (this one or c_decode.py's) can be timed at CONTEXT in this model's context, else why not."""
+    if cfg.max_seq_len < CONTEXT + STEPS + 1:
+        return f"models of a context of at least {CONTEXT + STEPS + 1} tokens only (the step is timed at {CONTEXT})"
     return ""
 
 

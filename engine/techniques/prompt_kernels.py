@@ -271,7 +271,7 @@ def attach(model, dtype: torch.dtype, cache_dir: Path | None = None, remeasure: 
         else:
             try:
                 c_ms, torch_ms = race(model, kernels)
-            except Exception as exc:  # a model the race's prompt does not fit: torch's ops, the reason said (not cached)
+            except Exception as exc:  # the race could not run here: torch's ops, the reason said (not cached)
                 return Verdict(False, 0.0, 0.0, build_s, note=f"could not time them here ({type(exc).__name__}: "
                                                                f"{str(exc)[:160]})")
             verdict = Verdict(c_ms < torch_ms * (1 - MARGIN), torch_ms, c_ms, build_s, tokens=timed_tokens(model.cfg))
