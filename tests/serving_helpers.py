@@ -106,16 +106,23 @@ def _tail(path: Path, lines: int = 15) -> str:
     return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
 
 
-@contextlib.contextmanager
-def vllm_server(chunked_prefill: str):
-    """(url, log path) of a vLLM started with chunked prefill "on" or "off"; skips when vLLM's venv is missing (unless
-    TWO_BENDS_REQUIRE_VLLM, set by scripts/test.sh). 1-2.5 minutes to start on 2 cores (VLLM_START_TIMEOUT, 600 s)."""
+def require_vllm_venv() -> None:
+    """Skip when vLLM's venv is missing or left out (a missing one fails under TWO_BENDS_REQUIRE_VLLM, later)."""
     import pytest
 
     if os.environ.get("TWO_BENDS_SKIP_VLLM") == "1":
         pytest.skip("TWO_BENDS_SKIP_VLLM=1: vLLM left out")
     if not (VLLM_VENV / ".two-bends-vllm-ready").is_file() and not os.environ.get("TWO_BENDS_REQUIRE_VLLM"):
         pytest.skip(f"vLLM's CPU venv is not installed at {VLLM_VENV}: run bash scripts/setup_vllm.sh (scripts/test.sh does)")
+
+
+@contextlib.contextmanager
+def vllm_server(chunked_prefill: str):
+    """(url, log path) of a vLLM started with chunked prefill "on" or "off"; skips when vLLM's venv is missing (unless
+    TWO_BENDS_REQUIRE_VLLM, set by scripts/test.sh). 1-2.5 minutes to start on 2 cores (VLLM_START_TIMEOUT, 600 s)."""
+    import pytest
+
+    require_vllm_venv()
     port, timeout = free_port(), float(os.environ.get("VLLM_START_TIMEOUT", 600))
     log = Path(tempfile.mkstemp(prefix=f"vllm-chunked-{chunked_prefill}-", suffix=".log")[1])
     cmd = ["bash", "scripts/start_vllm.sh", str(port), "--foreground", "--chunked-prefill", chunked_prefill]

@@ -7,6 +7,9 @@ last test using it); the traffic test starts a second with it off (issue 20 §4)
 tests/serving_helpers.vllm_server (scripts/start_vllm.sh --foreground, its own process group, always killed).
 """
 
+import json
+import subprocess
+
 import pytest
 
 from engine.perfmodel.goodput import SLO
@@ -14,7 +17,8 @@ from engine.perfmodel.workload import arrivals, shaped
 from engine.serving.client.benchmark_report import client_stats
 from engine.serving.client.server_benchmark import Plan, run
 from engine.serving.client.traffic_benchmark import TrafficPlan, run_traffic, traffic_summary
-from tests.serving_helpers import CliServer, free_port, post, vllm_server
+from tests import ROOT
+from tests.serving_helpers import CliServer, free_port, metrics_of, post, require_vllm_venv, vllm_server
 
 pytestmark = pytest.mark.slow
 NAME = "smollm2-135m-instruct"
@@ -72,3 +76,29 @@ def test_traffic_mode_against_vllm_with_chunked_prefill(vllm_chunked):
 def test_traffic_mode_against_vllm_without_chunked_prefill():
     with vllm_server("off") as (url, log):
         _traffic_mode_check("off", url, log)
+
+
+def test_vllms_own_benchmark_client_runs_against_our_server(tmp_path):
+    """`vllm bench serve` (scripts/vllm_bench_serve.sh) on both endpoints of `engine serve`: every request completes,
+    every token is counted, and its ITL is the one our server's own histogram measured."""
+    require_vllm_venv()
+    ours = CliServer("--model", "smollm2-135m", port=free_port())
+    try:
+        for backend, endpoint in (("openai", "/v1/completions"), ("openai-chat", "/v1/chat/completions")):
+            before = metrics_of(ours.url)
+            done = subprocess.run(["bash", "scripts/vllm_bench_serve.sh", "--base-url", ours.url, "--backend", backend,
+                                   "--endpoint", endpoint, "--dataset-name", "random", "--random-input-len", "48",
+                                   "--random-output-len", "6", "--num-prompts", "3", "--max-concurrency", "2",
+                                   "--ignore-eos", "--temperature", "0", "--save-result", "--result-dir", str(tmp_path),
+                                   "--result-filename", f"{backend}.json"],
+                                  cwd=ROOT, capture_output=True, text=True, timeout=300)
+            assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+            result = json.loads((tmp_path / f"{backend}.json").read_text())
+            assert (result["completed"], result["failed"], result["total_output_tokens"]) == (3, 0, 18), backend
+            after = metrics_of(ours.url)
+            grew = {name: after[name] - before.get(name, 0.0) for name in after}
+            assert grew["vllm:request_success_total"] == 3 and grew["vllm:generation_tokens_total"] == 18
+            server_itl = grew["vllm:inter_token_latency_seconds_sum"] / grew["vllm:inter_token_latency_seconds_count"]
+            assert result["mean_itl_ms"] / 1000 == pytest.approx(server_itl, rel=AGREE), backend
+    finally:
+        ours.close()
