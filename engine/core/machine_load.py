@@ -21,7 +21,8 @@ import collections
 import os
 import time
 
-from engine.core.thread_governor import read_idle_seconds, thread_choices
+from engine.core.proc_stat import core_count, read_idle_seconds
+from engine.core.thread_governor import thread_choices
 
 BUSY_SHARE = 0.5  # a core other programs used this much of counts as taken
 MIN_INTERVAL = 0.1  # seconds: a shorter look back says nothing (back to back, a run starts where the last ended)
@@ -32,13 +33,6 @@ def own_cpu_seconds() -> float:
     """CPU-seconds this process (every thread) has used."""
     t = os.times()
     return t.user + t.system
-
-
-def core_count() -> int:
-    try:
-        return len(os.sched_getaffinity(0))
-    except (AttributeError, OSError):
-        return os.cpu_count() or 1
 
 
 class LoadWatch:

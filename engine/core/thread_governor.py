@@ -19,12 +19,13 @@ ran with (DecodeStep.threads) and the trace says every kept change and why (Trac
 """
 from __future__ import annotations
 
-import os
 import statistics
 import time
 from dataclasses import dataclass
 
 import torch
+
+from engine.core.proc_stat import read_idle_seconds
 
 MAX_HOLD = 16  # windows between a lost trial and the next, at most
 # a run that starts below its most threads (machine_load.py: other programs were busy just before it) looks again after
@@ -41,16 +42,6 @@ UP_IDLE = 0.25
 # busy 30 of every 60 ms 24-28 %, where the one-thread trial lost every time and the run paid for it (TPOT 50.4 vs
 # 46.6 and 44.5 vs 43.0 ms: 8 of 32-48 steps on one thread, streaming slower alone). 0.20 before: it tried there.
 WAIT_SHARE = 0.35
-
-
-def read_idle_seconds(path: str = "/proc/stat") -> float | None:
-    """CPU-seconds the machine's cores have been idle since boot (idle + iowait), None where not readable."""
-    try:
-        with open(path) as f:
-            fields = f.readline().split()
-        return (int(fields[4]) + int(fields[5])) / os.sysconf("SC_CLK_TCK")
-    except (OSError, ValueError, IndexError):
-        return None
 
 
 def thread_choices(most: int) -> list[int]:

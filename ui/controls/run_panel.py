@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 
 import streamlit as st
 
+from engine.core.proc_stat import wait_for_quiet
 from engine.core.sampling_params import SamplingParams
 from engine.serving.scheduling.work import Request
 from ui import state
@@ -55,6 +56,12 @@ LIVE_CHART_MIN_LEFT_S = 1.0
 # the CLI's TTFT 55-77 ms; on a slower 2-vCPU host 200-300 ms of a ~720 ms TTFT, the CLI's ~280 ms). First only
 # with quiet timing; the defaults too since the page's TTFT stayed 2.2-2.8x the CLI's without it (README).
 SETTLE_S = 0.5
+# a run started by a link's run=1 is sent when the cores have gone quiet, at most this long after its panel: the browser
+# is still loading the whole app then (README, "A link's run waits for quiet cores": with the half second alone its
+# prefill waited ~200 ms for a CPU)
+LINK_SETTLE_MOST_S = 3.0
+LINK_SETTLE_TEXT = ("Starting: the browser is still loading this page; the run waits until the cores are quiet (at most "
+                    f"{LINK_SETTLE_MOST_S:.0f} s), so that loading does not take them from prefill")
 QUIET_TEXT = "Timing quietly: nothing is drawn until the run ends (Quiet timing, in the sidebar)"
 SETTLE_TEXT = "Starting: the page draws first, so its drawing does not take the cores from prefill"
 NOT_SENT = "The last run was not sent: the page changed before it started. Press Run again."
@@ -70,7 +77,7 @@ def run_panel(request: RunRequest) -> None:
     ss = st.session_state
     if ss.get(state.RUN_CANCEL) and store.live is not None:
         worker_link.service().cancel(store.live.work)
-    pressed, start_later = _run_pressed(), None
+    (pressed, by_link), start_later = _run_pressed(), None
     busy = worker_link.busy() if pressed else None  # a room: the run in flight keeps its place, no second one
     if busy:
         st.warning(busy)
@@ -97,7 +104,8 @@ def run_panel(request: RunRequest) -> None:
         store.live = None  # so never followed (it would wait for events forever)
         st.info(NOT_SENT)
         return
-    if not _follow_live(live, request.live_chart, request.quiet, start_later):
+    if not _follow_live(live, request.live_chart, request.quiet, start_later,
+                        settle_most=LINK_SETTLE_MOST_S if by_link else SETTLE_S):
         store.live = None  # refused: nothing was sent
         return
     if live.trace is not None:
@@ -105,24 +113,25 @@ def run_panel(request: RunRequest) -> None:
         if live.trace.source != "server":  # a server's run: local_replay.local_replay, on demand
             live.trace.settings["model_spec"] = [spec.name, spec.device, spec.dtype, spec.kernels]  # to capture more layers later
             live.trace.settings["quiet_timing"] = request.quiet
+            live.trace.settings["sent_after_s"] = round(live.sent_after_s, 3)  # panel drawn -> request sent (untimed)
         store.keep(live.trace)
     store.live = None
 
 
-def _run_pressed() -> bool:
-    """Run in the sidebar or in presenter mode's bar, a preset's click (once), or a link's run=1 not yet started
-    (once per opening)."""
+def _run_pressed() -> tuple[bool, bool]:
+    """(pressed, by a link): Run in the sidebar or in presenter mode's bar, a preset's click (once), or a link's run=1
+    not yet started (once per opening)."""
     ss = st.session_state
     pressed = bool(ss.get(state.RUN) or ss.get(state.PRESENTER_RUN) or ss.pop(state.RUN_REQUESTED, False))
     if ss.get(state.LINK_RUN) == demo_panel.LINK_PENDING:
         ss[state.LINK_RUN] = demo_panel.LINK_DONE
-        pressed = True
-    return pressed
+        return True, not pressed
+    return pressed, False
 
 
-def _follow_live(live: LiveRun, live_chart: bool, quiet: bool = False, start=None) -> bool:
-    """Draw the run panel, then (quiet timing) let the browser draw it and `start()` the run; follow it to its end.
-    False when `start` was refused."""
+def _follow_live(live: LiveRun, live_chart: bool, quiet: bool = False, start=None, settle_most: float = SETTLE_S) -> bool:
+    """Draw the run panel, let the browser draw it (SETTLE_S; up to `settle_most` while the cores stay busy) and
+    `start()` the run; follow it to its end. False when `start` was refused."""
     head = f"{live.n_prompt} prompt tokens → up to {live.max_new_tokens} new tokens"
     with st.container(key=state.RUN_PANEL), st.status(f"Running: {head}…", expanded=True) as status:
         st.html(STILL_WHILE_RUNNING)
@@ -138,8 +147,12 @@ def _follow_live(live: LiveRun, live_chart: bool, quiet: bool = False, start=Non
                 bar.progress(value, text=text)
 
         if start is not None:
-            set_bar(0.0, QUIET_TEXT if quiet else SETTLE_TEXT)
-            time.sleep(SETTLE_S)  # outside every timing: the request is not sent yet
+            set_bar(0.0, QUIET_TEXT if quiet else SETTLE_TEXT if settle_most <= SETTLE_S else LINK_SETTLE_TEXT)
+            if settle_most <= SETTLE_S:  # outside every timing: the request is not sent yet
+                time.sleep(SETTLE_S)
+                live.sent_after_s = SETTLE_S
+            else:
+                live.sent_after_s = wait_for_quiet(SETTLE_S, settle_most)[0]
             if refused := start():
                 cancel_box.empty(), bar.empty()
                 status.update(label="Cannot run", state="error", expanded=True)

@@ -42,6 +42,7 @@ class LiveRun:
     failure: str | None = None
     cancelled: bool = False
     sent: bool = False  # the request reached the engine (the run panel sends it once it is drawn)
+    sent_after_s: float = 0.0  # seconds from its panel drawn to the request sent (a link's run waits for quiet cores)
 
     def apply(self, event) -> None:
         if isinstance(event, Queued):

@@ -64,3 +64,26 @@ def test_a_pressed_run_is_sent_after_its_panel_and_followed_to_its_end(make_app)
     assert store.live is None and store.last_trace is not None  # sent, followed, kept
     assert store.last_trace.queue_seconds < run_panel.SETTLE_S / 2  # the half second before sending is not queueing
     assert not any(run_panel.NOT_SENT in i.value for i in at.info)
+
+
+def test_a_links_run_waits_for_quiet_cores_and_a_pressed_run_waits_the_half_second(make_app, monkeypatch):
+    """A link's run=1 starts while the browser is still loading the whole app: its request waits until the cores are
+    quiet (at most LINK_SETTLE_MOST_S); a pressed Run, on a page already drawn, waits SETTLE_S only. Each trace says
+    how long its request waited after its panel was drawn."""
+    from ui import state
+
+    asked = []
+
+    def fake_wait(first_s, most_s):
+        asked.append((first_s, most_s))
+        return 1.25, True
+
+    monkeypatch.setattr(run_panel, "wait_for_quiet", fake_wait)
+    at = make_app(query={"run": "1"}).run()
+    assert not at.exception
+    store = at.session_state[state.STORE]
+    assert asked == [(run_panel.SETTLE_S, run_panel.LINK_SETTLE_MOST_S)]
+    assert store.last_trace.settings["sent_after_s"] == 1.25
+    at.sidebar.button(key=state.RUN).click().run()
+    assert not at.exception and len(asked) == 1  # pressed: the half second, no wait for quiet
+    assert store.last_trace.settings["sent_after_s"] == run_panel.SETTLE_S
