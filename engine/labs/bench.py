@@ -22,7 +22,7 @@ from engine.core.clock import now
 from engine.core.generate import decode_loop, generate, greedy, new_cache, prefill
 from engine.core.recorder import missing_decode_step
 from engine.errors import EngineError
-from engine.labs.hardware import measure_peaks, measure_read_bandwidth
+from engine.labs.hardware import measure_peaks, measure_read_bandwidth, step_bytes_reader
 from engine.labs.sweeps import prompt_ids_of_length
 from engine.loading.loader import load_model
 from engine.loading.model_store import cache_root
@@ -292,10 +292,16 @@ def _rows(args, fast, plain, hf, vllm, peaks, table: dict) -> None:
         step_bytes = decode_step_bytes(fast.config, ctx + 1, 1, dtype_bytes, dtype_bytes)
         # the floor's streaming read timed in the same rounds as the steps: a busy machine slows both alike
         timers["floor"] = lambda n=step_bytes: n / measure_read_bandwidth(fast.device, repeats=3)
+        kv_bytes = int(step_bytes - fast.config.weight_bytes(dtype_bytes))
+        reader = step_bytes_reader(plain.model, kv_bytes, fast.device)
+        timers["read"] = reader  # the step's own bytes in its own pieces, read by torch, in the same rounds too
         ms = medians(reps, timers)
-        floor = ms.pop("floor")
-        table[f"decode {ctx}"] = dict(ms, floor=floor)
+        floor, read = ms.pop("floor"), ms.pop("read")
+        table[f"decode {ctx}"] = dict(ms, floor=floor, read=read)
         print(row(f"decode step @ context {ctx}", ms, floor), flush=True)
+        print(f"#   the same bytes ({reader.nbytes / 1e6:,.1f} MB) read by torch in the step's own pieces (one sum() per "
+              f"matrix, then the KV cache), same rounds: {read * 1000:.1f} ms; fast / that read: {ms['fast'] / read:.2f}",
+              flush=True)
     if fast.device.type == "cuda":
         bench_cuda_graphs(fast, contexts, steps, reps)
     ids = prompt_ids(fast, 64)[0].tolist()

@@ -45,6 +45,29 @@ def measure_read_bandwidth(device: torch.device, n_bytes: int = 256 * 2**20, rep
     return n_bytes / seconds
 
 
+def step_bytes_reader(model: torch.nn.Module, kv_bytes: int, device: torch.device):
+    """A timer (seconds) for torch reading what one decode step reads, in the step's own pieces: every linear layer's
+    matrix (the head's too; a tied embedding once) with one `sum()` each, then a KV cache of `kv_bytes` (one buffer).
+    Beside the floor's one large read: the same bytes as the step, cut as the step cuts them."""
+    seen, matrices = set(), []
+    for module in model.modules():
+        weight = getattr(module, "weight", None)
+        if isinstance(module, torch.nn.Linear) and weight is not None and weight.data_ptr() not in seen:
+            seen.add(weight.data_ptr())
+            matrices.append(weight.detach())
+    kv = torch.ones(max(kv_bytes // 4, 1), dtype=torch.float32, device=device)
+
+    def run() -> float:
+        start = now(device)
+        for m in matrices:
+            m.sum()
+        kv.sum()
+        return now(device) - start
+
+    run.nbytes = sum(m.numel() * m.element_size() for m in matrices) + kv.numel() * 4
+    return run
+
+
 def measure_matmul_flops(device: torch.device, dtype: torch.dtype, cfg: ModelConfig | None = None,
                          tokens: int = 1024, repeats: int = 3) -> float:
     """FLOP/s of the prefill's biggest matmuls: (tokens x d_model) @ (d_model x d_ff) and back."""

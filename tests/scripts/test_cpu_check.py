@@ -49,6 +49,15 @@ def test_bench_targets_name_the_worst_row_and_each_vllm_ratio():
     assert lines["bfloat16: fast ≤ plain on every row"]["verdict"] == "not measured"
 
 
+def test_a_decode_floor_line_says_the_step_against_a_read_of_its_own_bytes_when_the_bench_timed_it():
+    rows = dict(F32["rows"], **{"decode 128": dict(ms(20, 40, 45, 30, 13), read=0.0198)})
+    lines = by_target(cpu_check.target_lines({"bench-float32": dict(F32, rows=rows)}))
+    timed = lines["float32 decode @ 128 ≤ 1.3x its floor"]
+    assert timed["measured"] == "20.0 ms = 1.54x (1.01x torch's read of the same bytes in the step's pieces, same rounds)"
+    assert timed["verdict"] == "missed"  # the verdict stays the floor's: the read is context, not a second floor
+    assert lines["float32 decode @ 1024 ≤ 1.3x its floor"]["measured"] == "25.0 ms = 1.39x"  # an older bench's row
+
+
 def test_bfloat16_targets_are_marked_off_the_issues_case_without_avx512_bf16_or_amx():
     rows = {"decode 128": ms(12, 20, 25, None, 10),
             "same greedy tokens": dict(same=False, agree=4, tokens=32)}

@@ -199,7 +199,8 @@ def test_bench_quick_smoke_prints_every_row():
                          capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stderr
     for label in ("streaming read", "prefill 32 tokens", "decode step @ context 128", "generate 64 + 8 tokens",
-                  "Trace bookkeeping", "fast and plain kernels give the same 8 greedy tokens: True", "no vLLM column"):
+                  "Trace bookkeeping", "fast and plain kernels give the same 8 greedy tokens: True", "no vLLM column",
+                  "read by torch in the step's own pieces"):
         assert label in out.stdout
     header = next(line for line in out.stdout.splitlines() if line.startswith("measurement"))
     assert all(col in header for col in ("fast ms", "plain ms", "hf ms", "vLLM ms", "fast/vLLM", "floor ms"))
