@@ -51,10 +51,9 @@ def step_bytes_reader(model: torch.nn.Module, kv_bytes: int, device: torch.devic
     Beside the floor's one large read: the same bytes as the step, cut as the step cuts them."""
     seen, matrices = set(), []
     for module in model.modules():
-        weight = getattr(module, "weight", None)
-        if isinstance(module, torch.nn.Linear) and weight is not None and weight.data_ptr() not in seen:
-            seen.add(weight.data_ptr())
-            matrices.append(weight.detach())
+        if isinstance(module, torch.nn.Linear) and module.weight.data_ptr() not in seen:
+            seen.add(module.weight.data_ptr())
+            matrices.append(module.weight.detach())
     kv = torch.ones(max(kv_bytes // 4, 1), dtype=torch.float32, device=device)
 
     def run() -> float:
