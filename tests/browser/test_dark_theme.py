@@ -4,15 +4,12 @@ artifacts/screenshots/ (dark-*.png) when that folder exists.
 
 The app runs the tiny random Llama (TWO_BENDS_MODEL=tiny-llama); a shipped recording gives Home its chart.
 """
-import sys
 from pathlib import Path
 
 import pytest
 
 from tests import ROOT
-
-sys.path.insert(0, str(ROOT / "scripts"))
-import appdriver  # noqa: E402  (scripts/appdriver.py: shared with the measurement scripts)
+from tests.browser import appdriver
 
 pytestmark = pytest.mark.slow
 SHOTS = ROOT / "artifacts" / "screenshots"

@@ -5,16 +5,13 @@ itself off at the last token; the sidebar is hidden and the numbers are large. S
 artifacts/screenshots/ (presenter-*.png) when that folder exists.
 """
 import re
-import sys
 import time
 from pathlib import Path
 
 import pytest
 
 from tests import ROOT
-
-sys.path.insert(0, str(ROOT / "scripts"))
-import appdriver  # noqa: E402  (scripts/appdriver.py starts the app the way dashboard.sh does)
+from tests.browser import appdriver
 
 pytestmark = pytest.mark.slow
 CHROMIUM = "/usr/bin/chromium"

@@ -10,7 +10,6 @@ leaves the room as the next expects; the last clears it):
 """
 import os
 import re
-import sys
 import time
 import warnings
 from pathlib import Path
@@ -18,9 +17,7 @@ from pathlib import Path
 import pytest
 
 from tests import ROOT
-
-sys.path.insert(0, str(ROOT / "scripts"))
-import appdriver  # noqa: E402  (scripts/appdriver.py: shared with the measurement scripts)
+from tests.browser import appdriver
 
 pytestmark = pytest.mark.slow
 # a teacher and 8 students, the issue's room (9 Chromium sessions on the 2-core VM; they once stalled on the server's

@@ -1,16 +1,12 @@
 """Room mode in real Chromium: no page without the code (deep links too), wrong codes refused and then slowed,
 the teacher code opens the console, and the launcher prints the room's URL, codes and QR code."""
 import re
-import sys
 import time
 from pathlib import Path
 
 import pytest
 
-from tests import ROOT
-
-sys.path.insert(0, str(ROOT / "scripts"))
-import appdriver  # noqa: E402
+from tests.browser import appdriver
 
 pytestmark = pytest.mark.slow
 JOIN, TEACHER = "BRIDGE7", "VALLEY9X"

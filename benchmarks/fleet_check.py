@@ -7,8 +7,8 @@ model's context) at 0.5 x the engine's capacity by that fit, 16 requests, Poisso
 batch mode. Differences over 20 % are marked, never hidden. --save writes assets/fleet_check.json, which the
 Fleet planner page reads (the fit, the efficiencies against this machine's measured peaks, the table).
 
-    .venv/bin/python scripts/fleet_check.py                       # SmolLM2-135M (on a quiet machine)
-    .venv/bin/python scripts/fleet_check.py --model tiny-llama
+    .venv/bin/python -m benchmarks.fleet_check                       # SmolLM2-135M (on a quiet machine)
+    .venv/bin/python -m benchmarks.fleet_check --model tiny-llama
 """
 from __future__ import annotations
 
@@ -19,14 +19,13 @@ import sys
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
+from engine.labs import fleet_check as fc
+from engine.labs.hardware import measure_peaks
+from engine.loading.model_store import DEFAULT_MODEL
+from engine.perfmodel import step_model as sm
+from engine.perfmodel.roofline import MODEL_PRESETS
 
-from engine.labs import fleet_check as fc  # noqa: E402
-from engine.labs.hardware import measure_peaks  # noqa: E402
-from engine.loading.model_store import DEFAULT_MODEL  # noqa: E402
-from engine.perfmodel import step_model as sm  # noqa: E402
-from engine.perfmodel.roofline import MODEL_PRESETS  # noqa: E402
+ROOT = Path(__file__).resolve().parent.parent
 
 
 def main() -> int:
@@ -57,7 +56,7 @@ def main() -> int:
                 "peaks": {"flops_per_s": peaks.matmul_flops_per_s, "read_bytes_per_s": peaks.copy_bytes_per_s / 2},
                 "residuals": [(s.kind, s.tokens, s.seconds, p, s.kv_bytes) for s, p in zip(fit.steps, fit.predicted)],
                 "rows": [(r.workload, r.metric, r.engine, r.sim) for r in rows],
-                "note": f"{args.model}, recorded {time.strftime('%Y-%m-%d')} on this machine by scripts/fleet_check.py"}
+                "note": f"{args.model}, recorded {time.strftime('%Y-%m-%d')} on this machine by benchmarks/fleet_check.py"}
         if eff is None:
             print("not saved: efficiencies need the model's shapes (use SmolLM2)")
             return 1

@@ -9,7 +9,7 @@ while the model runs). Prints medians and the ratios page / CLI and (page - its 
 target: one of them <= 1.15 with defaults), and the CPU seconds the browser, Streamlit and the worker used per
 page run. A benchmark, not a test: run it alone (`flock /tmp/tb/bench.lock ...` on a shared machine).
 
-Usage: .venv/bin/python scripts/disturbance.py [--rounds 4] [--configs defaults,quiet] [--json]
+Usage: .venv/bin/python -m benchmarks.disturbance [--rounds 4] [--configs defaults,quiet] [--json]
 """
 from __future__ import annotations
 
@@ -23,14 +23,11 @@ import sys
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-import appdriver  # noqa: E402
-
-from engine.core.metrics import summarize  # noqa: E402
-from engine.core.trace import Trace  # noqa: E402
-from engine.loading.model_store import DEFAULT_MODEL  # noqa: E402
-from ui.text import prompts  # noqa: E402
+from engine.core.metrics import summarize
+from engine.core.trace import Trace
+from engine.loading.model_store import DEFAULT_MODEL
+from tests.browser import appdriver
+from ui.text import prompts
 
 CONFIGS = {"defaults": False, "quiet": True}  # name: Quiet timing on
 CPU_OF = {"browser": "chromium", "streamlit": "ui.controls.launch", "worker": "engine.serving.scheduling.worker"}
@@ -52,6 +49,8 @@ def tree_cpu(root: int, name_part: str) -> float:
         except (OSError, IndexError, ValueError):
             continue
     return total
+
+
 WAIT = re.compile(r"waited for a CPU ([\d,]+(?:\.\d+)?) ms per token, ([\d,]+(?:\.\d+)?) ms in prefill")
 
 

@@ -8,10 +8,10 @@
   engine  No browsers: N default requests (64 -> 32) submitted at once to the scheduler, queue mode then
           batch mode, taking turns: the room's tokens/s and each request's TPOT (what the engine alone can take).
 
-Usage: .venv/bin/python scripts/loadtest.py room --sessions 30 --runs 3 --modes queue,batch  (queue-fixed: queue mode, --fixed-threads)
-       .venv/bin/python scripts/loadtest.py memory
-       .venv/bin/python scripts/loadtest.py engine --requests 8 --rounds 2
-A measurement, not a test: the numbers go in the README's "Serving a room".
+Usage: .venv/bin/python -m benchmarks.loadtest room --sessions 30 --runs 3 --modes queue,batch  (queue-fixed: queue mode, --fixed-threads)
+       .venv/bin/python -m benchmarks.loadtest memory
+       .venv/bin/python -m benchmarks.loadtest engine --requests 8 --rounds 2
+A measurement, not a test: its numbers are in docs/teacher-guide.md ("What one machine holds").
 """
 from __future__ import annotations
 
@@ -24,10 +24,8 @@ import subprocess
 import sys
 import threading
 import time
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-import appdriver  # noqa: E402
+from tests.browser import appdriver
 
 MIXES = [(64, 32), (256, 16), (16, 64), (128, 32), (512, 8), (32, 48)]  # (prompt tokens, output tokens)
 # the run panel's line (ui/text/run_numbers.finished_label), with or without its CPU-wait words
@@ -211,7 +209,6 @@ def memory(args) -> None:
 
 def engine_only(args) -> None:
     """The scheduler without the dashboard: what sharing the bridge does to the room's tokens/s and to each TPOT."""
-    sys.path.insert(0, str(appdriver.ROOT))
     import engine
     from engine.serving.scheduling.work import ModelSpec
 
@@ -277,7 +274,6 @@ def main() -> None:
     e.add_argument("--modes", default="queue,batch", help="queue, batch; -fixed after one: --fixed-threads")
     e.add_argument("--hogs", type=int, default=0, help="busy loops beside the engine (cores other programs hold)")
     e.add_argument("--budget", type=int, default=None, help="batch mode's chunked prefill: tokens per step")
-    sys.path.insert(0, str(appdriver.ROOT))
     from engine.loading.model_store import DEFAULT_MODEL  # the dashboard's default (imports torch here, once)
 
     for p in (r, m, e):

@@ -9,7 +9,7 @@ by this script straight to the engine worker (no Streamlit, no browser), which s
 the worker's. Also CPU seconds per page run of the browser, Streamlit and the worker. A benchmark, not a test:
 machines are noisy.
 
-Usage: .venv/bin/python scripts/ui_vs_cli.py [--rounds 5] [--configs process-live,process-nochart,worker-alone]
+Usage: .venv/bin/python -m benchmarks.ui_vs_cli [--rounds 5] [--configs process-live,process-nochart,worker-alone]
 """
 from __future__ import annotations
 
@@ -20,16 +20,12 @@ import statistics
 import subprocess
 import sys
 import time
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-import appdriver  # noqa: E402
-
-from engine.core.metrics import summarize  # noqa: E402
-from engine.core.trace import Trace  # noqa: E402
-from engine.loading.model_store import DEFAULT_MODEL  # noqa: E402
-from ui.text import prompts  # noqa: E402
+from engine.core.metrics import summarize
+from engine.core.trace import Trace
+from engine.loading.model_store import DEFAULT_MODEL
+from tests.browser import appdriver
+from ui.text import prompts
 
 CONFIGS = {  # name: (worker transport, live chart on)
     "process-live": ("process", True),

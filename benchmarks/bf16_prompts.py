@@ -6,20 +6,17 @@ same prompt ids in both, taking turns in balanced orders (engine/labs/bench.py),
 Two benches minutes apart cannot answer this on a shared machine: the host's speed moves more between them than
 the difference being asked about.
 
-    flock /tmp/tb/bench.lock .venv/bin/python scripts/bf16_prompts.py [--repeats 5] [--json PATH]
+    flock /tmp/tb/bench.lock .venv/bin/python -m benchmarks.bf16_prompts [--repeats 5] [--json PATH]
 """
 from __future__ import annotations
 
 import argparse
 import json
-import sys
 import time
 from functools import partial
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from engine.loading.loader import load_model  # noqa: E402
-from engine.loading.model_store import DEFAULT_MODEL  # noqa: E402
+from engine.loading.loader import load_model
+from engine.loading.model_store import DEFAULT_MODEL
 
 SIZES = (128, 512, 1024)
 

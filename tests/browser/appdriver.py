@@ -1,8 +1,9 @@
 """Drive the real dashboard in headless Chromium: start `streamlit run app.py`, open sessions, press Run, read numbers.
 
-Shared by the browser tests (tests/browser/) and the measurement scripts (scripts/ui_vs_cli.py,
-scripts/loadtest.py). Also starts and stops an OpenAI-compatible server (ours or vLLM) and waits for its /health
-(scripts/bench_traffic.py and tests/serving_helpers.py's vllm_server). Playwright drives Debian's Chromium
+Shared by the browser tests (tests/browser/) and the benchmarks that drive the page (benchmarks/ui_vs_cli.py,
+benchmarks/loadtest.py, ...; run as `python -m benchmarks.NAME` from the checkout, so `tests` imports). Also starts and
+stops an OpenAI-compatible server (ours or vLLM) and waits for its /health (benchmarks/bench_traffic.py and
+tests/serving_helpers.py's vllm_server). Playwright drives Debian's Chromium
 (/usr/bin/chromium); nothing is downloaded.
 """
 from __future__ import annotations
@@ -20,7 +21,7 @@ import threading
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]  # the checkout
 CHROMIUM = "/usr/bin/chromium"
 BROWSER_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-dev-shm-usage"]
 

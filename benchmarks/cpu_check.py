@@ -3,12 +3,12 @@
 Runs, one after another (nothing else should run beside it: `flock /tmp/tb/bench.lock ...` on a shared machine):
   bench-float32   python -m engine bench --repeats R            (vLLM beside it when scripts/setup_vllm.sh built it)
   bench-bfloat16  python -m engine bench --repeats R --dtype bfloat16 --no-vllm
-  bf16-prompts    scripts/bf16_prompts.py --repeats R+2          (bfloat16 vs float32 prefill, side by side)
-  start           scripts/startup_time.py --full --rounds N     (headless Chromium: Debian's chromium)
-  serve           scripts/serve_vs_inprocess.py --rounds N      (engine serve's workers vs the CLI, one request at a time)
-  disturbance     scripts/disturbance.py --rounds N --configs defaults   (the page vs the CLI, Chromium on the same cores)
+  bf16-prompts    benchmarks/bf16_prompts.py --repeats R+2          (bfloat16 vs float32 prefill, side by side)
+  start           benchmarks/startup_time.py --full --rounds N     (headless Chromium: Debian's chromium)
+  serve           benchmarks/serve_vs_inprocess.py --rounds N      (engine serve's workers vs the CLI, one request at a time)
+  disturbance     benchmarks/disturbance.py --rounds N --configs defaults   (the page vs the CLI, Chromium on the same cores)
 and writes under OUT (default ./cpu-check), each the moment it is known: <step>.log and <step>.json per step,
-then targets.md (a table for the README) and targets.json. A target reads "met", "within 5 %" (a ratio over its
+then targets.md (a table for docs/performance.md) and targets.json. A target reads "met", "within 5 %" (a ratio over its
 bound by less than the run-to-run noise of these shared machines) or "missed"; one whose step did not run reads
 "not measured". bfloat16's targets are the issue's for CPUs with AVX-512 BF16 or AMX; elsewhere they are measured
 and said, marked as not the issue's case.
@@ -16,7 +16,7 @@ and said, marked as not the issue's case.
 Exit status: 0 when every step ran (met or not: a benchmark on a shared machine reports, it does not gate), 1 when a
 step failed or timed out (its log says why; the others still ran).
 
-Usage: .venv/bin/python scripts/cpu_check.py [--out DIR] [--repeats 3] [--rounds 3] [--steps bench-float32,start,...]
+Usage: .venv/bin/python -m benchmarks.cpu_check [--out DIR] [--repeats 3] [--rounds 3] [--steps bench-float32,start,...]
 """
 from __future__ import annotations
 
@@ -27,9 +27,9 @@ import sys
 import time
 from pathlib import Path
 
+from engine.serving.api_server import WORKER_DEFAULT  # the worker `engine serve` runs by default
+
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-from engine.serving.api_server import WORKER_DEFAULT  # noqa: E402  (the worker `engine serve` runs by default)
 
 NOISE = 1.05  # a ratio up to 5 % over its bound: "within 5 %", not "missed" (the same code reads ±5-7 % run to run)
 STEP_TIMEOUT_S = 1800
@@ -41,11 +41,11 @@ def steps(out: Path, repeats: int, rounds: int) -> dict[str, list[str]]:
         "bench-float32": [py, "-m", "engine", "bench", "--repeats", str(repeats), "--json", str(out / "bench-float32.json")],
         "bench-bfloat16": [py, "-m", "engine", "bench", "--repeats", str(repeats), "--dtype", "bfloat16", "--no-vllm",
                            "--json", str(out / "bench-bfloat16.json")],
-        "bf16-prompts": [py, "scripts/bf16_prompts.py", "--repeats", str(repeats + 2), "--json",
+        "bf16-prompts": [py, "-m", "benchmarks.bf16_prompts", "--repeats", str(repeats + 2), "--json",
                          str(out / "bf16-prompts.json")],
-        "start": [py, "scripts/startup_time.py", "--full", "--rounds", str(rounds), "--json", str(out / "start.json")],
-        "serve": [py, "scripts/serve_vs_inprocess.py", "--rounds", str(rounds), "--json", str(out / "serve.json")],
-        "disturbance": [py, "scripts/disturbance.py", "--rounds", str(rounds), "--configs", "defaults", "--json"],
+        "start": [py, "-m", "benchmarks.startup_time", "--full", "--rounds", str(rounds), "--json", str(out / "start.json")],
+        "serve": [py, "-m", "benchmarks.serve_vs_inprocess", "--rounds", str(rounds), "--json", str(out / "serve.json")],
+        "disturbance": [py, "-m", "benchmarks.disturbance", "--rounds", str(rounds), "--configs", "defaults", "--json"],
     }
 
 
@@ -140,7 +140,7 @@ def bench_lines(f32: dict | None, bf16: dict | None, prompts: dict | None = None
     if same:
         lines.append(dict(section="2", target="bfloat16 fast and plain: the same greedy tokens",
                           measured=f"{'yes' if same['same'] else 'no'}: the first {same['agree']} of {same['tokens']} agree",
-                          ratio=None, verdict="said", note="agreement with float32: the README's parity prompts"))
+                          ratio=None, verdict="said", note="agreement with float32: docs/decisions/bfloat16.md"))
     return lines
 
 
@@ -194,7 +194,7 @@ def machine_line(results: dict) -> str:
 
 
 def markdown(results: dict, lines: list[dict]) -> str:
-    out = [f"Issue 19's targets, `scripts/cpu_check.py`: {machine_line(results)}", "",
+    out = [f"Issue 19's targets, `benchmarks/cpu_check.py`: {machine_line(results)}", "",
            "| § | target | measured | verdict |", "|---|---|---|---|"]
     for x in lines:
         note = f" ({x['note']})" if x["note"] else ""

@@ -1,15 +1,11 @@
-"""scripts/loadtest.py reads each run's numbers back from the run panel's 'Run finished' line: the line and the
+"""benchmarks/loadtest.py reads each run's numbers back from the run panel's 'Run finished' line: the line and the
 pattern must stay in step (they drifted once: the CPU-wait words broke the pattern and the load test waited forever)."""
-import sys
 
 import pytest
 
+from benchmarks import loadtest
 from engine.core.trace import DecodeStep, Trace
-from tests import ROOT
 from ui.text import run_numbers
-
-sys.path.insert(0, str(ROOT / "scripts"))
-import loadtest  # noqa: E402
 
 
 def _trace(**fields) -> Trace:

@@ -6,7 +6,7 @@ its warm-up excluded as always). Behind HTTP: `python -m engine serve` (queue mo
 would. The rounds alternate, so the machine's noise falls on both alike; printed side by side with the ratios
 (issue 19 §2b asks for both within 1.1x). Run it under `flock /tmp/tb/bench.lock` on a shared machine.
 
-    .venv/bin/python scripts/serve_vs_inprocess.py [--rounds 3] [--requests 5] [--servers thread process]
+    .venv/bin/python -m benchmarks.serve_vs_inprocess [--rounds 3] [--requests 5] [--servers thread process]
 A server may carry environment variables for its process (and its worker's): `--servers thread process:GOMP_SPINCOUNT=0`.
 """
 from __future__ import annotations
@@ -20,10 +20,9 @@ import sys
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
+from engine.serving.client.openai_client import Client
 
-from engine.serving.client.openai_client import Client  # noqa: E402
+ROOT = Path(__file__).resolve().parent.parent
 
 
 def engine_cmd(*args: str) -> list[str]:
@@ -129,7 +128,7 @@ def main() -> None:
         label = name if name == "in process" else f"engine serve --worker {name}"
         print(f"| {label} | {t * 1e3:.1f} | {statistics.median(gaps) * 1e3:.1f} | {p90 * 1e3:.1f} | "
               f"{t / base_ttft:.2f}x | {statistics.median(gaps) / base_itl:.2f}x |")
-    if args.json:  # scripts/cpu_check.py reads it
+    if args.json:  # benchmarks/cpu_check.py reads it
         with open(args.json, "w") as f:
             json.dump(dict(prompt_tokens=args.prompt_tokens, max_new_tokens=args.max_new_tokens, rounds=args.rounds,
                            medians=medians), f, indent=1)

@@ -5,7 +5,7 @@ of 128/512/1024 tokens; (2) mixed traffic: riders decoding when a long prompt ar
 inter-token gap (ITL, measured where the consumer receives the tokens) and the joiner's TTFT, disaggregated vs
 the colocated batch engine with the same threads in all; (3) what an idle side costs: decode-only throughput
 (the valley's core idles) and each worker's busy share during the mixed run. Prints markdown tables; --json saves
-everything. Share the machine fairly: run under `flock /tmp/tb/bench.lock .venv/bin/python scripts/disaggregated.py`.
+everything. Share the machine fairly: run under `flock /tmp/tb/bench.lock .venv/bin/python -m benchmarks.disaggregated`.
 """
 from __future__ import annotations
 
@@ -17,13 +17,11 @@ import threading
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from engine.core.sampling_params import SamplingParams  # noqa: E402
-from engine.loading.model_store import DEFAULT_MODEL  # noqa: E402
-from engine.serving.scheduling.lab_jobs import MODEL_DESCRIBE  # noqa: E402
-from engine.serving.scheduling.work import FirstToken, Job, ModelSpec, Request, Token, drain, result_of  # noqa: E402
-from engine.serving.scheduling.worker import LocalService, ServiceOptions, make_service  # noqa: E402
+from engine.core.sampling_params import SamplingParams
+from engine.loading.model_store import DEFAULT_MODEL
+from engine.serving.scheduling.lab_jobs import MODEL_DESCRIBE
+from engine.serving.scheduling.work import FirstToken, Job, ModelSpec, Request, Token, drain, result_of
+from engine.serving.scheduling.worker import LocalService, ServiceOptions, make_service
 
 GREEDY = SamplingParams(ignore_eos=True)
 VOCAB, CONTEXT = [40000], [2048]  # ids below the model's vocabulary, lengths within its context (set once loaded)

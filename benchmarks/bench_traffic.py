@@ -5,7 +5,7 @@ open-loop by `engine measure`'s traffic mode (engine/serving/client/traffic_benc
 after another, each alone, with the same model threads (--threads, default 1: our torch threads, vLLM's
 VLLM_CPU_OMP_THREADS_BIND). Prints a Markdown table: p50/p99 TTFT and ITL, throughput and goodput per server.
 
-    .venv/bin/python scripts/bench_traffic.py [--workload summarisation] [--request-rate 0.5] [--requests 12]
+    .venv/bin/python -m benchmarks.bench_traffic [--workload summarisation] [--request-rate 0.5] [--requests 12]
         [--servers ours-queue,ours-batch,ours-chunked,ours-disaggregated,vllm-chunked,vllm-unchunked]
         [--slo-ttft-ms 2000] [--slo-tpot-ms 200]
 """
@@ -17,15 +17,12 @@ import subprocess
 import sys
 from pathlib import Path
 
+from engine.perfmodel.goodput import SLO
+from engine.perfmodel.workload import shaped
+from engine.serving.client.traffic_benchmark import TrafficPlan, run_traffic, traffic_summary
+from tests.browser.appdriver import ServerDidNotStart, start_server, stop_server
+
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "scripts"))
-
-from appdriver import ServerDidNotStart, start_server, stop_server  # noqa: E402
-
-from engine.perfmodel.goodput import SLO  # noqa: E402
-from engine.perfmodel.workload import shaped  # noqa: E402
-from engine.serving.client.traffic_benchmark import TrafficPlan, run_traffic, traffic_summary  # noqa: E402
 
 CHUNK = 256  # tokens per step with chunked prefill: ours (--max-num-batched-tokens) and vLLM's (start_vllm.sh)
 SERVERS = {"ours-queue": "our engine, queue", "ours-batch": "our engine, continuous batching",

@@ -9,8 +9,8 @@ driven directly so the join lands in steady decoding. On a shared machine other 
 run's run-queue delay (schedstat: time our threads were ready but not running) is printed, and the table shows the
 median and the least disturbed run per budget. Run it alone (timings), e.g. under flock:
 
-    flock /tmp/tb/bench.lock .venv/bin/python scripts/chunked_prefill.py                  # SmolLM2, budgets none and 256
-    .venv/bin/python scripts/chunked_prefill.py --budgets none,128,256,512 --repeats 3 --model tiny-llama
+    flock /tmp/tb/bench.lock .venv/bin/python -m benchmarks.chunked_prefill                  # SmolLM2, budgets none and 256
+    .venv/bin/python -m benchmarks.chunked_prefill --budgets none,128,256,512 --repeats 3 --model tiny-llama
 """
 from __future__ import annotations
 
@@ -22,13 +22,11 @@ from pathlib import Path
 
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-
-import engine  # noqa: E402
-from engine.core.prompting import SWEEP_TEXT, fit_prompt_to_tokens  # noqa: E402
-from engine.loading.model_store import DEFAULT_MODEL  # noqa: E402
-from engine.serving.scheduling.continuous_batch import Batch  # noqa: E402
-from engine.serving.scheduling.work import ModelSpec, Request  # noqa: E402
+import engine
+from engine.core.prompting import SWEEP_TEXT, fit_prompt_to_tokens
+from engine.loading.model_store import DEFAULT_MODEL
+from engine.serving.scheduling.continuous_batch import Batch
+from engine.serving.scheduling.work import ModelSpec, Request
 
 GREEDY = engine.SamplingParams(ignore_eos=True)
 

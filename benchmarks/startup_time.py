@@ -7,7 +7,7 @@ there with the model described under it ("In use: ... kernels: ..."). The launch
 timestamps to $TWO_BENDS_STARTUP_LOG (engine/serving/scheduling/early_start.py's mark), which give the split:
 Streamlit import, worker spawn, torch import, weights load, prepacking. Run it under `flock /tmp/tb/bench.lock`.
 
-    .venv/bin/python scripts/startup_time.py [--rounds 3] [--full] [--model NAME] [--baseline DIR]
+    .venv/bin/python -m benchmarks.startup_time [--rounds 3] [--full] [--model NAME] [--baseline DIR]
 --baseline DIR: another checkout (e.g. `git archive` of an older commit, with its .venv link), measured in
 alternate rounds with this one, so both see the same machine.
 """
@@ -23,12 +23,10 @@ import tempfile
 import time
 from pathlib import Path
 
+from engine.loading.model_store import DEFAULT_MODEL  # torch-free: the start is not slowed
+from tests.browser import appdriver
+
 ROOT = Path(__file__).resolve().parent.parent
-sys.path[:0] = [str(ROOT / "scripts"), str(ROOT)]
-
-import appdriver  # noqa: E402
-
-from engine.loading.model_store import DEFAULT_MODEL  # noqa: E402  (torch-free: the start is not slowed)
 
 SIDEBAR_JS = """() => {
   const bar = document.querySelector("[data-testid='stSidebar']");
@@ -144,7 +142,7 @@ def main() -> None:
           f"after {os.getloadavg()[0]:.2f}")
     for root in roots:
         report(args, rounds[root], f"checkout {root}")
-    if args.json:  # seconds from the start per moment, each round (scripts/cpu_check.py reads "Run button usable")
+    if args.json:  # seconds from the start per moment, each round (benchmarks/cpu_check.py reads "Run button usable")
         args.json.write_text(json.dumps(dict(what=what, model=args.model, rounds=rounds[ROOT]), indent=1))
 
 

@@ -1,4 +1,4 @@
-"""scripts/appdriver.py's server start and stop (shared by scripts/bench_traffic.py and tests/serving_helpers.py)."""
+"""tests/browser/appdriver.py's server start and stop (shared by benchmarks/bench_traffic.py and tests/serving_helpers.py)."""
 import sys
 
 import pytest

@@ -7,8 +7,8 @@ gaps between tokens (ITL), one request at a time, the servers taking turns so th
 noise falls on both alike. Prints a Markdown table with medians and ours/vLLM ratios (below 1.00:
 ours is faster), the load average before and after, and which vLLM mode ran.
 
-    .venv/bin/python scripts/bench_serving.py [--rounds 5] [--output-tokens 32] [--vllm-mode eager|compiled]
-    .venv/bin/python scripts/bench_serving.py --servers ours,ours-process --concurrency 4 --mode batch
+    .venv/bin/python -m benchmarks.bench_serving [--rounds 5] [--output-tokens 32] [--vllm-mode eager|compiled]
+    .venv/bin/python -m benchmarks.bench_serving --servers ours,ours-process --concurrency 4 --mode batch
 The second form compares the scheduler in a thread of the HTTP server with the scheduler in a child
 process (engine/serving/api_server/openai_server.py's WORKER_DEFAULT was chosen this way).
 """
@@ -22,13 +22,10 @@ import sys
 import time
 from pathlib import Path
 
+from engine.serving.client.server_benchmark import Plan, run
+from tests.browser.appdriver import ServerDidNotStart, start_server, stop_server
+
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "scripts"))
-
-from appdriver import ServerDidNotStart, start_server, stop_server  # noqa: E402
-
-from engine.serving.client.server_benchmark import Plan, run  # noqa: E402
 
 
 class Server:

@@ -1,6 +1,6 @@
 """Re-record the example traces shipped in assets/traces/ with the real bundled SmolLM2, on this machine.
 
-Usage (from the project root): .venv/bin/python scripts/record_traces.py [--device cpu] [--only NAME]
+Usage (from the project root): .venv/bin/python -m benchmarks.record_traces [--device cpu] [--only NAME]
 
 Three runs that show the two bends from different sides, each saved as a Trace JSON file the dashboard
 replays with no model loaded (and `python -m engine show FILE` summarises):
@@ -19,21 +19,20 @@ import sys
 import time
 from pathlib import Path
 
+import torch
+
+from engine.core.capture import capture_attention, layers_within_budget
+from engine.core.generate import generate
+from engine.core.metrics import format_summary, summarize
+from engine.core.sampling_params import SamplingParams
+from engine.core.trace_file import describe, load_trace, save_trace
+from engine.loading.loader import load_model
+from engine.loading.model_store import DEFAULT_MODEL
+from engine.serving.scheduling.scheduler import Scheduler
+from engine.serving.scheduling.work import ModelSpec, Request, result_of
+from ui.text import prompts
+
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-
-import torch  # noqa: E402
-
-from engine.core.capture import capture_attention, layers_within_budget  # noqa: E402
-from engine.core.generate import generate  # noqa: E402
-from engine.core.metrics import format_summary, summarize  # noqa: E402
-from engine.core.sampling_params import SamplingParams  # noqa: E402
-from engine.core.trace_file import describe, load_trace, save_trace  # noqa: E402
-from engine.loading.loader import load_model  # noqa: E402
-from engine.loading.model_store import DEFAULT_MODEL  # noqa: E402
-from engine.serving.scheduling.scheduler import Scheduler  # noqa: E402
-from engine.serving.scheduling.work import ModelSpec, Request, result_of  # noqa: E402
-from ui.text import prompts  # noqa: E402
 
 OUT = ROOT / "assets" / "traces"
 MODEL = DEFAULT_MODEL

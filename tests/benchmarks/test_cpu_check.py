@@ -1,14 +1,11 @@
-"""scripts/cpu_check.py reads issue 19's targets off its steps' numbers: each target's ratio and verdict, the
+"""benchmarks/cpu_check.py reads issue 19's targets off its steps' numbers: each target's ratio and verdict, the
 bfloat16 targets marked where the CPU is not the issue's case, a failed step "not measured" and a non-zero exit."""
 import json
 import sys
 
 import pytest
 
-from tests import ROOT
-
-sys.path.insert(0, str(ROOT / "scripts"))
-import cpu_check  # noqa: E402
+from benchmarks import cpu_check
 
 
 def bench(flags, **rows):

@@ -6,8 +6,8 @@ prompt-length sweep up to 2048 tokens) and, while it runs, submits the same run 
 Prints each TTFT against the quiet one and the sweep's slices (how long it held the engine between yield points:
 engine/serving/scheduling/slices.py). Target: TTFT <= 2 x quiet + one slice. Exit code 1 when a run misses it.
 
-    .venv/bin/python scripts/fairness.py                 # SmolLM2-135M on this machine (queue mode)
-    .venv/bin/python scripts/fairness.py --model tiny-llama --mode batch
+    .venv/bin/python -m benchmarks.fairness                 # SmolLM2-135M on this machine (queue mode)
+    .venv/bin/python -m benchmarks.fairness --model tiny-llama --mode batch
 """
 from __future__ import annotations
 
@@ -15,16 +15,13 @@ import argparse
 import statistics
 import sys
 import time
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-
-from engine.core.prompting import SWEEP_TEXT  # noqa: E402
-from engine.core.sampling_params import SamplingParams  # noqa: E402
-from engine.loading.model_store import DEFAULT_MODEL  # noqa: E402
-from engine.serving.scheduling import lab_jobs  # noqa: E402
-from engine.serving.scheduling.work import FINAL, FirstToken, Job, ModelSpec, Progress, Request, Started, result_of  # noqa: E402
-from engine.serving.scheduling.worker import LocalService, ServiceOptions  # noqa: E402
+from engine.core.prompting import SWEEP_TEXT
+from engine.core.sampling_params import SamplingParams
+from engine.loading.model_store import DEFAULT_MODEL
+from engine.serving.scheduling import lab_jobs
+from engine.serving.scheduling.work import FINAL, FirstToken, Job, ModelSpec, Progress, Request, Started, result_of
+from engine.serving.scheduling.worker import LocalService, ServiceOptions
 
 SWEEP = [16, 32, 64, 128, 256, 512, 1024, 2048]  # the Sweep lab's choices (pages/labs/lab_sweeps.py), all of them
 PROMPT_TOKENS, OUTPUT_TOKENS = 64, 32  # the dashboard's default run (ui/controls/widgets.py)
