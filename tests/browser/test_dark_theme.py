@@ -11,7 +11,6 @@ import pytest
 from tests import ROOT
 from tests.browser import appdriver
 
-pytestmark = pytest.mark.slow
 SHOTS = ROOT / "artifacts" / "screenshots"
 TRACE = "long-prompt-short-answer"
 DARK_BG, LIGHT_BG = "rgb(14, 17, 23)", "rgb(255, 255, 255)"

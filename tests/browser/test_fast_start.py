@@ -6,7 +6,6 @@ import pytest
 
 from tests.browser import appdriver
 
-pytestmark = pytest.mark.slow
 RUN_TIMEOUT_MS = 300_000
 
 

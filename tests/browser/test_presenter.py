@@ -13,7 +13,6 @@ import pytest
 from tests import ROOT
 from tests.browser import appdriver
 
-pytestmark = pytest.mark.slow
 CHROMIUM = "/usr/bin/chromium"
 SHOTS = ROOT / "artifacts" / "screenshots"
 TRACE = "long-prompt-short-answer"  # 8 tokens: autoplay reaches the end quickly

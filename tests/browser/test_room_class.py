@@ -19,7 +19,6 @@ import pytest
 from tests import ROOT
 from tests.browser import appdriver
 
-pytestmark = pytest.mark.slow
 # a teacher and 8 students, the room (9 Chromium sessions on the 2-core VM; they once stalled on the server's
 # garbage collection after every fragment rerun: see .streamlit/config.toml). TWO_BENDS_ROOM_STUDENTS changes it.
 STUDENTS = int(os.environ.get("TWO_BENDS_ROOM_STUDENTS", "8"))

@@ -14,7 +14,6 @@ from engine.loading.model_store import DEFAULT_MODEL
 from tests import ROOT
 from tests.browser import appdriver
 
-pytestmark = pytest.mark.slow
 JOIN, TEACHER = "FAIR42", "TEACH42"
 SLACK_S = 0.5
 MEETINGS = 4  # student runs tried until one waits behind a lab slice

@@ -8,7 +8,6 @@ import pytest
 
 from tests.browser import appdriver
 
-pytestmark = pytest.mark.slow
 JOIN, TEACHER = "BRIDGE7", "VALLEY9X"
 DEEP_LINKS = ["", "timing", "prefill", "lab_sweeps", "lab_profile", "measure", "poll", "console", "?page=decode&run=1"]
 

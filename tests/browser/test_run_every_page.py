@@ -17,7 +17,6 @@ SHOTS = ROOT / "artifacts" / "screenshots"
 RUN_TIMEOUT_MS = 300_000  # generous: a default run takes a few seconds, but CI machines can be very busy
 MODEL = os.environ.get("TWO_BENDS_BROWSER_MODEL", "smollm2-135m")  # the real model unless overridden for a quick look
 
-pytestmark = pytest.mark.slow
 
 
 def _need_browser() -> None:

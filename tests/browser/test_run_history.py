@@ -11,7 +11,6 @@ import pytest
 from tests import ROOT
 from tests.browser import appdriver
 
-pytestmark = pytest.mark.slow
 RUN_TIMEOUT_MS = 300_000
 COOKIE = "two_bends_browser"  # ui/engine_link/worker_link.py's cookie
 

@@ -24,7 +24,6 @@ def test_row_error_and_tolerance():
     assert not fc.Row("w", "TTFT p50", 0.10, 0.13).within
 
 
-@pytest.mark.slow
 def test_simulator_follows_the_real_engine_loosely():
     """A burst of 16 requests through 4 rows: the simulator's span (every step its rules make, summed) within 25 %
     of the engine's, its TTFT p90 (the last wave's wait) within 50 %.
