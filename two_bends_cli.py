@@ -199,7 +199,14 @@ def usage() -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = sys.argv[1:] if argv is None else list(argv)
+    try:
+        return _main(sys.argv[1:] if argv is None else list(argv))
+    except BrokenPipeError:  # `two-bends show FILE | head`: the reader left; say nothing more (no traceback)
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 141
+
+
+def _main(args: list[str]) -> int:
     if not args or args[0] in ("-h", "--help"):
         print(usage())
         return 0 if args else 2
