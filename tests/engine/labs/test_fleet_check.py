@@ -30,7 +30,7 @@ def test_simulator_follows_the_real_engine_loosely():
 
     The step model is fitted on this very replay's steps (check_in_sample), so a busy shared machine slows both
     sides alike on average. The medians (TTFT p50, TPOT) follow the machine's speed at that moment more than the
-    rules when six people share two cores: scripts/fleet_check.py compares every metric, with separate calibration
+    rules when six people share two cores: benchmarks/fleet_check.py compares every metric, with separate calibration
     runs, and the page shows that table."""
     reqs = [Arrival(0.0, 16 + 8 * (i % 5), 24) for i in range(16)]
     fit, rows = fc.check_in_sample("tiny-llama", reqs, max_batch=4)
