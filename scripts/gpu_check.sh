@@ -18,6 +18,7 @@
 #   gpu-*.json (Trace files: open them in the dashboard or copy them to assets/traces/). Fits a 10-minute run:
 #   the checks are stopped after LIMIT_S (default 540) seconds.
 set -uo pipefail
+case "${1:-}" in -h|--help) awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "$0"; exit 0 ;; esac
 cd "$(dirname "$0")/.."
 OUT=${OUT:-gpu-check}
 PY=${PYTHON:-python3}

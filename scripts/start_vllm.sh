@@ -20,6 +20,7 @@
 # Other knobs: TWO_BENDS_VLLM_VENV, TWO_BENDS_VLLM_MODEL (see setup_vllm.sh), TWO_BENDS_VLLM_NAME
 # (served model name, default smollm2-135m-instruct), VLLM_CPU_KVCACHE_SPACE (GiB, default 1).
 set -euo pipefail
+case "${1:-}" in -h|--help) awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "$0"; exit 0 ;; esac
 if [[ $# -lt 1 || ! "$1" =~ ^[0-9]+$ ]]; then
     echo "usage: $0 PORT [--foreground] [more vLLM arguments]" >&2; exit 2
 fi

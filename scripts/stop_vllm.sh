@@ -2,6 +2,7 @@
 # Stop a vLLM server that scripts/start_vllm.sh PORT started in the background: SIGTERM to its
 # process group (the API server and its engine process), SIGKILL after 15 s if anything is left.
 set -euo pipefail
+case "${1:-}" in -h|--help) awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "$0"; exit 0 ;; esac
 if [[ $# -ne 1 || ! "$1" =~ ^[0-9]+$ ]]; then echo "usage: $0 PORT" >&2; exit 2; fi
 RUNDIR="${TWO_BENDS_VLLM_RUNDIR:-${TWO_BENDS_CACHE:-${HOME}/.cache/two-bends}/vllm-run}"
 PIDF="${RUNDIR}/$1.pid"

@@ -4,6 +4,7 @@
 # CPU build in its own venv outside the clone (scripts/setup_vllm.sh: a few minutes and ~3.4 GB once,
 # reused by every checkout). TWO_BENDS_SKIP_VLLM=1 leaves vLLM out (its tests then skip, saying why).
 set -euo pipefail
+case "${1:-}" in -h|--help) awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "$0"; exit 0 ;; esac
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh dev
 if [ ! -x /usr/bin/chromium ]; then
@@ -22,7 +23,7 @@ if [ $# -gt 0 ]; then  # a chosen part (paths, -k, -x ...): one pytest run of it
 fi
 # The whole suite in two parts. First everything but the real browsers and vLLM, on every core (pytest-xdist; a
 # file's tests stay on one worker, in order): many of these wait on one-threaded work (a subprocess importing torch,
-# a server starting), so two at a time finish in ~60 % of the time on 2 cores (README, "Run every test"). Then the
+# a server starting), so two at a time finish in ~60 % of the time on 2 cores (docs/performance.md, "The test suite"). Then the
 # tests marked `alone` (a browser or vLLM: tests/conftest.py), one at a time: each keeps every core busy, and some
 # time their work against the machine.
 WORKERS=$(( $(nproc) < 4 ? $(nproc) : 4 ))

@@ -17,10 +17,7 @@ from engine.serving.scheduling.scheduler import Scheduler
 from engine.serving.scheduling.work import ModelSpec
 from engine.serving.scheduling.worker import LocalService, ServiceOptions
 from tests import ROOT
-
-if str(ROOT / "scripts") not in sys.path:
-    sys.path.insert(0, str(ROOT / "scripts"))
-import appdriver  # noqa: E402  (scripts/appdriver.py: starts and stops servers for the scripts and these tests)
+from tests.browser import appdriver
 
 
 class InProcessServer:
@@ -64,7 +61,7 @@ class CliServer:
         appdriver.stop_server(self.proc)
 
 
-free_port = appdriver.free_port  # a port nothing listens on (one home: scripts/appdriver.py)
+free_port = appdriver.free_port  # a port nothing listens on (one home: tests/browser/appdriver.py)
 
 
 def post(url: str, path: str, body, raw: bytes | None = None, method: str = "POST") -> tuple[int, dict, dict]:

@@ -4,17 +4,13 @@ artifacts/screenshots/ (dark-*.png) when that folder exists.
 
 The app runs the tiny random Llama (TWO_BENDS_MODEL=tiny-llama); a shipped recording gives Home its chart.
 """
-import sys
 from pathlib import Path
 
 import pytest
 
 from tests import ROOT
+from tests.browser import appdriver
 
-sys.path.insert(0, str(ROOT / "scripts"))
-import appdriver  # noqa: E402  (scripts/appdriver.py: shared with the measurement scripts)
-
-pytestmark = pytest.mark.slow
 SHOTS = ROOT / "artifacts" / "screenshots"
 TRACE = "long-prompt-short-answer"
 DARK_BG, LIGHT_BG = "rgb(14, 17, 23)", "rgb(255, 255, 255)"

@@ -11,7 +11,6 @@ import pytest
 
 from tests.browser.test_presenter import CHROMIUM, appdriver
 
-pytestmark = pytest.mark.slow
 TRACE = "long-prompt-short-answer"
 
 

@@ -1,16 +1,11 @@
 """The launcher's fast start, in a real browser: the engine worker it spawns before Streamlit is the one the page
 uses (one worker process, not two), and a run through it completes. The app runs the tiny random Llama."""
-import sys
 from pathlib import Path
 
 import pytest
 
-from tests import ROOT
+from tests.browser import appdriver
 
-sys.path.insert(0, str(ROOT / "scripts"))
-import appdriver  # noqa: E402  (scripts/appdriver.py: shared with the measurement scripts)
-
-pytestmark = pytest.mark.slow
 RUN_TIMEOUT_MS = 300_000
 
 

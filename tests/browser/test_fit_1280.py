@@ -13,7 +13,6 @@ import pytest
 from tests import ROOT
 from tests.browser.test_presenter import CHROMIUM, appdriver
 
-pytestmark = pytest.mark.slow
 VIEW = {"width": 1280, "height": 720}
 TRACE = "long-prompt-short-answer"
 SHOTS = ROOT / "artifacts" / "screenshots"

@@ -6,8 +6,6 @@ import pytest
 
 from tests.browser.test_presenter import CHROMIUM, appdriver
 
-pytestmark = pytest.mark.slow
-
 
 def test_a_short_burst_is_compared_across_policies():
     if not os.path.exists(CHROMIUM):

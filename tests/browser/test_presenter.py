@@ -5,18 +5,14 @@ itself off at the last token; the sidebar is hidden and the numbers are large. S
 artifacts/screenshots/ (presenter-*.png) when that folder exists.
 """
 import re
-import sys
 import time
 from pathlib import Path
 
 import pytest
 
 from tests import ROOT
+from tests.browser import appdriver
 
-sys.path.insert(0, str(ROOT / "scripts"))
-import appdriver  # noqa: E402  (scripts/appdriver.py starts the app the way dashboard.sh does)
-
-pytestmark = pytest.mark.slow
 CHROMIUM = "/usr/bin/chromium"
 SHOTS = ROOT / "artifacts" / "screenshots"
 TRACE = "long-prompt-short-answer"  # 8 tokens: autoplay reaches the end quickly

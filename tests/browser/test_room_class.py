@@ -10,7 +10,6 @@ leaves the room as the next expects; the last clears it):
 """
 import os
 import re
-import sys
 import time
 import warnings
 from pathlib import Path
@@ -18,11 +17,8 @@ from pathlib import Path
 import pytest
 
 from tests import ROOT
+from tests.browser import appdriver
 
-sys.path.insert(0, str(ROOT / "scripts"))
-import appdriver  # noqa: E402  (scripts/appdriver.py: shared with the measurement scripts)
-
-pytestmark = pytest.mark.slow
 # a teacher and 8 students, the issue's room (9 Chromium sessions on the 2-core VM; they once stalled on the server's
 # garbage collection after every fragment rerun: see .streamlit/config.toml). TWO_BENDS_ROOM_STUDENTS changes it.
 STUDENTS = int(os.environ.get("TWO_BENDS_ROOM_STUDENTS", "8"))

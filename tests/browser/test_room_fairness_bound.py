@@ -1,23 +1,19 @@
 """Fair to every student, in real Chromium (issue 18 §3): while the teacher runs the largest lab (a prompt sweep up to
 2048 tokens on SmolLM2), a student's default run shows its first token within 2x its quiet TTFT plus one lab slice.
 
-Checked loosely (half a second of slack for a 2-core machine that also draws two browsers); scripts/fairness.py measures
+Checked loosely (half a second of slack for a 2-core machine that also draws two browsers); benchmarks/fairness.py measures
 the same bound without a browser and prints every run. All three numbers come from the engine: the student's queue
 wait and TTFT (Home), the longest slice the sweep held the engine between two points (the teacher console).
 """
 import re
-import sys
 from pathlib import Path
 
 import pytest
 
 from engine.loading.model_store import DEFAULT_MODEL
 from tests import ROOT
+from tests.browser import appdriver
 
-sys.path.insert(0, str(ROOT / "scripts"))
-import appdriver  # noqa: E402  (scripts/appdriver.py: shared with the measurement scripts)
-
-pytestmark = pytest.mark.slow
 JOIN, TEACHER = "FAIR42", "TEACH42"
 SLACK_S = 0.5
 MEETINGS = 4  # student runs tried until one waits behind a lab slice

@@ -1,18 +1,13 @@
 """Room mode in real Chromium: no page without the code (deep links too), wrong codes refused and then slowed,
 the teacher code opens the console, and the launcher prints the room's URL, codes and QR code."""
 import re
-import sys
 import time
 from pathlib import Path
 
 import pytest
 
-from tests import ROOT
+from tests.browser import appdriver
 
-sys.path.insert(0, str(ROOT / "scripts"))
-import appdriver  # noqa: E402
-
-pytestmark = pytest.mark.slow
 JOIN, TEACHER = "BRIDGE7", "VALLEY9X"
 DEEP_LINKS = ["", "timing", "prefill", "lab_sweeps", "lab_profile", "measure", "poll", "console", "?page=decode&run=1"]
 

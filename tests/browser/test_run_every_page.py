@@ -5,22 +5,18 @@ Uses the real bundled SmolLM2 (TWO_BENDS_MODEL=smollm2-135m). Screenshots go to 
 """
 import os
 import re
-import sys
 import time
 from pathlib import Path
 
 import pytest
 
 from tests import ROOT
-
-sys.path.insert(0, str(ROOT / "scripts"))
-import appdriver  # noqa: E402  (scripts/appdriver.py: shared with the measurement scripts)
+from tests.browser import appdriver
 
 SHOTS = ROOT / "artifacts" / "screenshots"
 RUN_TIMEOUT_MS = 300_000  # generous: a default run takes a few seconds, but CI machines can be very busy
 MODEL = os.environ.get("TWO_BENDS_BROWSER_MODEL", "smollm2-135m")  # the real model unless overridden for a quick look
 
-pytestmark = pytest.mark.slow
 
 
 def _need_browser() -> None:

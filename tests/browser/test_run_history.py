@@ -1,20 +1,16 @@
 """Runs survive a refresh, in a real browser: run once, press F5, the Timing page still shows that run; another
 browser (a second Playwright context: its own cookies) sees none of it.
 
-The app runs the tiny random Llama (TWO_BENDS_MODEL=tiny-llama) as scripts/appdriver.py starts it.
+The app runs the tiny random Llama (TWO_BENDS_MODEL=tiny-llama) as tests/browser/appdriver.py starts it.
 """
-import sys
 import time
 from pathlib import Path
 
 import pytest
 
 from tests import ROOT
+from tests.browser import appdriver
 
-sys.path.insert(0, str(ROOT / "scripts"))
-import appdriver  # noqa: E402  (scripts/appdriver.py: shared with the measurement scripts)
-
-pytestmark = pytest.mark.slow
 RUN_TIMEOUT_MS = 300_000
 COOKIE = "two_bends_browser"  # ui/engine_link/worker_link.py's cookie
 

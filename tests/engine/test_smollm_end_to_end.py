@@ -6,8 +6,6 @@ import torch
 import engine
 from engine.loading.model_store import CACHE_FOLDER, cache_root
 
-pytestmark = pytest.mark.slow
-
 PROMPTS = [
     "The capital of France is",
     "def fibonacci(n):",

@@ -64,7 +64,6 @@ def test_examples_cover_the_four_workloads():
         prompts.example("poetry")
 
 
-@pytest.mark.slow
 def test_long_examples_fill_1024_real_tokens(smollm):
     counts = {ex.key: len(smollm.tokenizer.encode(ex.text)) for ex in prompts.examples()}
     assert counts["summarisation"] >= 1000

@@ -40,25 +40,15 @@ class RunRequest:
     error: str | None = None
 
 
-LIVE_TEXT_EVERY_S = 1.0  # refresh the streamed text and progress bar at most this often (every 0.5 s: the page's TPOT
-# less its stated CPU wait 1.30x the CLI's, against 1.07-1.12x at 1.0 s: scripts/disturbance.py, README)
-LIVE_CHART_EVERY_S = 2.0  # redraw the live chart at most this often: the browser draws on the same CPU
-# and not in a run's last second: its panel closes at the end and the finished run's charts follow at once, so that
-# redraw showed nothing new and only took the cores from the steps it timed (a 32-token run's one redraw, near its end:
-# the browser and Streamlit on ~1.5 cores for ~0.4 s on a 2-vCPU machine, measured per 0.2 s from /proc)
-LIVE_CHART_MIN_LEFT_S = 1.0
-# (measured: scripts/ui_vs_cli.py; the Timing page states what remains)
-# While a run is live, no CSS animations or transitions (spinners, fades of the page's older elements): drawing
-# them took the browser a core the engine worker needed (measured: README, "Serving a room"). The progress bar
-# and the streamed text still move.
-# every run draws its panel, waits this long, then sends the request: in headless Chromium the Run click's redraw
-# took the cores during prefill (scripts/disturbance.py: 45-65 ms of a 124-178 ms TTFT spent waiting for a CPU,
-# the CLI's TTFT 55-77 ms; on a slower 2-vCPU host 200-300 ms of a ~720 ms TTFT, the CLI's ~280 ms). First only
-# with quiet timing; the defaults too since the page's TTFT stayed 2.2-2.8x the CLI's without it (README).
-SETTLE_S = 0.5
-# a run started by a link's run=1 is sent when the cores have gone quiet, at most this long after its panel: the browser
-# is still loading the whole app then (README, "A link's run waits for quiet cores": with the half second alone its
-# prefill waited ~200 ms for a CPU)
+# A live run draws little: the browser draws on the cores the engine is timed on. Each number below was measured page
+# vs CLI (benchmarks/disturbance.py, benchmarks/ui_vs_cli.py); the measurements: docs/decisions/page-disturbance.md.
+LIVE_TEXT_EVERY_S = 1.0  # refresh the streamed text and progress bar at most this often
+LIVE_CHART_EVERY_S = 2.0  # redraw the live chart at most this often
+LIVE_CHART_MIN_LEFT_S = 1.0  # and not in a run's last second: the finished run's charts replace it at once
+# While a run is live, no CSS animations or transitions (spinners, fades); the progress bar and the text still move.
+SETTLE_S = 0.5  # every run draws its panel, waits this long, then sends the request: the Run click's redraw is over
+# a run started by a link's run=1 waits for quiet cores (engine/core/proc_stat.py), at most this long after its panel:
+# the browser is still loading the whole app then
 LINK_SETTLE_MOST_S = 3.0
 LINK_SETTLE_TEXT = ("Starting: the browser is still loading this page; the run waits until the cores are quiet (at most "
                     f"{LINK_SETTLE_MOST_S:.0f} s), so that loading does not take them from prefill")

@@ -24,14 +24,13 @@ def test_row_error_and_tolerance():
     assert not fc.Row("w", "TTFT p50", 0.10, 0.13).within
 
 
-@pytest.mark.slow
 def test_simulator_follows_the_real_engine_loosely():
     """A burst of 16 requests through 4 rows: the simulator's span (every step its rules make, summed) within 25 %
     of the engine's, its TTFT p90 (the last wave's wait) within 50 %.
 
     The step model is fitted on this very replay's steps (check_in_sample), so a busy shared machine slows both
     sides alike on average. The medians (TTFT p50, TPOT) follow the machine's speed at that moment more than the
-    rules when six people share two cores: scripts/fleet_check.py compares every metric, with separate calibration
+    rules when six people share two cores: benchmarks/fleet_check.py compares every metric, with separate calibration
     runs, and the page shows that table."""
     reqs = [Arrival(0.0, 16 + 8 * (i % 5), 24) for i in range(16)]
     fit, rows = fc.check_in_sample("tiny-llama", reqs, max_batch=4)

@@ -50,7 +50,6 @@ def test_prompt_lookup_cancel(tiny_llama):
     assert spec.trace.stop_reason == "cancelled"
 
 
-@pytest.mark.slow
 def test_prompt_lookup_real_model_summary(smollm):
     text = ("Summarise in one sentence, reusing the text's words: The single-plank bridge lets riders cross one at a time. "
             "The wide valley lets the whole convoy ride side by side.")

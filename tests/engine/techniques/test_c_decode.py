@@ -271,7 +271,6 @@ def test_verdict_words_say_what_runs():
     assert Verdict(False, "", 0, 0, 0, note="no gcc").words() == "decode step not in C: no gcc"
 
 
-@pytest.mark.slow
 def test_smollm_c_decode_gives_the_eager_greedy_tokens(smollm, tmp_path):
     """SmolLM2, float32, 32 greedy steps at a 400-token context: the C step chooses the tokens the eager loop chooses."""
     model = with_kernels(smollm, "plain").model

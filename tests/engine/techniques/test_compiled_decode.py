@@ -187,7 +187,6 @@ def test_verdict_words_say_what_runs():
     assert Verdict(False, 0, 0, 0, note="it recompiled").words() == "decode step eager: it recompiled"
 
 
-@pytest.mark.slow
 def test_smollm_compiled_decode_gives_the_eager_greedy_tokens(smollm):
     """SmolLM2, float32, 32 greedy steps: the compiled step chooses the tokens the eager loop chooses."""
     model = with_kernels(smollm, "plain").model

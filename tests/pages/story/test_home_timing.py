@@ -133,7 +133,6 @@ def test_example_picker_fills_the_prompt(app):
     assert app.sidebar.text_area(key=state.PROMPT).value.startswith("Explain what the following Python code does")
 
 
-@pytest.mark.slow
 def test_default_run_on_real_smollm(monkeypatch):
     monkeypatch.setattr(app_test_module, "PagesManager", _NavigationOnly)
     at = AppTest.from_file(APP, default_timeout=180)

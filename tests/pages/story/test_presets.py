@@ -11,7 +11,7 @@ from tests.pages.story.test_home_timing import APP, _NavigationOnly
 from ui import state
 from ui.text import diagnosis, presets
 
-REAL = [pytest.param(DEFAULT_MODEL, v, marks=pytest.mark.slow) for v in ("prefill", "even", "decode")]
+REAL = [pytest.param(DEFAULT_MODEL, v) for v in ("prefill", "even", "decode")]
 
 
 @pytest.mark.parametrize("model, verdict", [("tiny-llama", "prefill"), ("tiny-llama", "decode")] + REAL)

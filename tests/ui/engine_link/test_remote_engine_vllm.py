@@ -1,13 +1,11 @@
 """The room's serving engine when it is a real vLLM (CPU build, our SmolLM2 weights): a Run measured there, and the
 local engine's untimed replay of the same prompt for the insides (slow: vLLM takes minutes to start on 2 cores)."""
-import pytest
 
 import engine
 from engine.core.sampling_params import SamplingParams
 from engine.serving.scheduling.work import Done, ModelSpec, Request, drain
 from ui.engine_link import remote_engine, server_measurement
 
-pytestmark = pytest.mark.slow
 LOCAL = ModelSpec("smollm2-135m", "cpu", "float32")
 
 

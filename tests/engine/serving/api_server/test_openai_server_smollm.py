@@ -12,7 +12,6 @@ from engine.serving.client.benchmark_report import client_stats
 from engine.serving.client.server_benchmark import Plan, run
 from tests.serving_helpers import ROOT, CliServer, free_port, metrics_of, post
 
-pytestmark = pytest.mark.slow
 PROMPT = "Why is the sky blue? Answer in two sentences."
 AGREE = 0.20  # client-side and server-side means may differ by the HTTP hop, not more
 

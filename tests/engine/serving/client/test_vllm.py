@@ -20,7 +20,6 @@ from engine.serving.client.traffic_benchmark import TrafficPlan, run_traffic, tr
 from tests import ROOT
 from tests.serving_helpers import CliServer, free_port, metrics_of, post, require_vllm_venv, vllm_server
 
-pytestmark = pytest.mark.slow
 NAME = "smollm2-135m-instruct"
 AGREE = 0.20
 
@@ -79,14 +78,14 @@ def test_traffic_mode_against_vllm_without_chunked_prefill():
 
 
 def test_vllms_own_benchmark_client_runs_against_our_server(tmp_path):
-    """`vllm bench serve` (scripts/vllm_bench_serve.sh) on both endpoints of `engine serve`: every request completes,
+    """`vllm bench serve` (benchmarks/vllm_bench_serve.sh) on both endpoints of `engine serve`: every request completes,
     every token is counted, and its ITL is the one our server's own histogram measured."""
     require_vllm_venv()
     ours = CliServer("--model", "smollm2-135m", port=free_port())
     try:
         for backend, endpoint in (("openai", "/v1/completions"), ("openai-chat", "/v1/chat/completions")):
             before = metrics_of(ours.url)
-            done = subprocess.run(["bash", "scripts/vllm_bench_serve.sh", "--base-url", ours.url, "--backend", backend,
+            done = subprocess.run(["bash", "benchmarks/vllm_bench_serve.sh", "--base-url", ours.url, "--backend", backend,
                                    "--endpoint", endpoint, "--dataset-name", "random", "--random-input-len", "48",
                                    "--random-output-len", "6", "--num-prompts", "3", "--max-concurrency", "2",
                                    "--ignore-eos", "--temperature", "0", "--save-result", "--result-dir", str(tmp_path),

@@ -1,0 +1,24 @@
+"""benchmarks/loadtest.py reads each run's numbers back from the run panel's 'Run finished' line: the line and the
+pattern must stay in step (they drifted once: the CPU-wait words broke the pattern and the load test waited forever)."""
+
+import pytest
+
+from benchmarks import loadtest
+from engine.core.trace import DecodeStep, Trace
+from ui.text import run_numbers
+
+
+def _trace(**fields) -> Trace:
+    steps = [DecodeStep(0.015, 65 + i, 0, cpu_wait_seconds=0.002) for i in range(31)]
+    return Trace(model="hand", device="cpu", dtype="float32", prompt_ids=list(range(64)), output_ids=list(range(32)),
+                 prefill_seconds=0.0541, steps=steps, text="", env={}, queue_seconds=1.25, **fields)
+
+
+@pytest.mark.parametrize("wait", [None, 0.07])  # not measured / measured (the words in between)
+def test_the_load_test_reads_the_run_panels_finished_line(wait):
+    trace = _trace(cpu_wait_seconds=wait, prefill_cpu_wait_seconds=0.005 if wait else 0.0)
+    line = run_numbers.finished_label(trace)
+    assert ("waited for a CPU" in line) == (wait is not None)
+    m = loadtest.FINISHED.search(line)
+    assert m is not None, line
+    assert m.groups() == ("64", "32", "54", f"{trace.total_seconds:,.2f}", "1.25")
