@@ -88,6 +88,7 @@ DECODE_AUTOPLAY_DONE = "dc_autoplay_done"  # set when autoplay reached the last 
 
 # labs: remedies, profile
 REMEDY_RESULTS = "remedy_results"  # dict remedy key -> measured result (engine.labs.remedies dataclasses)
+REMEDY_HISTORY = "remedy_history"  # dict remedy key -> this session's measurements of it (the latest few), for verdicts
 REMEDY_TOKENS = "rem_tokens"  # output tokens per measured request
 REMEDY_DRAFT_K = "rem_draft_k"  # prompt lookup: draft tokens per pass
 REMEDY_COPY_PROMPT = "rem_copy_prompt"
