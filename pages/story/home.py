@@ -16,7 +16,8 @@ ASSETS = Path(__file__).resolve().parents[2] / "assets"
 def show_request(trace) -> None:
     """The measured ledger of the last run: metrics, phase split, diagnosis, prompt and output."""
     summary = run_numbers.summary(trace)
-    st.subheader(f"This request — {trace.model} on {trace.device}, {trace.dtype} (measured)")
+    st.subheader(f"This request — {trace.model} on {trace.device}, {trace.dtype}")
+    st.caption(run_numbers.provenance(trace, worker_link.store().recorded or ""))
     if trace.source != "server" and trace.env.get("kernels"):  # the kernels' full label is long: under the heading
         st.caption(f"Kernels: {trace.env['kernels']}")
     cols = st.columns(5)

@@ -29,7 +29,8 @@ if trace is None:
     st.stop()
 
 summary = run_numbers.summary(trace)
-st.subheader(f"Last run: {trace.n_prompt} prompt tokens → {trace.n_output} output tokens (measured)")
+st.subheader(f"Last run: {trace.n_prompt} prompt tokens → {trace.n_output} output tokens")
+st.caption(run_numbers.provenance(trace, worker_link.store().recorded or ""))
 if trace.source == "server":
     st.caption(f"{trace.model} · {server_measurement.outside_caption(trace)}")
 else:

@@ -9,11 +9,23 @@ from engine.core.trace import Trace
 from engine.serving.client.server_benchmark import trace_from_record
 from engine.serving.scheduling.work import COMPILING, PREPACKING
 from ui.text.diagnosis import sharing_markdown
+from ui.text.phase_numbers import escape_markdown
 
 
 def summary(trace: Trace) -> PhaseSummary:
     """The run's measured metrics, with vLLM's definitions (engine.core.metrics.summarize)."""
     return summarize(trace)
+
+
+def provenance(trace: Trace, recorded_label: str = "") -> str:
+    """Where the run's numbers come from, for its heading: a run measured by this dashboard's engine in this session,
+    a recording read from a file (`recorded_label`: its title, machine and date), or a server measured over HTTP."""
+    if trace.source == "server":
+        return "Measured over HTTP from a server, in this session."
+    if recorded_label or not trace.settings.get("model_spec"):
+        return (f"A recording, not measured in this session: {escape_markdown(recorded_label)}." if recorded_label else
+                "A recording, not measured in this session.")
+    return "Measured on this machine in this session."
 
 
 def sharing_note(trace: Trace) -> str | None:
