@@ -81,4 +81,5 @@ if result is not None and result.points:
     st.download_button("Download CSV", fig_sweeps.sweep_csv(points), file_name=f"two_bends_{kind}_sweep.csv",
                        mime="text/csv", key=state.SWEEP_CSV)
 elif lm is not None:
-    st.info("Pick the lengths and press **Run sweep**. The defaults take well under 30 s with SmolLM2 on 2 CPU cores.")
+    st.info("Pick the lengths and press **Run sweep**. The defaults took well under 30 s with SmolLM2 on the project's "
+            "2-core CPU.")

@@ -93,7 +93,8 @@ def batch_findings(points) -> str:
         elif gp > gd * 1.1:
             lines.append(f"Here batching paid the valley more than the bridge (×{gp:.1f} vs ×{gd:.1f}): at this prompt "
                          "length a single prompt did not keep the machine's matrix units busy, and the decode steps "
-                         "slowed as B grew (see the step latency below).")
+                         "slowed as B grew (see the step latency below: past the batch where decode turns "
+                         "compute-bound, or because a batched step ran another kernel path than a single rider's).")
         else:
             lines.append(f"Both phases gained about the same from batching here (×{gp:.1f} and ×{gd:.1f}).")
     return "\n\n".join(lines)
