@@ -69,10 +69,15 @@ class Card:
     source: str
 
 
+def _ridge(hw) -> float:
+    ridge = getattr(hw, "ridge", None)
+    return float(ridge) if ridge else hw.flops_per_s / hw.bytes_per_s
+
+
 def cards() -> list[Card]:
     """The spec-sheet accelerators of engine/perfmodel/roofline.py (CPUs left out), lowest ridge first."""
-    found = [Card(h.name, h.ridge, h.source) for h in HARDWARE_PRESETS.values() if "CPU" not in h.name.upper()]
-    return sorted(found, key=lambda c: c.ridge)
+    found = [Card(getattr(h, "name", key), _ridge(h), getattr(h, "source", "")) for key, h in HARDWARE_PRESETS.items()]
+    return sorted((c for c in found if "CPU" not in c.name.upper()), key=lambda c: c.ridge)
 
 
 def card(word: str) -> Card | None:
