@@ -131,6 +131,14 @@ def test_no_dated_logs_in_module_docstrings():
     assert dated == []
 
 
+def test_pages_and_texts_keep_no_dated_measurements():
+    """A ratio measured on another machine on some day (the Timing page's old page-vs-CLI log) is no measurement
+    of this one: no page or text builder carries a date."""
+    dated = [str(p.relative_to(ROOT)) for p in tracked("pages/*.py", "ui/text/*.py", "assets/polls/*")
+             if re.search(r"\b20\d\d-\d\d-\d\d\b", p.read_text())]
+    assert dated == []
+
+
 def test_widgets_keeps_no_measurement_log():
     assert "4-5 s of CPU" not in (ROOT / "ui/controls/widgets.py").read_text()
 
