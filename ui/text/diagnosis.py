@@ -12,7 +12,7 @@ from dataclasses import dataclass
 # remedies that shorten THIS request's phase: (name, why it helps this phase). Batching and chunked prefill are not
 # here: they are the server's (SERVER_REMEDIES) and lengthen this request's own TTFT.
 PREFILL_REMEDIES = [
-    ("More FLOP/s (a faster matmul engine, 16- or 8-bit tensor cores)",
+    ("More FLOP/s (a faster matmul engine)",
      "a long prompt's prefill is compute-bound (above the device's ridge point: each weight read serves every prompt "
      "token), so faster arithmetic shortens TTFT; a prompt too short to reach the ridge waits on memory instead"),
     ("Prefix caching", "a prompt prefix seen before (system prompt, earlier chat turns) is not computed again"),

@@ -50,7 +50,7 @@ TERMS = (
          "meets a flat roof (peak compute) at the ridge point. A long enough prompt's prefill sits under the flat roof, "
          "a small-batch decode step under the slanted one.", "Roofline & hardware lab"),
     Term("Ridge point", "", "Peak FLOP/s ÷ memory bandwidth: the intensity above which a kernel waits on arithmetic, "
-         f"below which on memory. Low on CPUs (a few to a few dozen); the spec-sheet cards here run "
+         f"below which on memory. Low on CPUs (a few to a few dozen); the GPU presets here run "
          f"{lesson_physics.ridge_range_words()}.", "Roofline & hardware lab; Batch lab"),
     Term("MFU", "model FLOPs utilisation", "The FLOP/s a phase achieved (model FLOPs / measured time) divided by the "
          "machine's peak FLOP/s, measured on this machine. High for a long prefill, tiny for decode.",

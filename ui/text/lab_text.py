@@ -119,7 +119,7 @@ def batch_explanation(measured: int | None, predicted: int | None, ridge: float 
         lines.append(f"**Measured crossover:** not reached up to B = {tried_max} — every step stayed within 1.5× "
                      "of the smallest batch's.")
     lines.append("On a CPU the ridge is low (a few to a few dozen FLOP/byte), so decode turns compute-bound at a small B; "
-                 f"the spec-sheet GPUs of the Roofline page run {lesson_physics.ridge_range_words()} in 16-bit, so "
+                 f"the GPU presets of the Roofline page run {lesson_physics.ridge_range_words()} in 16-bit, so "
                  "there a decode step stays memory-bound, and batching nearly free per step, for far larger batches.")
     return "\n\n".join(lines)
 
@@ -160,7 +160,7 @@ BATCH_NOTE = (
     "**Batch B** = requests served together: prefill then costs B prompts' FLOPs, while a decode step still reads the "
     "weights once for all B. At B = 1 in bf16, a decode token costs about the ridge point's worth of prefill tokens "
     f"(each compute-bound prefill token takes 2·params FLOPs; the decode step reads 2·params bytes): "
-    f"{_decode_vs_prefill_token()} on the spec-sheet cards above. So at B = 1 the bridge dominates most workloads; "
+    f"{_decode_vs_prefill_token()} on the GPU presets above. So at B = 1 the bridge dominates most workloads; "
     "raise B and long-input workloads tip towards the valley."
 )
 MEASURED_NOTE = (

@@ -2,7 +2,7 @@
 
 Streamlit-free. Each function turns a model's shapes, a dtype or a card's spec sheet into the figure a sentence
 quotes: GEMV intensity (2 FLOPs per weight / bytes per weight), the prompt length at which prefill crosses a ridge,
-the KV cache's bytes next to the weights', the ridge points of the spec-sheet cards (engine/perfmodel/roofline.py).
+the KV cache's bytes next to the weights', the ridge points of the card presets (engine/perfmodel/roofline.py).
 docs/lesson-physics.md lists each claim with where it holds and its source.
 """
 from __future__ import annotations
@@ -75,18 +75,19 @@ def _ridge(hw) -> float:
 
 
 def cards() -> list[Card]:
-    """The spec-sheet accelerators of engine/perfmodel/roofline.py (CPUs left out), lowest ridge first."""
+    """The accelerator presets of engine/perfmodel/roofline.py (CPUs left out; each names its source), lowest ridge
+    first."""
     found = [Card(getattr(h, "name", key), _ridge(h), getattr(h, "source", "")) for key, h in HARDWARE_PRESETS.items()]
     return sorted((c for c in found if "CPU" not in c.name.upper()), key=lambda c: c.ridge)
 
 
 def card(word: str) -> Card | None:
-    """The first spec-sheet card whose name holds `word` ('H100'), or None."""
+    """The first card preset whose name holds `word` ('H100'), or None."""
     return next((c for c in cards() if word.lower() in c.name.lower()), None)
 
 
 def ridge_range_words() -> str:
-    """'from 35 FLOP/byte (Apple M3 Max …) to 403 (NVIDIA L4)' over the presets' cards (their 16-bit peaks)."""
+    """'from about 36 FLOP/byte (Apple M3 Max …) to about 403 (NVIDIA L4)' over the card presets (16-bit peaks)."""
     found = cards()
     if not found:
         return "tens to hundreds of FLOP/byte"
