@@ -35,8 +35,8 @@ SERVER_REMEDIES = [
                           "TPOT no shorter (longer once each step carries more riders)"),
     ("Chunked prefill", "a long prompt is split over several steps so that riders already decoding are not stalled "
                         "behind it: it protects their ITL (the project measured the riders' worst gap 874 → 277 ms on a "
-                        "2-core CPU, a recording in its README, not this session), while the chunked prompt's own TTFT "
-                        "gets longer"),
+                        "2-core CPU: a recording in its serving notes, not this session), while the chunked prompt's "
+                        "own TTFT gets longer"),
 ]
 # remedies that would be wasted on a request dominated by the OTHER phase
 WASTED_ON_DECODE = [
