@@ -131,6 +131,14 @@ def test_no_dated_logs_in_module_docstrings():
     assert dated == []
 
 
+def test_pages_and_texts_keep_no_dated_measurements():
+    """A ratio measured on another machine on some day (the Timing page's old page-vs-CLI log) is no measurement
+    of this one: no page or text builder carries a date."""
+    dated = [str(p.relative_to(ROOT)) for p in tracked("pages/*.py", "ui/text/*.py", "assets/polls/*")
+             if re.search(r"\b20\d\d-\d\d-\d\d\b", p.read_text())]
+    assert dated == []
+
+
 def test_widgets_keeps_no_measurement_log():
     assert "4-5 s of CPU" not in (ROOT / "ui/controls/widgets.py").read_text()
 
@@ -163,12 +171,37 @@ def test_diagnosis_names_longmen_bay():
 
 
 @pytest.mark.parametrize("share", [0.9, 0.1, 0.5])
-def test_chunked_prefill_is_not_said_to_shorten_ttft(share):
+def test_batching_and_chunked_prefill_are_the_servers_remedies_not_this_requests(share):
+    """Batching raises throughput and lengthens this request's TTFT; chunked prefill protects other riders' ITL and
+    lengthens the chunked prompt's TTFT: neither is ever listed as helping (or as wasted on) this request."""
     d = diagnosis.diagnose(summary(share))
-    chunked = [why for name, why in d.helps + d.wasted if "chunked" in (name + why).lower()]
-    for why in chunked:
-        assert "shorten ttft" not in why.lower() and "shortens ttft" not in why.lower()
-        assert "TTFT" in why and "longer" in why
+    mine = [(name + why).lower() for name, why in d.helps + d.wasted]
+    assert not any("batching" in text or "chunked" in text for text in mine)
+    server = {name: why for name, why in d.server}
+    assert "TTFT gets longer" in server["Batching requests"] and "tokens/s" in server["Batching requests"]
+    chunked = server["Chunked prefill"]
+    assert "ITL" in chunked and "874 → 277 ms" in chunked and "TTFT" in chunked and "longer" in chunked
+    assert "shorten ttft" not in chunked.lower() and "shortens ttft" not in chunked.lower()
+
+
+def test_prefill_is_never_called_compute_bound_without_its_condition():
+    """Every sentence the class reads that calls prefill (the valley) compute-bound names the ridge it must pass."""
+    from ui.text import glossary, lab_text, story_text
+    texts = [story_text.HOME_VALLEY, story_text.PREFILL_INTRO, lab_text.ROOFLINE_INTRO, glossary.markdown()]
+    texts += [why for name, why in diagnosis.PREFILL_REMEDIES + diagnosis.WASTED_ON_PREFILL]
+    for text in texts:
+        for sentence in re.split(r"(?<=[.;])\s", text):
+            if "compute-bound" in sentence and ("prefill" in sentence.lower() or "valley" in sentence.lower()):
+                assert "ridge" in sentence or "long enough" in sentence or "passes" in sentence, sentence
+
+
+def test_no_page_says_a_decode_step_costs_the_same_at_any_context():
+    from ui.figures import fig_sweeps
+    from ui.text import lab_text
+    source = (ROOT / "ui/figures/fig_sweeps.py").read_text() + (ROOT / "ui/text/lab_text.py").read_text()
+    assert "about the same at any context" not in source and "hardly moves as the context grows" not in source
+    assert not hasattr(lab_text, "DECODE_FLAT")
+    assert "KV cache" in fig_sweeps.decode_latency_figure([]).layout.title.text
 
 
 @pytest.fixture

@@ -88,6 +88,7 @@ DECODE_AUTOPLAY_DONE = "dc_autoplay_done"  # set when autoplay reached the last 
 
 # labs: remedies, profile
 REMEDY_RESULTS = "remedy_results"  # dict remedy key -> measured result (engine.labs.remedies dataclasses)
+REMEDY_HISTORY = "remedy_history"  # dict remedy key -> this session's measurements of it (the latest few), for verdicts
 REMEDY_TOKENS = "rem_tokens"  # output tokens per measured request
 REMEDY_DRAFT_K = "rem_draft_k"  # prompt lookup: draft tokens per pass
 REMEDY_COPY_PROMPT = "rem_copy_prompt"
@@ -185,7 +186,9 @@ POLL_WRITE_TEXT = "poll_write_text"
 POLL_WRITE_OPTIONS = "poll_write_options"
 POLL_WRITE_EXPERIMENT = "poll_write_experiment"
 POLL_WRITE_OPEN = "poll_write_open"
-POLL_CLOSE = "poll_close"  # close / reopen answers
+POLL_CLOSE = "poll_close"  # lock / unlock answers
+POLL_REVEAL = "poll_reveal"  # show the room's answers (locks them)
+POLL_REVOTE = "poll_revote"  # a new round of the same question
 POLL_MEASURE = "poll_measure"
 POLL_CANCEL = "poll_cancel"
 POLL_JOB = "poll_job"  # the measurement in the worker (RunStore.jobs key)

@@ -72,4 +72,5 @@ if result is not None and result.points:
     st.download_button("Download CSV", fig_sweeps.sweep_csv(points), file_name="two_bends_batch_sweep.csv",
                        mime="text/csv", key=state.BATCH_CSV)
 else:
-    st.info("Pick batch sizes and press **Run batch sweep** (B = 1…16 takes a few seconds with SmolLM2 on CPU).")
+    st.info("Pick batch sizes and press **Run batch sweep** (B = 1…16 took a few seconds with SmolLM2 on the project's "
+            "2-core CPU).")

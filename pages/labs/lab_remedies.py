@@ -11,7 +11,8 @@ st.title("Remedies lab — a strategy for each segment")
 st.markdown(f"Each remedy is measured here, now, on this machine: the baseline and the remedy run the same request. {rt.LESSON}")
 worker_link.lab_notice()  # in a room: why this session may not start lab measurements
 
-results: dict = worker_link.store().labs.setdefault(state.REMEDY_RESULTS, {})
+results: dict = worker_link.store().labs.setdefault(state.REMEDY_RESULTS, {})  # the latest measurement of each
+history: dict = worker_link.store().labs.setdefault(state.REMEDY_HISTORY, {})  # every measurement kept for its verdict
 lm = widgets.current_model()
 top = st.columns([1, 1, 3])
 n_tokens = int(top[0].number_input("Output tokens per request", 4, 128, 24, key=state.REMEDY_TOKENS))
@@ -26,6 +27,7 @@ def measure(key: str, job: lab_jobs.LabJob, *args, **kwargs) -> None:
                                  cancel_key=state.REMEDY_CANCEL, label=f"Measuring on {lm.name if lm else ''}…")
     if result is not None:
         results[key] = result
+        rt.keep(history, key, result)
 
 
 def header(key: str) -> None:
@@ -39,7 +41,7 @@ with tabs[0]:
     measure("kv_cache", lab_jobs.KV_CACHE, rt.OPEN_PROMPT, n_tokens)
     if r := results.get("kv_cache"):
         theme_toggle.plotly_chart(fr.kv_cache_figure(r), width="stretch", theme=None)
-        st.markdown(rt.kv_cache_summary(r))
+        st.markdown(rt.kv_cache_summary(r, history.get("kv_cache")))
 
 with tabs[1]:
     header("speculative")
@@ -53,7 +55,7 @@ with tabs[1]:
     measure("speculative", lab_jobs.SPECULATIVE, prompts, n_tokens, k)
     if r := results.get("speculative"):
         theme_toggle.plotly_chart(fr.speculative_figure(r), width="stretch", theme=None)
-        st.markdown(rt.speculative_summary(r))
+        st.markdown(rt.speculative_summary(r, history.get("speculative")))
 
 with tabs[2]:
     header("prefix")
@@ -64,7 +66,7 @@ with tabs[2]:
     if r := results.get("prefix"):
         theme_toggle.plotly_chart(fr.phase_pair_figure([r.full, r.reused], "Turn 2: from scratch vs reusing turn 1's cache (measured)"),
                         width="stretch", theme=None)
-        st.markdown(rt.prefix_summary(r))
+        st.markdown(rt.prefix_summary(r, history.get("prefix")))
 
 with tabs[3]:
     header("dtype")
@@ -72,15 +74,14 @@ with tabs[3]:
     measure("dtype", lab_jobs.DTYPES, ("float32", "bfloat16"), rt.OPEN_PROMPT, n_tokens)
     if r := results.get("dtype"):
         theme_toggle.plotly_chart(fr.phase_pair_figure(r, "float32 vs bfloat16 on this device (measured)"), width="stretch", theme=None)
-        st.markdown(rt.phase_rows_summary(r))
+        st.markdown(rt.phase_rows_summary(r, history.get("dtype"), "dtype"))
 
 with tabs[4]:
     header("int8")
     measure("int8", lab_jobs.INT8, rt.OPEN_PROMPT, n_tokens)
     if r := results.get("int8"):
         theme_toggle.plotly_chart(fr.phase_pair_figure(r.rows, "Weights in float vs int8 (measured)"), width="stretch", theme=None)
-        st.markdown(rt.phase_rows_summary(r.rows))
-        st.markdown(rt.int8_summary(r))
+        st.markdown(rt.int8_summary(r, history.get("int8")))
     st.caption(rt.LLAMA_CPP_CITATION)
 
 with tabs[5]:
@@ -89,7 +90,7 @@ with tabs[5]:
     if r := results.get("kernels"):
         theme_toggle.plotly_chart(fr.phase_pair_figure(r.rows, "The same weights: nn.Linear vs the fast kernels (measured)"),
                         width="stretch", theme=None)
-        st.markdown(rt.kernels_summary(r))
+        st.markdown(rt.kernels_summary(r, history.get("kernels")))
 
 with tabs[6]:
     header("overhead")
@@ -110,11 +111,15 @@ with tabs[6]:
 
 with tabs[7]:
     st.markdown("Rows: the remedies measured so far in this session; columns: their measured effect on each phase. "
-                "Green: measured faster; red: measured slower; grey: within the noise band. A remedy meant for one "
-                "segment should show grey on the other: budget spent there buys nothing.")
-    theme_toggle.plotly_chart(fr.indicator_matrix_figure(results), width="stretch", theme=None)
-    table = fr.effects_table(results)
+                "Green: faster in every measurement, by more than their spread; red: slower the same way; grey: no "
+                "verdict yet (measured once, or the measurements disagree). A remedy meant for one segment should "
+                "show no gain on the other: budget spent there buys nothing.")
+    theme_toggle.plotly_chart(fr.indicator_matrix_figure(history), width="stretch", theme=None)
+    table = fr.effects_table(history)
     if not table.empty:
-        st.dataframe(table.style.format({"TTFT speed-up": "×{:.2f}", "TPOT speed-up": "×{:.2f}"}), hide_index=True)
-    st.caption(f"Each cell comes from the last measurement of that remedy on this machine. {rt.NOISE_NOTE}")
+        st.dataframe(table.style.format({"TTFT speed-up": "×{:.2f}", "TPOT speed-up": "×{:.2f}",
+                                         "TTFT runs apart": "{:.0%}", "TPOT runs apart": "{:.0%}"}, na_rep="—"),
+                     hide_index=True)
+    st.caption(f"Each cell: the median of the last {rt.HISTORY_KEEP} (at most) measurements of that remedy in this "
+               f"session, on this machine. {rt.NOISE_NOTE}")
     st.markdown(f"**{rt.LESSON}**")

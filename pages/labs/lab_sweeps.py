@@ -68,16 +68,18 @@ if result is not None and result.points:
     if kind == "prompt":
         fit = sweep_numbers.ttft_fit(points)
         theme_toggle.plotly_chart(fig_sweeps.ttft_figure(points, fit), width="stretch", theme=None)
-        st.markdown(fig_sweeps.fit_text(fit))
+        st.markdown(sweep_numbers.fit_text(fit, lm.config if lm is not None else None))
         theme_toggle.plotly_chart(fig_sweeps.decode_latency_figure(points), width="stretch", theme=None)
     else:
         theme_toggle.plotly_chart(fig_sweeps.phase_split_figure(points, "output_tokens"), width="stretch", theme=None)
         theme_toggle.plotly_chart(fig_sweeps.decode_latency_figure(points), width="stretch", theme=None)
-    st.markdown(lab_text.DECODE_FLAT)
+    if lm is not None:
+        st.markdown(sweep_numbers.decode_context_note(lm, points))
     if kind == "prompt":
         theme_toggle.plotly_chart(fig_sweeps.phase_split_figure(points, "prompt_tokens"), width="stretch", theme=None)
     st.dataframe(fig_sweeps.sweep_table(points), hide_index=True, width="stretch")
     st.download_button("Download CSV", fig_sweeps.sweep_csv(points), file_name=f"two_bends_{kind}_sweep.csv",
                        mime="text/csv", key=state.SWEEP_CSV)
 elif lm is not None:
-    st.info("Pick the lengths and press **Run sweep**. The defaults take well under 30 s with SmolLM2 on 2 CPU cores.")
+    st.info("Pick the lengths and press **Run sweep**. The defaults took well under 30 s with SmolLM2 on the project's "
+            "2-core CPU.")

@@ -5,7 +5,9 @@ from ui.room import gate, poll_panel, polls
 
 st.title("Predict, then measure")
 if gate.is_teacher():
-    st.caption("Open a question; the room answers on its own devices; press **Measure** and the engine answers."
+    st.caption("Open a question; each student answers alone on their own device, and nobody (the projector neither) "
+               "sees the room's answers until you press **Reveal** or **Measure**, which lock them. After a discussion, "
+               "**Revote** asks the same question again as a new round; **Measure** lets the engine answer."
                if not poll_panel.solo() else
                "Choose a question, commit to your prediction, then press **Measure**: the engine answers on this machine.")
     questions, problems = polls.load_bank()

@@ -6,7 +6,7 @@ from ui.controls import demo_panel, presenter, stepper
 from ui.demo import recorded
 from ui.engine_link import local_replay, worker_link
 from ui.figures import fig_attention, fig_kvcache
-from ui.text import phase_numbers
+from ui.text import phase_numbers, story_text
 
 presenting = presenter.active()
 if presenting:  # the title shares its row with the step controls: the projector's height goes to the figures
@@ -14,13 +14,7 @@ if presenting:  # the title shares its row with the step controls: the projector
     title_col.title("Decode — the bridge")
 else:
     st.title("Decode — the bridge")
-    st.markdown(
-        "At the second bend riders cross a **single-plank bridge one at a time**: each decode step feeds exactly "
-        "**one** token, because the next token depends on this one. Yet that one token must stream **every weight** "
-        "of the model and the **whole KV cache** (the keys and values of all earlier tokens) from memory, and "
-        "does only a few FLOPs per byte read (matrix × vector): decode is **memory-bound**, and its cost is the gap "
-        "between tokens."
-    )
+    st.markdown(story_text.DECODE_INTRO)
 
 trace = worker_link.store().last_trace
 demo_panel.recorded_banner()
@@ -73,7 +67,8 @@ def step_view() -> None:
     st.caption(f"KV bytes per token = {phase_numbers.kv_formula_text(cfg, trace.dtype)}.  "
                f"Cache now: {phase_numbers.kv_counter_text(trace.kv_bytes_per_token, view.kv_tokens, trace.batch_size)}.")
     if view.phase == "decode":
-        st.caption(f"Why memory-bound: this step {phase_numbers.bandwidth_text(view)}, for about 2 FLOPs per weight.")
+        st.caption(story_text.decode_why(phase_numbers.bandwidth_text(view), phase_numbers.bytes_per_number(trace.dtype),
+                                         trace.dtype, view.riders))
 
     kv_tab, attention_tab, heads_tab = st.tabs(["KV cache, layer by layer", "The new token's attention", "Shared KV heads"])
     with kv_tab:

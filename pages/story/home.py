@@ -7,7 +7,7 @@ from ui import state
 from ui.controls import demo_panel, presenter, presets
 from ui.engine_link import server_measurement, worker_link
 from ui.figures import fig_timing
-from ui.text import diagnosis, run_numbers
+from ui.text import diagnosis, run_numbers, story_text
 from ui.text import presets as preset_text
 
 ASSETS = Path(__file__).resolve().parents[2] / "assets"
@@ -16,7 +16,8 @@ ASSETS = Path(__file__).resolve().parents[2] / "assets"
 def show_request(trace) -> None:
     """The measured ledger of the last run: metrics, phase split, diagnosis, prompt and output."""
     summary = run_numbers.summary(trace)
-    st.subheader(f"This request — {trace.model} on {trace.device}, {trace.dtype} (measured)")
+    st.subheader(f"This request — {trace.model} on {trace.device}, {trace.dtype}")
+    st.caption(run_numbers.provenance(trace, worker_link.store().recorded or ""))
     if trace.source != "server" and trace.env.get("kernels"):  # the kernels' full label is long: under the heading
         st.caption(f"Kernels: {trace.env['kernels']}")
     cols = st.columns(5)
@@ -74,20 +75,10 @@ st.divider()
 valley, bridge = st.columns(2, gap="large")
 with valley:
     st.image(str(ASSETS / "valley.svg"), width="stretch")
-    st.markdown(
-        "**Prefill — the valley of Longmen Bay.** Every prompt token goes through the model in *one* forward pass, "
-        "in parallel. Throughput comes first; the limit is **compute** (FLOP/s), since every weight "
-        "read from memory is reused for all tokens. Its cost is the wait for the first word: "
-        "**TTFT** (time to first token)."
-    )
+    st.markdown(story_text.HOME_VALLEY)
 with bridge:
     st.image(str(ASSETS / "bridge.svg"), width="stretch")
-    st.markdown(
-        "**Decode — the bridge.** Each new token needs the previous one, so tokens cross *one at a time*. "
-        "Latency comes first; the limit is **memory traffic**: every step reads all the weights and the whole "
-        "KV cache to do very little arithmetic. Its cost is the **time per output token** (TPOT), paid again "
-        "for every word."
-    )
+    st.markdown(story_text.HOME_BRIDGE)
 
 st.markdown(
     "**Old Qin's ledger.** The dispatcher at the relay station never timed a journey as one number. He kept "

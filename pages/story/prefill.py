@@ -6,18 +6,12 @@ from ui.controls import demo_panel, presenter, stepper
 from ui.demo import recorded
 from ui.engine_link import local_replay, worker_link
 from ui.figures import fig_attention
-from ui.text import phase_numbers
+from ui.text import phase_numbers, story_text
 
 st.title("Prefill — the valley of Longmen Bay")
 presenting = presenter.active()
 if not presenting:
-    st.markdown(
-        "At the first bend, Longmen Bay, the whole convoy rides through a **wide valley side by side**: every prompt token goes "
-        "through the model **in one forward pass**. Each layer multiplies a *T × d* block of activations by its "
-        "weight matrices (matrix × matrix products), so every weight fetched from memory is reused for all *T* tokens: "
-        "the arithmetic, not the memory traffic, sets the pace — prefill is **compute-bound**, and its cost is the "
-        "time to first token (TTFT)."
-    )
+    st.markdown(story_text.PREFILL_INTRO)
 
 trace = worker_link.store().last_trace
 demo_panel.recorded_banner()

@@ -8,26 +8,6 @@ from ui.engine_link import server_measurement, worker_link
 from ui.figures import fig_timing
 from ui.text import run_numbers, runs
 
-PAGE_VS_CLI = (
-    "**How far the page's own work moves these numbers** (measured with `scripts/ui_vs_cli.py` on the 2-core VM "
-    "this project is built on, 2026-11-30: the default request, 64 → 32 tokens, page and `python -m engine generate` "
-    "taking turns, 4-6 rounds, medians; runs repeated later the same day moved by up to ~0.2x). The engine worker "
-    "alone, sent the same request without Streamlit or a browser: TTFT **1.05-1.30x**, TPOT **1.03-1.23x** the "
-    "CLI's over three runs — the model runs in its own process, so the dashboard's Python is not in the timed "
-    "path, and this spread is the size of this VM's noise. With a browser drawing the page on the **same** two "
-    "cores, the page showed TTFT **1.72-1.79x** and TPOT **1.28-1.44x** the CLI's (live chart on, two runs; "
-    "1.37x and 1.31x with it off): per run, headless Chromium used ~2 s of CPU and Streamlit ~0.5 s, next to the model's ~5 s, on cores "
-    "the model's two threads needed. Leaving the page a core (the dashboard started with `--model-threads 1`), "
-    "the page showed TTFT **1.19x** and TPOT **1.03x** those of `python -m engine generate --threads 1` (chart "
-    "off: 1.08x, 1.04x), for a slower model (TPOT ~100 ms instead of ~75 ms). When students' browsers run on "
-    "their own laptops, only Streamlit's share stays on the server. For the cleanest numbers on a small machine: "
-    "`python -m engine generate`, which prints the same metrics. Since 2026-12-01 every run measures its own "
-    "disturbance (Linux schedstat: the time the engine's threads waited for a CPU, stated under the metrics) and "
-    "**Quiet timing** in the sidebar draws nothing while the model runs: measured with `scripts/disturbance.py` "
-    "(2026-12-01, SmolLM2 64 → 32, 4-5 rounds, other work on the machine), page / CLI TPOT 1.01x with the defaults "
-    "and 1.07x quiet; TTFT 2.30x with the defaults (54 ms of it waiting for a CPU) and 1.16x quiet."
-)
-
 st.title("The dispatcher's ledger")
 demo_panel.recorded_banner()
 if not presenter.active():
@@ -41,7 +21,7 @@ with st.expander("Definitions (the same as vLLM's benchmarks)", expanded=False):
         st.markdown(f"- **{name}** — {definition}")
     st.markdown("Warm-up (one small run before timing) and the attention capture (a replay after timing, for the "
                 "Prefill and Decode pages) are measured but **excluded** from every number here.")
-    st.markdown(PAGE_VS_CLI)
+    st.markdown(run_numbers.PAGE_VS_CLI)
 
 trace = worker_link.store().last_trace
 if trace is None:
@@ -49,7 +29,8 @@ if trace is None:
     st.stop()
 
 summary = run_numbers.summary(trace)
-st.subheader(f"Last run: {trace.n_prompt} prompt tokens → {trace.n_output} output tokens (measured)")
+st.subheader(f"Last run: {trace.n_prompt} prompt tokens → {trace.n_output} output tokens")
+st.caption(run_numbers.provenance(trace, worker_link.store().recorded or ""))
 if trace.source == "server":
     st.caption(f"{trace.model} · {server_measurement.outside_caption(trace)}")
 else:

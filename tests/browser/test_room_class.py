@@ -26,7 +26,8 @@ ROOM = dict(TWO_BENDS_MODEL="tiny-llama", TWO_BENDS_ROOM="1", TWO_BENDS_JOIN_COD
             TWO_BENDS_TEACHER_CODE="VALLEY9", TWO_BENDS_WORKER="process")
 WAIT_MS = 240_000  # a shared 2-core machine: nine Chromium sessions load slowly
 REFUSAL = "the lab measurements are the teacher's"  # ui/engine_link/room_slots.py's LAB_REFUSALS["teacher"]
-ANSWERS = (["×2 — twice as long", "×2 — twice as long", "×4 — four times as long"] * 3)[:STUDENTS]  # double the prompt
+TWICE, FOUR = "×2 — it grows with the prompt (×1.4 to ×2.8)", "×4 — four times: attention is quadratic (×2.8 or more)"
+ANSWERS = ([TWICE, TWICE, FOUR] * 3)[:STUDENTS]  # assets/polls/1-double-the-prompt.json
 
 
 def _nav(page, name: str) -> None:
@@ -125,19 +126,21 @@ def test_eight_students_answer_and_the_measurement_answers_them(room):
     students[0].get_by_text("No question yet").first.wait_for(timeout=60_000)
     assert students[0].get_by_role("button", name="▶ Measure").count() == 0
     teacher.locator(".st-key-poll_open button").first.click()  # (selectboxes have "Open" toggles too)
-    teacher.get_by_text("The room's predictions").first.wait_for(timeout=60_000)
+    teacher.get_by_text("stay hidden, here too").first.wait_for(timeout=60_000)  # no histogram before the reveal
     for page, answer in zip(students, ANSWERS):
         page.get_by_text(answer).first.wait_for(timeout=60_000)  # the open poll reached it by itself
         page.get_by_text(answer).first.click()
-        page.get_by_text("You may change it until the poll closes").first.wait_for(timeout=60_000)
+        page.get_by_text("You may change it until the answers lock").first.wait_for(timeout=60_000)
     teacher.get_by_text(f"{STUDENTS} answers from {STUDENTS} students").first.wait_for(timeout=60_000)
-    twice = ANSWERS.count("×2 — twice as long")
+    assert teacher.locator("svg text").filter(has_text=re.compile(r"^\d+\s+\(\d+%\)")).count() == 0
+    teacher.get_by_role("button", name="▶ Measure").click()  # locks the answers, then reveals them with the figure
+    twice = ANSWERS.count(TWICE)
     share = re.escape(f"{100 * twice / STUDENTS:.0f}")  # the histogram's bar label: "N (P%)"
     bar = teacher.locator("svg text").filter(has_text=re.compile(rf"^{twice}\s+\({share}%\)"))
-    bar.first.wait_for(timeout=60_000)  # Plotly draws the histogram's SVG a moment after the text arrives
-    teacher.get_by_role("button", name="▶ Measure").click()
     teacher.get_by_text("Measured on this engine").first.wait_for(timeout=300_000)
     teacher.get_by_text("The measurement answers:").first.wait_for(timeout=60_000)
+    bar.first.wait_for(timeout=60_000)  # Plotly draws the histogram's SVG a moment after the text arrives
+    teacher.get_by_text(f"The room's answers, {STUDENTS} in all").first.wait_for(timeout=60_000)  # and as text
     assert re.match(r"×\d", teacher.get_by_test_id("stMetricValue").first.inner_text())
     students[-1].bring_to_front()  # on a student's own device its tab is in front (Chromium throttles others)
     students[-1].get_by_text("Measured on this engine").first.wait_for(timeout=120_000)

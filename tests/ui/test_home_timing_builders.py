@@ -81,7 +81,8 @@ def test_diagnosis_prefill_dominated():
     assert [name for name, _ in d.helps] == [name for name, _ in diagnosis.PREFILL_REMEDIES]
     assert d.wasted == diagnosis.WASTED_ON_PREFILL
     md = d.to_markdown()
-    assert "Prefill dominates: 99%" in md and "Chunked prefill" in md and "faster decoder" in md
+    assert "Prefill dominates: 99%" in md and "faster decoder" in md
+    assert "Chunked prefill" in md.split("Remedies for a shared server")[1]  # the server's list, not this request's
 
 
 def test_diagnosis_decode_dominated():
@@ -90,7 +91,7 @@ def test_diagnosis_decode_dominated():
     assert d.dominant == "decode" and not d.balanced
     assert d.share == pytest.approx(1.47 / 1.49)
     names = [name for name, _ in d.helps]
-    assert "Speculative decoding" in names and "Batching many requests" in names and "Chunked prefill" not in names
+    assert "Speculative decoding" in names and not any("atching" in n or "hunked" in n for n in names)
     assert any("horsepower" in why for _, why in d.wasted)
     assert d.max_gain_other == pytest.approx(0.02 / 1.49)
     assert "Decode dominates" in d.headline and "TPOT 30.0 ms" in d.details

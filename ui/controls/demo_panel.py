@@ -172,7 +172,8 @@ def recorded_banner() -> None:
     """On the story pages: say that the run shown is a recording, and which."""
     label = worker_link.store().recorded
     if label and worker_link.store().last_trace is not None:
-        st.caption(f"Recorded run: {phase_numbers.escape_markdown(label)}")
+        st.caption(f"Recorded run, not measured in this session: {phase_numbers.escape_markdown(label)}. Its numbers are "
+                   "that machine's.")
 
 
 # ----------------------------------------------------------------------------------------------

@@ -64,9 +64,11 @@ def _diagnosis_html(summary) -> str:
     d = diagnosis.diagnose(summary)
     helps = "".join(f"<li><b>{html.escape(n)}</b> — {html.escape(w)}</li>" for n, w in d.helps)
     wasted = "".join(f"<li><del>{html.escape(n)}</del> — {html.escape(w)}</li>" for n, w in d.wasted)
+    server = "".join(f"<li><i>{html.escape(n)}</i> — {html.escape(w)}</li>" for n, w in d.server)
     return (f"<h2>Diagnosis</h2><h3>{html.escape(d.headline)}</h3><p>{html.escape(d.details)}</p>"
             f"<p><b>Remedies that help this request:</b></p><ul>{helps}</ul>"
-            f"<p><b>Remedies that would be wasted here:</b></p><ul>{wasted}</ul>")
+            f"<p><b>Remedies that would be wasted here:</b></p><ul>{wasted}</ul>"
+            f"<p><b>Remedies for a shared server</b> (they help the room, not this request):</p><ul>{server}</ul>")
 
 
 def _text_block(title: str, text: str) -> str:

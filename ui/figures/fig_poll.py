@@ -1,4 +1,5 @@
-"""The room's predictions as a histogram, with the option the engine's measurement answers marked (shape and text too)."""
+"""The room's answers as a histogram, with the option the engine's measurement answers marked (shape and text too), and
+the same counts as plain text for screen readers."""
 from __future__ import annotations
 
 import textwrap
@@ -31,3 +32,15 @@ def poll_figure(labels: list[str], counts: list[int], matched: int | None = None
     fig.update_yaxes(autorange="reversed")
     fig.update_xaxes(rangemode="tozero", dtick=max(1, -(-max(counts + [1]) // 8)), range=[0, max(counts + [1]) * 1.15])
     return fig
+
+
+def poll_text(labels: list[str], counts: list[int], matched: int | None = None) -> str:
+    """The histogram as a Markdown list a screen reader reads: each option, its count and share, the measured one
+    named."""
+    total = sum(counts)
+    lines = [f"The room's answers, {total} in all:"]
+    for i, (label, n) in enumerate(zip(labels, counts)):
+        share = f" ({n / total:.0%})" if total else ""
+        mark = " — the measurement's answer" if i == matched else ""
+        lines.append(f"- {label}: **{n}**{share}{mark}")
+    return "\n".join(lines)

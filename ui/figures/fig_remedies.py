@@ -8,7 +8,7 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from ui.figures.theme import DECODE_COLOR, FONT_SIZE, NEUTRAL_COLOR, PREFILL_COLOR, base_layout
-from ui.text.remedy_text import HELPS, MARKER_KEY, NOISE, TITLES, effect, effect_marker, ratio
+from ui.text.remedy_text import HELPS, MARKER_KEY, TITLES, Effect, effects
 
 REMEDY_COLOR = "#2E9E5B"  # the remedy's bars/lines; the baseline is grey
 
@@ -63,64 +63,78 @@ def overhead_figure(result) -> go.Figure:
     return fig
 
 
-def _effects(results: dict) -> list[dict]:
-    """Rows of (remedy, meant for, TTFT speed-up, TPOT speed-up) from whichever results exist."""
+REMEDY_ORDER = ("kv_cache", "speculative", "prefix", "dtype", "int8", "kernels")  # the lights' rows, in the tabs' order
+
+
+def _label(key: str, result) -> str:
+    if key == "speculative":
+        return f"{TITLES['speculative']} — {result[0].label}"
+    if key in ("dtype", "int8", "kernels"):
+        rows = getattr(result, "rows", result)
+        return f"{rows[1].label} (vs {rows[0].label})"
+    return TITLES[key]
+
+
+def _effects(history: dict) -> list[dict]:
+    """One row per remedy measured so far: (remedy, meant for, the TTFT and TPOT Effects over its measurements).
+    `history`: remedy key -> this session's measurements of it (a list, oldest first; a single result counts as one)."""
     rows = []
-
-    def add(key, label, ttft, tpot):
-        rows.append({"remedy": label, "meant for": HELPS[key][0], "TTFT speed-up": ttft, "TPOT speed-up": tpot})
-
-    if (r := results.get("kv_cache")) and r.cached.steps and r.uncached.steps:
-        mean = lambda t: sum(s.seconds for s in t.steps) / len(t.steps)  # noqa: E731
-        # the first pass is the same full prefill with or without a cache: nothing to compare there
-        add("kv_cache", TITLES["kv_cache"], float("nan"), ratio(mean(r.uncached), mean(r.cached)))
-    if rows_s := results.get("speculative"):
-        r = rows_s[0]
-        add("speculative", f"{TITLES['speculative']} — {r.label}", ratio(r.greedy.ttft_s, r.speculative.ttft_s), r.speedup)
-    if r := results.get("prefix"):
-        add("prefix", TITLES["prefix"], ratio(r.full.ttft_s, r.reused.ttft_s), ratio(r.full.tpot_s, r.reused.tpot_s))
-    for key in ("dtype", "int8", "kernels"):
-        res = results.get(key)
-        prs = getattr(res, "rows", res)
-        if prs and len(prs) > 1:
-            base, alt = prs[0], prs[1]
-            add(key, f"{alt.label} (vs {base.label})", ratio(base.ttft_s, alt.ttft_s), ratio(base.tpot_s, alt.tpot_s))
+    for key in REMEDY_ORDER:
+        runs = history.get(key)
+        if not runs:
+            continue
+        runs = runs if isinstance(runs, list) else [runs]
+        ttft, tpot = effects(key, runs)
+        if ttft.verdict == "n/a" and tpot.verdict == "n/a":
+            continue
+        rows.append({"remedy": _label(key, runs[-1]), "meant for": HELPS[key][0], "TTFT": ttft, "TPOT": tpot})
     return rows
 
 
-def effects_table(results: dict) -> pd.DataFrame:
-    """The indicator lights as a table, with each speed-up's verdict (faster, slower, noise) beside it."""
-    table = pd.DataFrame(_effects(results), columns=["remedy", "meant for", "TTFT speed-up", "TPOT speed-up"])
-    table["TTFT effect"] = [effect(x) for x in table["TTFT speed-up"]]
-    table["TPOT effect"] = [effect(x) for x in table["TPOT speed-up"]]
-    return table
+def effects_table(history: dict) -> pd.DataFrame:
+    """The indicator lights as a table: each speed-up's median, how far apart its measurements lie, their number and
+    the verdict."""
+    out = []
+    for r in _effects(history):
+        row = {"remedy": r["remedy"], "meant for": r["meant for"]}
+        for phase in ("TTFT", "TPOT"):
+            e = r[phase]
+            row[f"{phase} speed-up"] = e.median
+            row[f"{phase} runs apart"] = e.spread
+            row[f"{phase} effect"] = e.verdict
+        row["measurements"] = max(len(r["TTFT"].measured), len(r["TPOT"].measured))
+        out.append(row)
+    columns = ["remedy", "meant for", "TTFT speed-up", "TTFT runs apart", "TTFT effect", "TPOT speed-up",
+               "TPOT runs apart", "TPOT effect", "measurements"]
+    return pd.DataFrame(out, columns=columns)
 
 
-def _cell_color(x: float) -> float:
-    """A measured speed-up on [-1, 1]: 0 (grey) within the NOISE band or not measured; outside it, log2 of the
-    speed-up, at least ±0.25 so a measured effect is never painted as grey, -1 = 2x slower (red), 1 = 2x faster (green)."""
-    kind = effect(x)
-    if kind in ("n/a", "noise"):
+def _cell_color(e: Effect) -> float:
+    """A measured effect on [-1, 1]: 0 (grey) without a verdict (not measured, once, too close to tell); with one, log2
+    of the median speed-up, at least ±0.25 so a measured effect is never painted as grey, -1 = 2x slower (red)."""
+    kind = e.verdict
+    if kind not in ("faster", "slower"):
         return 0.0
-    z = math.log2(x)
+    z = math.log2(e.median)
     return max(0.25, min(1.0, z)) if kind == "faster" else min(-0.25, max(-1.0, z))
 
 
-def indicator_matrix_figure(results: dict) -> go.Figure:
-    """Rows = remedies measured so far, columns = TTFT and TPOT, cells coloured by measured speed-up and marked with
-    its verdict in shape and word (▲ helps, ▼ hurts, ● noise): the colour is never the only carrier."""
-    rows = _effects(results)
+def indicator_matrix_figure(history: dict) -> go.Figure:
+    """Rows = remedies measured so far, columns = TTFT and TPOT, cells coloured by the verdict over this session's
+    measurements and marked with it in shape and word (▲ helps, ▼ hurts, ● too close to tell, ○ once): the colour is
+    never the only carrier."""
+    rows = _effects(history)
     fig = go.Figure()
     if not rows:
         fig.update_layout(**base_layout("Measure some remedies first", "", "", height=260))
         return fig
-    z = [[_cell_color(r["TTFT speed-up"]), _cell_color(r["TPOT speed-up"])] for r in rows]
-    text = [[effect_marker(v) for v in (r["TTFT speed-up"], r["TPOT speed-up"])] for r in rows]
+    z = [[_cell_color(r["TTFT"]), _cell_color(r["TPOT"])] for r in rows]
+    text = [[r[phase].marker() for phase in ("TTFT", "TPOT")] for r in rows]
     ylabels = [f"{r['remedy']}  [{r['meant for']}]" for r in rows]
     scale = [[0.0, "#C0392B"], [0.4, "#E8B4AE"], [0.5, "#D9D9D9"], [0.6, "#A9DFBF"], [1.0, "#1E8449"]]
     fig.add_heatmap(z=z, x=["TTFT (prefill)", "TPOT (decode)"], y=ylabels, text=text, texttemplate="%{text}",
                     textfont=dict(size=FONT_SIZE + 2), colorscale=scale, zmin=-1, zmax=1, showscale=False, xgap=4, ygap=4)
-    fig.update_layout(**base_layout(f"Measured speed-up: {MARKER_KEY} (within ±{NOISE:.0%})", "", "",
+    fig.update_layout(**base_layout(f"Median speed-up this session: {MARKER_KEY}", "", "",
                                     height=140 + 80 * len(rows)))
     fig.update_yaxes(autorange="reversed", tickfont=dict(size=FONT_SIZE - 2))
     fig.update_xaxes(side="top")

@@ -1,4 +1,4 @@
-"""Figures and tables for the sweep and batch labs: TTFT grows with the prompt, a decode step barely moves.
+"""Figures and tables for the sweep and batch labs: TTFT grows with the prompt, a decode step with the context.
 
 Streamlit-free: every function takes engine results and returns a plotly Figure, a DataFrame or text.
 """
@@ -11,6 +11,7 @@ import plotly.graph_objects as go
 from engine.labs.sweeps import SweepPoint, SweepResult, median_step_by_context
 from engine.perfmodel.fit import TTFTFit
 from ui.figures.theme import DECODE_COLOR, ESTIMATE_DASH, NEUTRAL_COLOR, PREFILL_COLOR, base_layout
+from ui.text import sweep_numbers
 
 MS = 1000.0
 COLUMNS = {  # SweepPoint field -> table heading (times in ms)
@@ -66,27 +67,22 @@ def ttft_figure(points: list[SweepPoint], fit: TTFTFit | None) -> go.Figure:
     return fig
 
 
-def fit_text(fit: TTFTFit | None) -> str:
-    if fit is None:
-        return "Measure at least two different prompt lengths to fit TTFT ≈ a + b·T + c·T²."
-    share = fit.quadratic_share_at_max
-    return (f"Least-squares fit over {fit.n_points} points: **a = {fit.a * MS:.1f} ms**, "
-            f"**b = {fit.b * 1e6:.1f} µs per token** (the weights' matmuls), "
-            f"**c = {fit.c * 1e9:.3f} ns per token²** (attention over the causal triangle). "
-            f"At T = {fit.t_max} the quadratic term is **{share:.0%}** of the fitted TTFT."
-            + (" A negative term means the T² (or T) effect is lost in timing noise at these lengths: rerun, or add longer "
-               "prompts." if fit.c < 0 or fit.b < 0 else ""))
+def fit_text(fit: TTFTFit | None, cfg=None) -> str:
+    """The fit in words (ui/text/sweep_numbers.py: what was fitted, how well, and the FLOP count beside it)."""
+    return sweep_numbers.fit_text(fit, cfg)
 
 
 def decode_latency_figure(points: list[SweepPoint]) -> go.Figure:
-    """Median decode-step latency against context length: nearly flat — the bridge costs per step, not per token read."""
+    """Median decode-step latency against context length: it grows with the KV cache each step reads (slowly while
+    the cache is small next to the weights)."""
     pairs = median_step_by_context(points)
     fig = go.Figure()
     if pairs:
         x, y = zip(*pairs)
         fig.add_scatter(x=list(x), y=[v * MS for v in y], mode="markers", name="decode step (median, measured)",
                         marker=dict(size=9, color=DECODE_COLOR))
-    fig.update_layout(**base_layout("Each decode step costs about the same at any context", "context length (tokens)",
+    fig.update_layout(**base_layout("Decode step latency against context (each step reads the whole KV cache)",
+                                    "context length (tokens)",
                                     "decode step latency (ms)", height=440))
     fig.update_yaxes(rangemode="tozero")
     return fig

@@ -1,9 +1,13 @@
-"""Predict, then measure on the page: the teacher opens a question, the room answers, the engine measures the answer.
+"""Predict, then measure on the page: the teacher opens a question, the room answers alone, the engine measures.
 
-The Streamlit side of ui/room/polls.py. In room mode the Poll is the Room's (every session sees the same one, and
-the projector's histogram and the students' pages refresh themselves); outside room mode it is this session's own,
-so one person can predict, then measure for themselves. Measure runs the question's experiment, a registered lab
-job, in the room's engine worker (ui/engine_link/worker_link.py), like any lab.
+The Streamlit side of ui/room/polls.py, in peer instruction's order (Mazur 1997): each student answers on their own
+device and sees nobody else's answer; the room's answers stay hidden, on the projector too, until the teacher reveals
+them or presses Measure (both lock the answers, so what was given before is what counts); after a discussion the
+teacher may start a revote, a new round of the same question. Nothing is timed or scored for speed. The room's
+answers show as a histogram and, for screen readers, as text. In room mode the Poll is the Room's (every session
+sees the same one, and the pages refresh themselves); outside room mode it is this session's own, so one person can
+predict, then measure for themselves. Measure runs the question's experiment, a registered lab job, in the room's
+engine worker (ui/engine_link/worker_link.py), like any lab.
 """
 from __future__ import annotations
 
@@ -11,10 +15,11 @@ import streamlit as st
 
 from ui import state
 from ui.engine_link import room_sessions, worker_link
+from ui.errors import EngineError
 from ui.figures import fig_poll
 from ui.room import gate, polls
 
-REFRESH_S = 2.0  # how often the histogram and the students' pages look for new answers
+REFRESH_S = 2.0  # how often the projector and the students' pages look for new answers
 
 
 def solo() -> bool:
@@ -45,39 +50,47 @@ def _record(poll: polls.Poll, key: str, labels: list[str]) -> None:
             st.session_state[state.POLL_ERROR] = str(exc)
 
 
+def _round(poll: polls.Poll) -> str:
+    return f" (round {poll.round})" if poll.round > 1 else ""
+
+
 def answer_widget(poll: polls.Poll, label: str = "Your prediction") -> None:
-    """This session's one answer (it may change it while the poll is open)."""
+    """This session's one answer (it may change it until the answers lock)."""
     ss, labels = st.session_state, [o.label for o in poll.question.options]
     key = f"{state.POLL_CHOICE}{poll.serial}"
     mine = poll.answer_of(gate.session_id())
-    st.radio(f"**{label}:** {poll.question.question}", labels, index=mine if key not in ss else None, key=key,
-             on_change=_record, args=(poll, key, labels), disabled=not poll.open)
+    st.radio(f"**{label}{_round(poll)}:** {poll.question.question}", labels, index=mine if key not in ss else None,
+             key=key, on_change=_record, args=(poll, key, labels), disabled=not poll.open)
     if ss.get(state.POLL_ERROR):
         st.error(ss[state.POLL_ERROR])
     mine = poll.answer_of(gate.session_id())
     if mine is not None:
-        more = " You may change it until the poll closes." if poll.open else " The poll is closed."
+        more = (" You may change it until the answers lock." if poll.open else
+                " The answers are locked: this is the one that counts.")
         st.success(f"Your answer: **{labels[mine]}**.{more}")
     elif not poll.open:
-        st.warning("The poll closed before you answered.")
+        st.warning("The answers locked before you answered.")
 
 
 def results(poll: polls.Poll) -> None:
-    """The room's answers as a histogram, beside the measured figure once there is one."""
+    """The room's answers as a histogram and as text, beside the figure and its explanation once measured."""
     q, counts = poll.question, poll.counts()
     measured, matched = poll.measured, poll.matched
+    labels = [o.label for o in q.options]
     cols = st.columns([3, 2])
-    fig = fig_poll.poll_figure([o.label for o in q.options], counts, matched, title="The room's predictions")
-    cols[0].plotly_chart(fig, width="stretch", theme=None, key=f"poll_chart_{poll.serial}")
+    with cols[0]:
+        fig = fig_poll.poll_figure(labels, counts, matched, title=f"The room's answers{_round(poll)}")
+        st.plotly_chart(fig, width="stretch", theme=None, key=f"poll_chart_{poll.serial}")
+        st.markdown(fig_poll.poll_text(labels, counts, matched))
     with cols[1]:
         if measured is not None:
             figure = f"×{measured.value:.2f}" if measured.value is not None else (
                 q.options[matched].label.split(":")[0] if matched is not None else "—")
-            st.metric("Measured on this engine", figure)
+            st.metric(measured.how, figure)
             st.markdown(f"**The measurement answers:** {q.options[matched].label if matched is not None else 'none of the options'}")
             st.caption(measured.text)
-            if q.explain:
-                st.markdown(q.explain)
+            if text := q.explanation(measured):
+                st.markdown(text)
         elif poll.measuring_since is not None:
             st.info("Measuring on the room's engine… the answer shows here when it ends.")
         else:
@@ -89,8 +102,10 @@ def status_line(poll: polls.Poll) -> None:
     if solo():
         return
     students = [m for m in room_sessions.present() if m.role == "student"]
+    state_words = "open: answers may change" if poll.open else "locked"
     st.caption(f"**{answered}** answer{'s' if answered != 1 else ''} from {len(students)} student"
-               f"{'s' if len(students) != 1 else ''} in the room · " + ("open: answers may change" if poll.open else "closed"))
+               f"{'s' if len(students) != 1 else ''} in the room{_round(poll)} · {state_words}"
+               + ("" if poll.revealed else " · hidden until you reveal them"))
 
 
 def projector() -> None:
@@ -109,25 +124,29 @@ def _projector() -> None:
     status_line(poll)
     if solo():
         answer_widget(poll)
-    results(poll)
+    if poll.revealed or (solo() and poll.measuring_since is not None):
+        results(poll)
+    elif not solo():
+        st.info("The room's answers stay hidden, here too, until you press **Reveal** or **Measure**: everyone answers "
+                "alone first.")
 
 
 @st.fragment(run_every=REFRESH_S)
 def student() -> None:
-    """A student's view: answer first; the room's answers show once the poll closes or is measured."""
+    """A student's view: answer alone; the room's answers show only once the teacher reveals them or measures."""
     poll = current()
     if poll is None:
         st.info("No question yet: the teacher opens one, and it appears here by itself.")
         return
     answer_widget(poll, "Your answer")
-    if not poll.open or poll.measured is not None:
+    if poll.revealed:
         results(poll)
     else:
-        st.caption("The room's answers show here when the teacher closes the poll.")
+        st.caption("The room's answers show here when the teacher reveals them.")
 
 
 def teacher_controls(questions: list[polls.Question], problems: list[str]) -> None:
-    """Open a question (from the bank, or written here), close or reopen it, measure it, export the results."""
+    """Open a question (from the bank, or written here), lock, reveal, measure, revote, export the results."""
     for line in problems:
         st.warning(f"Question file skipped: {line}")
     poll = current()
@@ -144,7 +163,7 @@ def teacher_controls(questions: list[polls.Question], problems: list[str]) -> No
         text = st.text_input("Question", key=state.POLL_WRITE_TEXT, max_chars=polls.MAX_TEXT)
         options = st.text_area("Answers, one per line (a number in a line, like ×2, is the figure it predicts)",
                                key=state.POLL_WRITE_OPTIONS)
-        names = [""] + [n for n in polls.EXPERIMENTS if n != "kv_cache_bridge"]
+        names = [""] + list(polls.EXPERIMENTS)
         exp = st.selectbox("Measure with", names, key=state.POLL_WRITE_EXPERIMENT,
                            format_func=lambda n: polls.EXPERIMENTS[n].says if n else "nothing: the room discusses it")
         if st.button("Open my question", key=state.POLL_WRITE_OPEN, disabled=busy):
@@ -155,23 +174,51 @@ def teacher_controls(questions: list[polls.Question], problems: list[str]) -> No
                 st.error(str(exc))
     if poll is None:
         return
-    c = st.columns(4)
-    c[0].button("Close answers" if poll.open else "Reopen answers", key=state.POLL_CLOSE,
-                on_click=poll.set_open, args=(not poll.open,))
-    start = c[1].button("▶ Measure", key=state.POLL_MEASURE, type="primary", disabled=poll.question.experiment is None,
-                        help="Runs the experiment that answers this question on the room's engine.")
-    c[2].button("■ Cancel", key=state.POLL_CANCEL, help="Stops the measurement that is running.")
-    c[3].download_button("Results (CSV)", polls.to_csv(st.session_state.get(state.POLL_HISTORY, [poll])),
-                         file_name="two_bends_polls.csv", mime="text/csv", key=state.POLL_CSV)
+    c = st.columns(6)
+    c[0].button("Lock answers" if poll.open else "Unlock answers", key=state.POLL_CLOSE, on_click=_lock,
+                args=(poll, not poll.open), disabled=not poll.open and poll.settled,
+                help="Locked answers no longer change. They unlock only while nobody has seen the room's answers.")
+    c[1].button("Reveal", key=state.POLL_REVEAL, on_click=poll.reveal, disabled=poll.revealed,
+                help="Locks the answers, then shows the room's answers to everyone (no measurement yet).")
+    start = c[2].button("▶ Measure", key=state.POLL_MEASURE, type="primary",
+                        disabled=poll.question.experiment is None or poll.measured is not None,
+                        help="Locks the answers and runs the experiment that answers this question on the room's engine.")
+    c[3].button("■ Cancel", key=state.POLL_CANCEL, help="Stops the measurement that is running.")
+    if c[4].button("Revote", key=state.POLL_REVOTE, disabled=not poll.revealed or poll.measured is not None or busy,
+                   help="After the discussion: the same question as a new round, answers from zero, hidden again. "
+                        "The first round's answers stay as they were given."):
+        _open(poll.revote())
+        st.rerun()
+    history = st.session_state.get(state.POLL_HISTORY, [poll])
+    c[5].download_button("Results (CSV)", data=lambda: polls.to_csv(history), file_name="two_bends_polls.csv",
+                         mime="text/csv", key=state.POLL_CSV, on_click="ignore",
+                         help="Every round of this session's polls, as they stand when you click.")
     if poll.question.id == "written":
         st.download_button("Save my question as a file for assets/polls/", poll.question.to_json(),
                            file_name="my_question.json", mime="application/json", key=state.POLL_SAVE)
+    if st.session_state.get(state.POLL_ERROR):
+        st.error(st.session_state.pop(state.POLL_ERROR))
     if start:
         try:
             poll.begin_measure()
             st.session_state[state.POLL_MEASURING] = poll  # measure() below the projector starts its job
         except polls.PollError as exc:
             st.error(str(exc))
+
+
+def _lock(poll: polls.Poll, is_open: bool) -> None:
+    try:
+        poll.set_open(is_open)
+    except polls.PollError as exc:
+        st.session_state[state.POLL_ERROR] = str(exc)
+
+
+def _model():
+    """The model the measurement ran on, as the worker describes it (its shapes give the computed comparison)."""
+    try:
+        return worker_link.model_info(worker_link.current_spec())
+    except EngineError:
+        return None
 
 
 def measure() -> None:
@@ -192,7 +239,7 @@ def measure() -> None:
     measured = None
     if result is not None:
         try:
-            measured = exp.read(result, params)
+            measured = exp.read(result, params, _model())
         except polls.PollError as exc:
             st.error(f"The measurement gave no answer: {exc}")
     target.end_measure(measured)

@@ -1,4 +1,5 @@
-"""Old Qin's reading of the ledger: which segment held this request back, what helps it, what is wasted.
+"""Old Qin's reading of the ledger: which segment held this request back, what helps it, what is wasted, and
+what a shared server would do instead (batching, chunked prefill: the room's remedies, never this request's).
 
 Built from an `engine.PhaseSummary` only (measured numbers), as plain text and Markdown with no user
 text inside, so the page can render it safely. Streamlit-free.
@@ -8,34 +9,46 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-# remedies per phase: (name, why it helps this phase)
+# remedies that shorten THIS request's phase: (name, why it helps this phase). Batching and chunked prefill are not
+# here: they are the server's (SERVER_REMEDIES) and lengthen this request's own TTFT.
 PREFILL_REMEDIES = [
-    ("Batching prompts", "many prompts share one wide forward pass, so the matrix units stay busy"),
-    ("More parallel compute (FLOP/s)", "prefill is compute-bound: a faster matmul engine shortens TTFT directly"),
-    ("Chunked prefill", "helps the room, not this request: a long prompt is split over several steps so other "
-                        "requests' decode steps are not stalled behind it; its own TTFT gets a little longer"),
+    ("More FLOP/s (a faster matmul engine)",
+     "a long prompt's prefill is compute-bound (above the device's ridge point: each weight read serves every prompt "
+     "token), so faster arithmetic shortens TTFT; a prompt too short to reach the ridge waits on memory instead"),
     ("Prefix caching", "a prompt prefix seen before (system prompt, earlier chat turns) is not computed again"),
+    ("Quantised weights and activations (W8A8, FP8)",
+     "on cards with int8 / fp8 tensor cores the matrix products themselves run faster; weight-only int8 or 4-bit "
+     "leaves prefill's arithmetic as it was"),
 ]
 DECODE_REMEDIES = [
-    ("KV-cache layout and quantisation", "each step reads the whole KV cache: fewer bytes per cached token, less traffic"),
-    ("Fewer bytes per weight (int8 / 4-bit)", "each step reads every weight once: halving the bytes nearly halves the step"),
-    ("Batching many requests", "one read of the weights serves every sequence in the batch, so tokens/s grows almost for free"),
+    ("Fewer bytes per weight (int8 / 4-bit)", "each step reads every weight once: int8 reads 4x fewer bytes than "
+                                              "float32, 2x fewer than bf16, so the weights' share of the step shrinks"),
+    ("KV-cache layout and quantisation", "each step reads the whole KV cache, which grows with the context: fewer "
+                                         "bytes per cached token, less traffic"),
     ("Speculative decoding", "several tokens are checked in one pass, so fewer serial trips across the bridge"),
     ("CUDA graphs / fewer launch gaps", "removes the fixed per-step overhead between one token and the next"),
 ]
+# remedies of a shared server: they raise the room's throughput or even out its latencies, not this request's speed
+SERVER_REMEDIES = [
+    ("Batching requests", "one read of the weights serves every rider of a decode step, so the server's tokens/s grows; "
+                          "this request's TTFT gets longer (it waits for, or shares, other requests' passes) and its "
+                          "TPOT no shorter (longer once each step carries more riders)"),
+    ("Chunked prefill", "a long prompt is split over several steps so that riders already decoding are not stalled "
+                        "behind it: it protects their ITL (the project measured the riders' worst gap 874 → 277 ms on a "
+                        "2-core CPU: a recording in its serving notes, not this session), while the chunked prompt's "
+                        "own TTFT gets longer"),
+]
 # remedies that would be wasted on a request dominated by the OTHER phase
 WASTED_ON_DECODE = [
-    ("More FLOP/s, a bigger compute engine", "the bridge doesn't recognise horsepower: a memory-bound decode step waits on "
-                                             "bytes, not on arithmetic"),
+    ("More FLOP/s, a bigger compute engine", "the bridge doesn't recognise horsepower: a small-batch decode step waits "
+                                             "on bytes, not on arithmetic"),
     ("Prefix caching", "it shortens TTFT, which is already the small part of this request"),
-    ("Chunked prefill", "it makes a joining request's TTFT a little longer so that the others' gaps between tokens "
-                        "stay even: it smooths the room, it does not speed up this request's bridge"),
 ]
 WASTED_ON_PREFILL = [
     ("A faster decoder (quantised KV cache, speculative decoding, CUDA graphs)",
      "they speed up the bridge, but this request spends most of its time in the valley"),
-    ("More memory bandwidth alone", "prefill reuses each weight across all prompt tokens, so it is limited by compute, "
-                                    "not by bytes"),
+    ("More memory bandwidth alone", "a prompt long enough to pass the device's ridge is limited by arithmetic, not "
+                                    "by bytes (only a prompt too short to reach the ridge would gain)"),
 ]
 BALANCE_BAND = 0.1  # a prefill share within 50% +/- 10 points is "close to even": headline and body both say so
 
@@ -50,6 +63,7 @@ class Diagnosis:
     helps: list[tuple[str, str]]
     wasted: list[tuple[str, str]]
     max_gain_other: float  # fraction of time saved if the OTHER phase became instant (Amdahl bound)
+    server: tuple[tuple[str, str], ...] = tuple(SERVER_REMEDIES)  # the server's remedies, never in `helps`
 
     @property
     def verdict(self) -> str:
@@ -61,6 +75,8 @@ class Diagnosis:
         lines += [f"- **{name}** — {why}" for name, why in self.helps]
         lines += ["", "**Remedies that would be wasted here:**"]
         lines += [f"- ~~{name}~~ — {why}" for name, why in self.wasted]
+        lines += ["", "**Remedies for a shared server** (they help the room, not this request):"]
+        lines += [f"- *{name}* — {why}" for name, why in self.server]
         return "\n".join(lines)
 
 

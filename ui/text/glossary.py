@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ui.text import lesson_physics
+
 
 @dataclass(frozen=True)
 class Term:
@@ -19,33 +21,44 @@ class Term:
 
 TERMS = (
     Term("Prefill", "", "The first phase of a request: the model reads all prompt tokens in one forward pass and "
-         "writes their keys and values into the KV cache. Parallel and compute-bound: the wide valley.",
+         "writes their keys and values into the KV cache. Parallel: the wide valley. It is "
+         f"{lesson_physics.prefill_bound_words()}.",
          "Prefill page; the first bar on Home and Timing"),
     Term("Decode", "", "The second phase: one forward pass per new token, each reading every weight and the whole KV "
-         "cache to produce a single token. Serial and memory-bound: the single-plank bridge.",
+         f"cache to produce a single token. Serial: the single-plank bridge, {lesson_physics.decode_bound_words()}.",
          "Decode page; the step-by-step ledger on Timing"),
     Term("TTFT", "time to first token", "From the request's start to its first generated token: prefill plus the "
          "first sampling. It grows with the prompt's length.", "Home, Prefill and Timing"),
     Term("TPOT", "time per output token", "(end-to-end time − TTFT) / (output tokens − 1): the average cost of one "
-         "decode step. It barely depends on the prompt's length.", "Home and Timing"),
+         "decode step. Each step reads the whole KV cache, so TPOT grows with the context (prompt and answer so "
+         "far): slowly while the cache is small next to the weights, in proportion once it is not.",
+         "Home, Timing and the Sweep lab"),
     Term("ITL", "inter-token latency", "The gap between two consecutive generated tokens, reported as p50 / p90 / p99 "
          "/ max; its mean is TPOT.", "Timing (each token's latency)"),
     Term("KV cache", "key-value cache", "The keys and values of every earlier token, kept per layer so that a decode "
-         "step computes only the newest token's. It grows by one column per token and is read in full at every step.",
+         "step computes only the newest token's. It grows by one entry per token and is read in full at every step.",
          "Decode page (the cache growing, its bytes)"),
     Term("GEMM / GEMV", "matrix × matrix / matrix × vector", "Prefill multiplies a T × d block of activations by each "
-         "weight matrix (GEMM: every weight reused T times); decode multiplies one token's vector (GEMV: each weight "
-         "used once per byte fetched).", "Roofline & hardware lab; Where the time goes"),
-    Term("Arithmetic intensity", "FLOP per byte", "Floating-point operations done per byte read from memory. High for "
-         "GEMM (compute-bound), about 1–2 for GEMV (memory-bound).", "Roofline & hardware lab"),
+         "weight matrix (GEMM: each weight read once serves T tokens); a batch-1 decode step multiplies one token's "
+         "vector (GEMV: each weight read serves one multiply-add).", "Roofline & hardware lab; Where the time goes"),
+    Term("Arithmetic intensity", "FLOP per byte", "Floating-point operations done per byte read from memory. A GEMV "
+         f"does 2 FLOPs per weight: {lesson_physics.gemv_intensity(4):g} FLOP/byte in float32, "
+         f"{lesson_physics.gemv_intensity(2):g} in bf16, {lesson_physics.gemv_intensity(1):g} in int8. A GEMM over T "
+         "tokens does T times that, so it turns compute-bound once T carries it past the ridge point.",
+         "Roofline & hardware lab"),
     Term("Roofline", "", "A chart of attainable FLOP/s against arithmetic intensity: a slanted roof (memory bandwidth) "
-         "meets a flat roof (peak compute) at the ridge point. Prefill sits under the flat roof, decode under the "
-         "slanted one.", "Roofline & hardware lab"),
+         "meets a flat roof (peak compute) at the ridge point. A long enough prompt's prefill sits under the flat roof, "
+         "a small-batch decode step under the slanted one.", "Roofline & hardware lab"),
+    Term("Ridge point", "", "Peak FLOP/s ÷ memory bandwidth: the intensity above which a kernel waits on arithmetic, "
+         f"below which on memory. Low on CPUs (a few to a few dozen); the GPU presets here run "
+         f"{lesson_physics.ridge_range_words()}.", "Roofline & hardware lab; Batch lab"),
     Term("MFU", "model FLOPs utilisation", "The FLOP/s a phase achieved (model FLOPs / measured time) divided by the "
-         "machine's peak FLOP/s, measured on this machine. High in prefill, tiny in decode.",
+         "machine's peak FLOP/s, measured on this machine. High for a long prefill, tiny for decode.",
          "Roofline & hardware lab"),
     Term("Memory-bound / compute-bound", "", "Whether a step waits for bytes to arrive from memory or for arithmetic "
-         "to finish; speeding up the other one does not help.", "Home's diagnosis; Remedies lab"),
+         "to finish; speeding up the other one does not help. Which one depends on the step's intensity against "
+         "the device's ridge, so the same phase can be one on a CPU and the other on a GPU.",
+         "Home's diagnosis; Remedies lab"),
 )
 
 

@@ -7,26 +7,44 @@ from __future__ import annotations
 import math
 
 from engine.perfmodel.budget import BudgetResult
+from ui.text import lesson_physics
 
 SWEEP_INTRO = (
     "Every point below is a **real run measured now** on this machine (greedy decoding, end-of-text ignored so "
     "lengths are exact). The **prompt sweep** widens the valley: TTFT grows with the prompt — linearly for the "
     "weights' matmuls, plus a T² term from attention. The **output sweep** lengthens the bridge: each extra token "
-    "costs one more step of about the same price."
+    "costs one more step, and each step a little more than the last, because it reads a KV cache one entry longer."
 )
-DECODE_FLAT = (
-    "A decode step reads all the weights once whatever the context, plus the KV cache (small next to the weights "
-    "for this model at these lengths), so its latency hardly moves as the context grows: the bridge is paid **per "
-    "crossing**, not per token already read."
-)
+
+
+def decode_context_text(cfg, dtype_name: str, contexts: list[int], model: str = "") -> str:
+    """What the decode-step chart shows, with the bytes behind it computed from the model's shapes: each step reads
+    all weights and the whole KV cache, so its cost grows linearly with the context (slowly while the cache is small
+    next to the weights). `contexts`: the context lengths the chart's steps covered."""
+    nbytes = lesson_physics.bytes_of(dtype_name)
+    window = lesson_physics.cache_sentence(cfg, nbytes, dtype_name, cfg.max_seq_len, model)
+    text = ("**A decode step reads every weight once and the whole KV cache**, which gains one entry per token: its "
+            f"cost grows linearly with the context. {window}.")
+    if contexts and max(contexts) > min(contexts):
+        lo = lesson_physics.cache_and_weights(cfg, nbytes, min(contexts))
+        hi = lesson_physics.cache_and_weights(cfg, nbytes, max(contexts))
+        grow = (hi.weight_bytes + hi.kv_bytes) / (lo.weight_bytes + lo.kv_bytes)
+        text += (f" Across this chart ({min(contexts):,} → {max(contexts):,} tokens) a step reads ×{grow:.2f} the "
+                 "bytes (estimate: weights + cache, each read once), so a step bound by bytes alone would slow by about "
+                 "that much; attention's arithmetic and per-step overheads add to it or hide it. The bridge is paid "
+                 "**per crossing**, and each crossing costs more as the context grows.")
+    return text
+
+
 CANCEL_HELP = "Stops after the point being measured; every point measured so far is kept."
 
 BATCH_INTRO = (
     "B prompts of equal length run **together**: one batched prefill, then batched decode steps (greedy, measured "
-    "now). A decode step reads the weights once for the whole batch, so while decode is memory-bound, B sequences "
-    "cost about as much as one and its throughput can grow ~B×. Prefill already works on many tokens at once, so "
-    "extra sequences help it only until its matrix products keep the machine busy. What this machine did is "
-    "written below the charts, from the measured points."
+    "now). A decode step reads the weights once for the whole batch (and each sequence's own KV cache), so while "
+    "decode is memory-bound and the weights dominate its bytes, B sequences cost little more than one and its "
+    "throughput can grow almost B×. Prefill already works on many tokens at once, so extra sequences help it only "
+    "until its matrix products keep the machine busy. What this machine did is written below the charts, from the "
+    "measured points."
 )
 LEVEL_OFF = 1.15  # a doubling of B that adds less than 15 % tokens/s counts as levelled off
 
@@ -75,7 +93,8 @@ def batch_findings(points) -> str:
         elif gp > gd * 1.1:
             lines.append(f"Here batching paid the valley more than the bridge (×{gp:.1f} vs ×{gd:.1f}): at this prompt "
                          "length a single prompt did not keep the machine's matrix units busy, and the decode steps "
-                         "slowed as B grew (see the step latency below).")
+                         "slowed as B grew (see the step latency below: past the batch where decode turns "
+                         "compute-bound, or because a batched step ran another kernel path than a single rider's).")
         else:
             lines.append(f"Both phases gained about the same from batching here (×{gp:.1f} and ×{gd:.1f}).")
     return "\n\n".join(lines)
@@ -99,17 +118,18 @@ def batch_explanation(measured: int | None, predicted: int | None, ridge: float 
     else:
         lines.append(f"**Measured crossover:** not reached up to B = {tried_max} — every step stayed within 1.5× "
                      "of the smallest batch's.")
-    lines.append("On a CPU the ridge is low (few FLOP/s per byte/s), so decode turns compute-bound at small B; on a "
-                 "GPU the ridge is 100–300 FLOP/byte and batching stays nearly free for a long way.")
+    lines.append("On a CPU the ridge is low (a few to a few dozen FLOP/byte), so decode turns compute-bound at a small B; "
+                 f"the GPU presets of the Roofline page run {lesson_physics.ridge_range_words()} in 16-bit, so "
+                 "there a decode step stays memory-bound, and batching nearly free per step, for far larger batches.")
     return "\n\n".join(lines)
 
 
 ROOFLINE_INTRO = (
     "A **roofline** says how fast a kernel can run on a machine: at most the peak FLOP/s, and at most its "
     "arithmetic intensity (FLOPs per byte moved) × memory bandwidth. The corner is the **ridge point**. "
-    "Prefill does 2·params FLOPs per prompt token on one read of the weights, so its intensity grows with T "
-    "(compute-bound, the valley). Decode reads every weight to produce one token per sequence, so its intensity "
-    "is about B (memory-bound, the bridge)."
+    "Prefill does 2·params FLOPs per prompt token on one read of the weights, so its intensity grows with T: it is "
+    "compute-bound once T passes the ridge (the valley). Decode reads every weight to produce one token per sequence, "
+    "so its intensity is about B ÷ bytes per weight: memory-bound at small batch (the bridge)."
 )
 FORMULAS = r"""
 **Formulas (estimates; N = parameters, T = prompt tokens, B = batch, S = context, L·H·D = layers·heads·head size):**
@@ -123,13 +143,25 @@ FORMULAS = r"""
 """
 HARDWARE_NOTE = (
     "Hardware numbers are **spec-sheet** values (dense bf16/fp16 tensor TFLOP/s without sparsity, and memory "
-    "bandwidth), not measured here; the laptop CPU is a typical 8-core DDR5 machine. Predictions use 2-byte KV "
-    "entries and the bytes per weight chosen above. All rows are **estimates**."
+    "bandwidth) where the vendor publishes them, otherwise an estimate whose source the table names; none is "
+    "measured here. Predictions use 2-byte KV entries and the bytes per weight chosen above. All rows are "
+    "**estimates**."
 )
+
+
+def _decode_vs_prefill_token() -> str:
+    cards = lesson_physics.cards()
+    if not cards:
+        return "many times"
+    return f"{cards[0].ridge:,.0f} to {cards[-1].ridge:,.0f} times"
+
+
 BATCH_NOTE = (
     "**Batch B** = requests served together: prefill then costs B prompts' FLOPs, while a decode step still reads the "
-    "weights once for all B. At B = 1 a decode token costs hundreds of times a prefill token on a GPU (its ridge point), "
-    "so the bridge dominates almost every workload; raise B and long-input workloads tip towards the valley."
+    "weights once for all B. At B = 1 in bf16, a decode token costs about the ridge point's worth of prefill tokens "
+    f"(each compute-bound prefill token takes 2·params FLOPs; the decode step reads 2·params bytes): "
+    f"{_decode_vs_prefill_token()} on the GPU presets above. So at B = 1 the bridge dominates most workloads; "
+    "raise B and long-input workloads tip towards the valley."
 )
 MEASURED_NOTE = (
     "The two dots are **measured**: FLOPs and bytes come from the formulas for this model and shape, divided by "
@@ -138,9 +170,11 @@ MEASURED_NOTE = (
 )
 
 BUDGET_INTRO = (
-    "Old Qin has money for faster horses (prefill speed-ups: more FLOP/s, better kernels) and for a better bridge "
-    "(decode speed-ups: more bandwidth, fewer bytes per weight, batching, speculative decoding). Each only shortens "
-    "its own segment. **Amdahl's law:** new time = p / s_prefill + (1 − p) / s_decode, with p the valley's share."
+    "Old Qin has money for faster horses (prefill speed-ups: more FLOP/s, better kernels, prefix caching) and for a "
+    "better bridge (decode speed-ups: more bandwidth, fewer bytes per weight, speculative decoding). Each only "
+    "shortens its own segment of one journey. (Batching is the other kind of money: it carries more riders per "
+    "crossing — throughput — and makes no single journey shorter.) **Amdahl's law:** new time = p / s_prefill + "
+    "(1 − p) / s_decode, with p the valley's share."
 )
 
 

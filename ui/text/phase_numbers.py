@@ -61,6 +61,11 @@ def binary_bytes(n: float) -> str:
     return f"{int(n)} B"
 
 
+def bytes_per_number(dtype_name: str) -> int:
+    """4 for float32, 2 for bfloat16 / float16: the bytes one weight or cache entry takes."""
+    return dtype_bytes(dtype_name)
+
+
 def kv_formula_text(cfg: ModelConfig, dtype_name: str) -> str:
     """'2 (K and V) × 30 layers × 3 KV heads × 64 dims × 4 B (float32) = 46,080 B per token'."""
     nbytes = dtype_bytes(dtype_name)

@@ -9,11 +9,23 @@ from engine.core.trace import Trace
 from engine.serving.client.server_benchmark import trace_from_record
 from engine.serving.scheduling.work import COMPILING, PREPACKING
 from ui.text.diagnosis import sharing_markdown
+from ui.text.phase_numbers import escape_markdown
 
 
 def summary(trace: Trace) -> PhaseSummary:
     """The run's measured metrics, with vLLM's definitions (engine.core.metrics.summarize)."""
     return summarize(trace)
+
+
+def provenance(trace: Trace, recorded_label: str = "") -> str:
+    """Where the run's numbers come from, for its heading: a run measured by this dashboard's engine in this session,
+    a recording read from a file (`recorded_label`: its title, machine and date), or a server measured over HTTP."""
+    if trace.source == "server":
+        return "Measured over HTTP from a server, in this session."
+    if recorded_label or not trace.settings.get("model_spec"):
+        return (f"A recording, not measured in this session: {escape_markdown(recorded_label)}." if recorded_label else
+                "A recording, not measured in this session.")
+    return "Measured on this machine in this session."
 
 
 def sharing_note(trace: Trace) -> str | None:
@@ -29,6 +41,17 @@ def server_traces(records: list[dict]) -> list[Trace]:
     return [trace_from_record(rec) for rec in records]
 
 
+PAGE_VS_CLI = (
+    "**How far the page's own work moves these numbers.** The model runs in the engine's own process, so the "
+    "dashboard's Python is not in the timed path; but a browser drawing this page, Streamlit sending it and any other "
+    "program share this machine's cores with the model. Each run measures that disturbance itself: the time its "
+    "threads were ready to run while every core was busy elsewhere (Linux schedstat), stated under the metrics "
+    "below. **Quiet timing** in the sidebar draws nothing while the model runs. To see the model with no page at "
+    "all, run the same request from a terminal, `python -m engine generate --prompt TEXT --prompt-tokens N "
+    "--max-new-tokens M --ignore-eos`, which prints the same metrics, and compare it with this page's runs against "
+    "the run-to-run spread measured at the bottom of this page, not against one number. When students' browsers run "
+    "on their own laptops, only Streamlit's share of the work stays on this machine."
+)
 QUIET_HINT_SHARE = 0.10  # offer quiet timing once the wait is this share of TPOT or more
 FREE_SHARE = 0.03  # below this share the run had the cores to itself
 
@@ -53,10 +76,10 @@ def cpu_wait_note(trace: Trace, quiet: bool = False) -> str:
     steps = len(trace.steps)
     per_token = cpu_wait_per_token(trace)
     ttft_ms, wait_ttft_ms = trace.prefill_seconds * 1e3, trace.prefill_cpu_wait_seconds * 1e3
-    how = (f"Measured with Linux's schedstat: the time the engine's threads were ready to run but every core was "
-           f"busy elsewhere (per step, the longest-waiting thread; a step gained 0.2-1.1x that wait when measured "
-           f"with a program drawing beside the model); reading it cost "
-           f"{trace.cpu_wait_read_seconds * 1e3:,.2f} ms in all, outside every timing.")
+    how = (f"Measured in this run with Linux's schedstat: the time the engine's threads were ready to run but every "
+           f"core was busy elsewhere (per step, the longest-waiting thread). How much of that wait lengthened the step "
+           f"depends on when it fell, so the wait is stated beside the timings, never subtracted from them; reading it "
+           f"cost {trace.cpu_wait_read_seconds * 1e3:,.2f} ms in all, outside every timing.")
     prefill = f"{wait_ttft_ms:,.1f} ms of TTFT's {ttft_ms:,.1f} ms"
     if per_token is None:  # a single-token run: only prefill was timed
         return f"**This run waited for a CPU during prefill: {prefill}.** {how}"
@@ -70,7 +93,8 @@ def cpu_wait_note(trace: Trace, quiet: bool = False) -> str:
     if background := background_work(trace):
         who = f"{background}; besides, {who}"
     text = (f"**This run waited {per_token * 1e3:,.1f} ms per token for a CPU**: {who}. That is {share:.0%} of its "
-            f"TPOT of {tpot_ms:,.1f} ms (without the wait, about **{tpot_ms - per_token * 1e3:,.1f} ms**), and "
+            f"TPOT of {tpot_ms:,.1f} ms (with the whole wait taken off, about **{tpot_ms - per_token * 1e3:,.1f} "
+            f"ms**: an estimate), and "
             f"{prefill}. {how}")
     text += threads_sentence(trace)
     if share >= QUIET_HINT_SHARE and not quiet:

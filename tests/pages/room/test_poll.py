@@ -1,5 +1,6 @@
 """AppTest of pages/room/poll.py through app.py: alone (predict, then measure for yourself) and in room mode (a teacher
-and students sharing one Room: answers, histogram, one Measure at a time, bad question files)."""
+and students sharing one Room: answers hidden until the reveal, locked at Measure, a revote as a new round, the
+histogram with its text, one Measure at a time, bad question files)."""
 import json
 import shutil
 
@@ -51,50 +52,90 @@ def test_alone_predict_then_measure_for_yourself(monkeypatch, navigation_only):
     at = open_poll_page()
     no_exception(at)
     assert [t.value for t in at.title][-1] == "Predict, then measure"
-    at.selectbox(key=state.POLL_PICK).set_value("double-the-output")
+    at.selectbox(key=state.POLL_PICK).set_value("double-the-prompt")
     at.button(key=state.POLL_OPEN).click().run()
     no_exception(at)
     poll = at.session_state[state.POLL_SOLO]
     radio = next(r for r in at.radio if r.key.startswith(state.POLL_CHOICE))
-    radio.set_value("×1 — about the same per token").run()
+    radio.set_value(poll.question.options[1].label).run()
     assert poll.counts() == [0, 1, 0]
     assert any("Your answer" in s.value for s in at.success)
     at.button(key=state.POLL_MEASURE).click().run()
     no_exception(at)
-    assert poll.measured is not None and poll.measuring_since is None
+    assert poll.measured is not None and poll.measuring_since is None and not poll.open
     metric = next(m for m in at.metric if m.label == "Measured on this engine")
     assert metric.value.startswith("×")
-    assert any("TPOT ×" in c.value for c in at.caption)
+    assert any("TTFT ×" in c.value and "FLOP count" in c.value for c in at.caption)
     assert any("The measurement answers" in m.value for m in at.markdown)
+    chosen = poll.question.options[poll.matched]
+    assert any(chosen.explain in m.value for m in at.markdown)  # the explanation of the option the figure landed in
+    assert any(m.value.startswith("The room's answers, 1 in all") for m in at.markdown)  # readable as text
 
 
-def test_room_students_answer_the_teachers_question_and_see_it_measured(room_env, navigation_only):
+def answer(at: AppTest, label: str) -> None:
+    at.run()
+    next(r for r in at.radio if r.key.startswith(state.POLL_CHOICE)).set_value(label).run()
+    no_exception(at)
+
+
+def test_room_answers_stay_hidden_until_measured_and_lock_at_measure(room_env, navigation_only):
     teacher = open_poll_page("valley9")
     no_exception(teacher)
     students = [open_poll_page("bridge", f"student-{i}") for i in range(3)]
     assert any("No question yet" in i.value for i in students[0].info)
     assert not any(b.key == state.POLL_MEASURE for b in students[0].button)  # only the teacher measures
-    teacher.selectbox(key=state.POLL_PICK).set_value("double-the-output")
+    teacher.selectbox(key=state.POLL_PICK).set_value("double-the-prompt")
     teacher.button(key=state.POLL_OPEN).click().run()
     poll = gate.room().poll
-    assert poll is not None
-    for at, choice in zip(students, ["×1 — about the same per token"] * 2 + ["×2 — each token costs twice as much"]):
-        at.run()
-        next(r for r in at.radio if r.key.startswith(state.POLL_CHOICE)).set_value(choice).run()
-        no_exception(at)
+    labels = [o.label for o in poll.question.options]
+    for at, choice in zip(students, [labels[1], labels[1], labels[2]]):
+        answer(at, choice)
     assert poll.counts() == [0, 2, 1]
     teacher.run()
-    assert any("3** answers from 3 students" in c.value for c in teacher.caption)
-    teacher.button(key=state.POLL_CLOSE).click().run()
-    assert not poll.open
-    late = students[2]
-    late.run()
-    assert next(r for r in late.radio if r.key.startswith(state.POLL_CHOICE)).disabled
+    assert any("3** answers from 3 students" in c.value and "hidden" in c.value for c in teacher.caption)
+    assert not teacher.get("plotly_chart")  # the projector shows no histogram before the reveal
+    students[0].run()
+    assert not students[0].get("plotly_chart") and any("when the teacher reveals" in c.value for c in students[0].caption)
     teacher.button(key=state.POLL_MEASURE).click().run()
     no_exception(teacher)
-    assert poll.measured is not None and poll.matched in (0, 1, 2)
+    assert poll.measured is not None and poll.matched in (0, 1, 2) and not poll.open
+    late = students[2]
+    late.run()
+    radio = next(r for r in late.radio if r.key.startswith(state.POLL_CHOICE))
+    assert radio.disabled  # locked at Measure: the answer given before it is the one that counts
+    assert poll.counts() == [0, 2, 1]
     students[0].run()
     assert any(m.label == "Measured on this engine" for m in students[0].metric)
+    assert students[0].get("plotly_chart")
+    teacher.run()
+    assert teacher.button(key=state.POLL_CLOSE).disabled  # measured answers cannot be unlocked
+
+
+def test_reveal_then_revote_is_a_new_round_and_the_first_round_stays(room_env, navigation_only):
+    teacher = open_poll_page("valley9")
+    students = [open_poll_page("bridge", f"student-{i}") for i in range(2)]
+    teacher.selectbox(key=state.POLL_PICK).set_value("eight-riders")
+    teacher.button(key=state.POLL_OPEN).click().run()
+    first = gate.room().poll
+    labels = [o.label for o in first.question.options]
+    answer(students[0], labels[2])
+    answer(students[1], labels[0])
+    assert teacher.button(key=state.POLL_REVOTE).disabled  # a revote follows a reveal
+    teacher.button(key=state.POLL_REVEAL).click().run()
+    no_exception(teacher)
+    assert first.revealed and not first.open and teacher.get("plotly_chart")
+    assert any(m.value.startswith("The room's answers, 2 in all") for m in teacher.markdown)
+    students[0].run()
+    assert students[0].get("plotly_chart")  # revealed: the room sees its answers
+    teacher.button(key=state.POLL_REVOTE).click().run()
+    no_exception(teacher)
+    second = gate.room().poll
+    assert second is not first and second.round == 2 and second.counts() == [0, 0, 0] and not second.revealed
+    answer(students[0], labels[1])
+    assert first.counts() == [1, 0, 1] and second.counts() == [0, 1, 0]
+    assert teacher.session_state[state.POLL_HISTORY][-2:] == [first, second]
+    rows = polls.csv_rows(teacher.session_state[state.POLL_HISTORY])
+    assert {r["round"] for r in rows} == {1, 2}
 
 
 def test_a_student_whose_tab_closed_is_not_counted_in_the_room(room_env, navigation_only, monkeypatch):
@@ -102,7 +143,7 @@ def test_a_student_whose_tab_closed_is_not_counted_in_the_room(room_env, navigat
     teacher = open_poll_page("valley9")
     for i in range(3):
         open_poll_page("bridge", f"student-{i}")
-    teacher.selectbox(key=state.POLL_PICK).set_value("double-the-output")
+    teacher.selectbox(key=state.POLL_PICK).set_value("double-the-prompt")
     teacher.button(key=state.POLL_OPEN).click().run()
     assert any("**0** answers from 3 students" in c.value for c in teacher.caption)
     monkeypatch.setattr(room_sessions, "sessions_alive", lambda ids: set(ids) - {"student-1"})  # that tab closed

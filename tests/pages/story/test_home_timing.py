@@ -64,7 +64,8 @@ def test_run_shows_metrics_text_and_ledger(app):
     assert trace.attention is not None  # captured for the Prefill/Decode pages
     assert any("dominates" in m.value for m in app.markdown)
     heading = next(h.value for h in app.subheader if h.value.startswith("This request"))
-    assert heading.endswith("float32 (measured)")  # the kernels' long label is the caption under it
+    assert heading.endswith("float32")  # the kernels' long label is the caption under it
+    assert "Measured on this machine in this session." in [c.value for c in app.main.caption]  # where it comes from
     assert f"Kernels: {trace.env['kernels']}" in [c.value for c in app.main.caption]
 
     app.switch_page("pages/story/timing.py").run()  # switching pages does not re-run the model

@@ -1,44 +1,55 @@
-"""The indicator lights are coloured by what was measured: grey within the noise band, red only when measured
-slower beyond it, green only when measured faster beyond it."""
-import math
-
+"""The indicator lights are coloured by the verdict over this session's measurements: grey without one (measured once,
+or the runs disagree), red only when every run was slower by more than their spread, green only when faster."""
 from engine.labs.remedies import KernelsResult, PhaseRow, PrefixResult
 from ui.figures import fig_remedies as fr
+from ui.text.remedy_text import Effect
 
 
-def results():
-    prefix = PrefixResult(PhaseRow("from scratch", 0.2, 0.054, 40, 8), PhaseRow("prefix reused", 0.05, 0.05, 40, 8),
-                          40, 30, 10, 1e-6)  # TTFT x4.00, TPOT x1.08
-    kern = KernelsResult([PhaseRow("plain (nn.Linear)", 0.083, 0.066, 24, 24),
-                          PhaseRow("fast kernels", 0.100, 0.075, 24, 24)], "oneDNN", True)  # TTFT x0.83, TPOT x0.88
-    return {"prefix": prefix, "kernels": kern}
+def prefix(tpot_full: float, tpot_reused: float) -> PrefixResult:
+    return PrefixResult(PhaseRow("from scratch", 0.2, tpot_full, 40, 8), PhaseRow("prefix reused", 0.05, tpot_reused, 40, 8),
+                        40, 30, 10, 1e-6)
 
 
-def test_colours_follow_the_measured_effect_and_the_noise_band():
-    fig = fr.indicator_matrix_figure(results())
+def kern(ttft_fast: float, tpot_fast: float) -> KernelsResult:
+    return KernelsResult([PhaseRow("plain (nn.Linear)", 0.083, 0.066, 24, 24),
+                          PhaseRow("fast kernels", ttft_fast, tpot_fast, 24, 24)], "oneDNN", True)
+
+
+def history():
+    return {"prefix": [prefix(0.054, 0.05), prefix(0.050, 0.053)],  # TTFT x4.00 both times; TPOT x1.08 then x0.94
+            "kernels": [kern(0.100, 0.075), kern(0.101, 0.064)]}  # TTFT x0.83, x0.82; TPOT x0.88 then x1.03
+
+
+def test_colours_follow_the_verdict_over_the_measurements():
+    fig = fr.indicator_matrix_figure(history())
     (prefix_ttft, prefix_tpot), (kern_ttft, kern_tpot) = fig.data[0].z
-    assert prefix_ttft > 0.25 and prefix_tpot == 0.0  # x1.08: grey, as the text promises
-    assert kern_ttft < 0 and kern_tpot == 0.0  # x0.83 slower: red; x0.88 within the band: grey
-    assert list(fig.data[0].text[1]) == ["▼ hurts ×0.83", "● noise ×0.88"]
-    assert "● noise (within ±15%)" in fig.layout.title.text
+    assert prefix_ttft > 0.25 and prefix_tpot == 0.0  # TPOT moved both ways: grey, no verdict
+    assert kern_ttft < 0 and kern_tpot == 0.0
+    assert list(fig.data[0].text[1])[0].startswith("▼ hurts ×0.8")
+    assert "±15" not in fig.layout.title.text  # no fixed band
 
 
 def test_each_light_says_its_verdict_in_shape_and_word_not_only_colour():
-    """Readable without telling red from green: a symbol and a word in every cell, one per verdict."""
-    fig = fr.indicator_matrix_figure(results())
+    fig = fr.indicator_matrix_figure(history())
     cells = [cell for row in fig.data[0].text for cell in row]
-    assert cells == ["▲ helps ×4.00", "● noise ×1.08", "▼ hurts ×0.83", "● noise ×0.88"]
+    assert [c.split(" ×")[0] for c in cells] == ["▲ helps", "● too close to tell", "▼ hurts", "● too close to tell"]
     for z, cell in zip([v for row in fig.data[0].z for v in row], cells):
-        assert cell.startswith({1: "▲ helps", -1: "▼ hurts", 0: "● noise"}[(z > 0) - (z < 0)])
-    assert all(mark in fig.layout.title.text for mark in ("▲ helps", "▼ hurts", "● noise"))  # the key
-    assert fr.effect_marker(float("nan")) == "not measured"
+        assert cell.startswith({1: "▲ helps", -1: "▼ hurts", 0: ("●", "○")}[(z > 0) - (z < 0)])
+    assert all(mark in fig.layout.title.text for mark in ("▲ helps", "▼ hurts", "● too close to tell", "○"))
+
+
+def test_a_single_measurement_is_grey_and_says_once():
+    fig = fr.indicator_matrix_figure({"kernels": kern(0.100, 0.075)})
+    assert list(fig.data[0].z[0]) == [0.0, 0.0]
+    assert all(cell.startswith("○ once") for cell in fig.data[0].text[0])
 
 
 def test_a_small_measured_gain_is_never_grey():
-    assert fr._cell_color(1.2) >= 0.25 and fr._cell_color(1 / 1.2) <= -0.25
-    assert fr._cell_color(math.nan) == 0.0
+    assert fr._cell_color(Effect((1.2, 1.21))) >= 0.25 and fr._cell_color(Effect((1 / 1.2, 1 / 1.21))) <= -0.25
+    assert fr._cell_color(Effect(())) == 0.0
 
 
-def test_effects_table_names_each_verdict():
-    table = fr.effects_table(results())
+def test_effects_table_names_each_verdict_and_spread():
+    table = fr.effects_table(history())
     assert list(table["TTFT effect"]) == ["faster", "slower"] and list(table["TPOT effect"]) == ["noise", "noise"]
+    assert list(table["measurements"]) == [2, 2] and (table["TPOT runs apart"] > 0).all()

@@ -111,3 +111,15 @@ def test_the_chunked_timeline_draws_each_chunk_on_its_request_and_names_who_shar
     assert prefill.text[1] == "1 rider(s): #1<br>prefill chunk: #2 prompt tokens 1–20"
     assert prefill.text[2].endswith("#2 prompt tokens 21–40")
     assert tt.timeline_help(run) == tt.CHUNKED_HELP and tt.timeline_help(_run().policies[1]) == tt.TIMELINE_HELP
+
+
+def test_disaggregation_on_one_machine_says_what_a_device_per_side_changes():
+    run = _run()
+    assert tt.DISAGGREGATION_NOTE not in tt.findings(run, SLO(0.25, 0.1))  # not run: not said
+    split = PolicyRun("disaggregated", "disaggregated", requests=run.policies[1].requests, steps=run.policies[1].steps)
+    run.policies.append(split)
+    words = tt.findings(run, SLO(0.25, 0.1))
+    assert tt.DISAGGREGATION_NOTE in words
+    for needed in ("one memory bus", "DistServe", "Zhong et al., OSDI 2024", "a device per side"):
+        assert needed in tt.DISAGGREGATION_NOTE
+    assert "never stops for a prompt" not in tt.LANES_HELP and "same cores" in tt.LANES_HELP

@@ -1,5 +1,10 @@
-"""The Remedies lab's words follow what was measured, with the noise band stated: slower says slower, a change
-within the band says noise, and only a measured gain earns the 'closer to memory speed' explanation."""
+"""The Remedies lab's words follow what was measured: a verdict comes from this session's repeated measurements of a
+remedy (their median against their own spread), never from a fixed noise band; one measurement gets no verdict; slower
+says slower, and only a measured gain earns the 'closer to memory speed' explanation."""
+import math
+
+import pytest
+
 from engine.labs.remedies import KernelsResult, PhaseRow, PrefixResult
 from ui.text import remedy_text as rt
 
@@ -9,31 +14,82 @@ def kernels(ttft_plain, tpot_plain, ttft_fast, tpot_fast) -> KernelsResult:
                           PhaseRow("fast kernels", ttft_fast, tpot_fast, 24, 24, 500_000_000)], "oneDNN", True)
 
 
-def test_effect_band():
-    assert [rt.effect(x) for x in (1.5, 1.15, 1.0, 0.88, 0.87, 0.83, float("nan"))] == \
-        ["faster", "noise", "noise", "noise", "noise", "slower", "n/a"]
-    assert rt.effect_words(0.83) == "×0.83 (slower)" and rt.effect_words(1.08) == "×1.08 (within noise)"
-    assert "±15%" in rt.NOISE_NOTE
+def test_one_measurement_gets_no_verdict():
+    e = rt.Effect((1.5,))
+    assert e.verdict == "once" and "measured once" in e.words() and e.marker() == "○ once ×1.50"
+    assert math.isnan(e.spread)
+    assert rt.Effect(()).verdict == "n/a" and rt.Effect((float("nan"),)).marker() == "not measured"
 
 
-def test_kernels_measured_slower_says_so():
-    """The issue's run: fast kernels TTFT ×0.83, TPOT ×0.88 against plain."""
-    text = rt.kernels_summary(kernels(0.083, 0.066, 0.100, 0.075))
-    assert "Decode TPOT ×0.88 (within noise), prefill TTFT ×0.83 (slower)" in text
-    assert "Measured slower for prefill" in text
+@pytest.mark.parametrize("ratios, verdict", [
+    ((1.40, 1.50, 1.45), "faster"),  # every run faster, median far beyond the spread
+    ((0.80, 0.85), "slower"),
+    ((0.95, 1.10), "noise"),  # the runs disagree on the direction
+    ((1.02, 1.60), "noise"),  # both faster, but 57 % apart: more than the median's gain (×1.28)
+    ((1.02, 1.03), "faster"),  # a small gain, measured tightly: the band is the runs' own, not a constant
+])
+def test_the_verdict_comes_from_the_measurements_spread(ratios, verdict):
+    assert rt.Effect(ratios).verdict == verdict
+
+
+def test_no_constant_noise_band_is_left():
+    assert not hasattr(rt, "NOISE") and "±15" not in rt.NOISE_NOTE and "spread" in rt.NOISE_NOTE
+
+
+def test_words_state_the_median_the_count_and_the_spread():
+    words = rt.Effect((1.40, 1.50, 1.45)).words()
+    assert words.startswith("×1.45 (faster; median of 3, 7% apart)")
+
+
+def test_kernels_measured_slower_twice_says_so():
+    runs = [kernels(0.083, 0.066, 0.100, 0.075), kernels(0.083, 0.066, 0.101, 0.074)]  # TTFT ×0.83, TPOT ×0.89 twice
+    text = rt.kernels_summary(runs[-1], runs)
+    assert "prefill TTFT ×0.83 (slower" in text and "Measured slower for decode and prefill" in text
     assert "closer to the memory's own speed" not in text
 
 
+def test_kernels_measured_once_holds_its_verdict_back():
+    text = rt.kernels_summary(kernels(0.083, 0.066, 0.100, 0.075))
+    assert "measured once" in text and "One measurement gives no verdict" in text and "slower for" not in text
+
+
 def test_kernels_measured_faster_explains_why():
-    text = rt.kernels_summary(kernels(0.100, 0.080, 0.095, 0.050))
-    assert "Decode TPOT ×1.60 (faster)" in text and "closer to the memory's own speed" in text
+    runs = [kernels(0.100, 0.080, 0.095, 0.050), kernels(0.100, 0.081, 0.096, 0.052)]
+    text = rt.kernels_summary(runs[-1], runs)
+    assert "Decode TPOT ×1.58 (faster" in text and "closer to the memory's own speed" in text
 
 
-def test_prefix_tpot_within_noise_is_called_noise():
-    r = PrefixResult(PhaseRow("from scratch", 0.2, 0.054, 40, 8), PhaseRow("prefix reused", 0.05, 0.05, 40, 8),
-                     40, 30, 10, 1e-6)
-    text = rt.prefix_summary(r)
-    assert "TTFT 200.0 ms → 50.0 ms (×4.00 (faster))" in text and "(×1.08 (within noise);" in text
+def test_prefix_tpot_that_moves_both_ways_is_too_close_to_tell():
+    a = PrefixResult(PhaseRow("from scratch", 0.2, 0.054, 40, 8), PhaseRow("prefix reused", 0.05, 0.05, 40, 8), 40, 30, 10, 1e-6)
+    b = PrefixResult(PhaseRow("from scratch", 0.2, 0.050, 40, 8), PhaseRow("prefix reused", 0.05, 0.053, 40, 8), 40, 30, 10, 1e-6)
+    text = rt.prefix_summary(b, [a, b])
+    assert "TTFT 200.0 ms → 50.0 ms (×4.00 (faster" in text and "too close to tell" in text
+
+
+def test_history_keeps_the_latest_few():
+    history: dict = {}
+    for i in range(rt.HISTORY_KEEP + 2):
+        rt.keep(history, "kernels", i)
+    assert history["kernels"] == list(range(2, rt.HISTORY_KEEP + 2))
+
+
+def test_int8_is_said_against_float32_and_bf16_and_weight_only():
+    helps = rt.HELPS["int8"][1]
+    assert "4x fewer bytes per weight than float32" in helps and "2x fewer than bf16" in helps
+    assert "Weight-only" in helps and "W8A8" in helps
+
+
+def test_no_cache_recomputes_rather_than_rereads():
+    from types import SimpleNamespace as N
+    steps = lambda xs: [N(seconds=s, kv_length=10 + i) for i, s in enumerate(xs)]  # noqa: E731
+    r = N(cached=N(steps=steps([0.02, 0.02])), uncached=N(steps=steps([0.05, 0.09])), same_tokens=True)
+    text = rt.kv_cache_summary(r)
+    assert "recomputes the keys and values" in text and "re-reads" not in text
+
+
+def test_the_llama_cpp_claim_is_cited():
+    assert "github.com/ggml-org/llama.cpp/discussions/4167" in rt.LLAMA_CPP_CITATION
+    assert "not made here" in rt.LLAMA_CPP_CITATION
 
 
 def test_tab_labels_are_short():

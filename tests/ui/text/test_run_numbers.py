@@ -90,3 +90,19 @@ def test_a_run_that_changed_its_threads_says_so_and_the_steps_table_shows_them()
             "thread(s)): from step 2 on 1 thread(s) (a reason).") in note
     assert list(runs.steps_table(trace)["threads"])[1:] == [2, 1, 1, 1]
     assert "fewer threads" in run_numbers.cpu_wait_caption(trace)
+
+
+def test_a_run_says_where_its_numbers_come_from():
+    from types import SimpleNamespace as N
+    here = N(source="local", settings={"model_spec": {"name": "smollm2-135m"}})
+    assert run_numbers.provenance(here) == "Measured on this machine in this session."
+    recorded = N(source="local", settings={})
+    assert run_numbers.provenance(recorded, "Long prompt — SmolLM2 · cpu · EPYC · 2026-12-01").startswith(
+        "A recording, not measured in this session: Long prompt")
+    assert "HTTP" in run_numbers.provenance(N(source="server", settings={}))
+
+
+def test_no_unmeasured_ratio_is_shown_as_measured():
+    note = run_numbers.cpu_wait_note(waited(0.024))
+    assert "0.2-1.1x" not in note and "Measured in this run" in note and "an estimate" in note
+    assert "2026" not in run_numbers.PAGE_VS_CLI and "1.72" not in run_numbers.PAGE_VS_CLI

@@ -1,0 +1,49 @@
+"""The story pages' paragraphs (Home, Prefill, Decode): the fable's two bends told with the physics said where it holds.
+
+Streamlit-free; the numbers in them come from ui/text/lesson_physics.py (computed from spec sheets and formulas).
+"""
+from __future__ import annotations
+
+from ui.text import lesson_physics
+
+HOME_VALLEY = (
+    "**Prefill — the valley of Longmen Bay.** Every prompt token goes through the model in *one* forward pass, "
+    "in parallel. Throughput comes first. Each weight read from memory is reused for all the prompt's tokens, so "
+    "once the prompt is long enough the limit is **compute** (FLOP/s): on a CPU from a few tokens to a few dozen, "
+    f"{lesson_physics.gpu_prefill_crossover_words()}; a shorter prompt still waits on memory. Its cost is the wait "
+    "for the first word: **TTFT** (time to first token)."
+)
+HOME_BRIDGE = (
+    "**Decode — the bridge.** Each new token needs the previous one, so tokens cross *one at a time*. "
+    "Latency comes first; the limit is **memory traffic**: every step reads all the weights and the whole "
+    "KV cache (which grows with every token) to do very little arithmetic. Its cost is the **time per output "
+    "token** (TPOT), paid again for every word, and a little dearer as the context grows."
+)
+PREFILL_INTRO = (
+    "At the first bend, Longmen Bay, the whole convoy rides through a **wide valley side by side**: every prompt token "
+    "goes through the model **in one forward pass**. Each layer multiplies a *T × d* block of activations by its "
+    "weight matrices (matrix × matrix products), so every weight fetched from memory is reused for all *T* tokens: "
+    f"about {lesson_physics.gemv_intensity(4):g}·T FLOP per byte in float32, T in bf16. Once that passes the device's "
+    "**ridge point** the arithmetic, not the memory traffic, sets the pace and prefill is **compute-bound**: on a CPU "
+    f"from a few tokens to a few dozen, {lesson_physics.gpu_prefill_crossover_words()}. Below it, even the valley "
+    "waits on memory (a small model on a GPU waits on launching its kernels). Its cost is the time to first token "
+    "(TTFT)."
+)
+DECODE_INTRO = (
+    "At the second bend riders cross a **single-plank bridge one at a time**: each decode step feeds exactly "
+    "**one** token per sequence, because the next token depends on this one. Yet that one token must stream **every "
+    "weight** of the model and the **whole KV cache** (the keys and values of all earlier tokens) from memory, and "
+    f"does about 2 FLOPs per weight read (matrix × vector): {lesson_physics.gemv_intensity(4):g} FLOP per byte in "
+    f"float32, {lesson_physics.gemv_intensity(2):g} in bf16. At a small batch that is below the ridge of CPUs and GPUs "
+    "alike, so decode is **memory-bound** (a small model on a GPU is bound by launching its kernels instead). Its cost "
+    "is the gap between tokens, and it grows with the context: the cache a step reads gains one entry per token."
+)
+
+
+def decode_why(bandwidth: str, bytes_per_weight: int, dtype: str, riders: int = 1) -> str:
+    """The Decode page's caption under a step's numbers (bandwidth: phase_numbers.bandwidth_text's words): about 2
+    FLOPs per weight per sequence, so riders·2 / bytes per weight FLOP per byte of weights (the cache's bytes left out)."""
+    per = f"per weight for each of its {riders} riders" if riders > 1 else "per weight"
+    intensity = riders * lesson_physics.gemv_intensity(bytes_per_weight)
+    return (f"Why memory-bound: this step {bandwidth}, for about 2 FLOPs {per}: {intensity:g} FLOP per byte of "
+            f"{dtype} weights, less still with the cache's bytes counted.")
