@@ -165,12 +165,13 @@ def decode_step(setup: Setup, context: int, batch: int = 1) -> Pass:
     return _pass(setup, flops, nbytes, batch)
 
 
-def mixed_step(setup: Setup, tokens: int, kv_tokens: int, pairs: float) -> Pass:
+def mixed_step(setup: Setup, tokens: int, kv_tokens: int, pairs: float, rows: int = 1) -> Pass:
     """A serving step that computes `tokens` tokens (prompt chunks and decode rows alike) whose rows hold `kv_tokens`
-    cached tokens after it and whose attention scores `pairs` query-key pairs: the fleet simulator's step."""
+    cached tokens after it, whose attention scores `pairs` query-key pairs and where `rows` sequences emit a token
+    (their logits): the fleet simulator's step."""
     cfg = setup.model
     flops = 2.0 * cfg.matmul_params * tokens + 4.0 * cfg.n_layers * cfg.n_heads * cfg.head_dim * pairs
-    flops += 2.0 * cfg.lm_head_params * max(1, min(tokens, kv_tokens))  # logits for the rows that emit a token
+    flops += 2.0 * cfg.lm_head_params * max(rows, 1)
     nbytes = setup.weight_bytes + kv_tokens * setup.kv_bytes_per_token
     return _pass(setup, flops, nbytes, max(tokens, 1))
 

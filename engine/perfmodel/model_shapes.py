@@ -35,8 +35,8 @@ class ModelShape:
 
 
 MODELS: dict[str, ModelShape] = {m.key: m for m in [
-    ModelShape("smollm2-135m", "SmolLM2-135M", llama(30, 576, 9, 3, 1536, 49152, 8192, tied=True),
-               "the model this dashboard runs"),
+    ModelShape("SmolLM2-135M".lower(), "SmolLM2-135M", llama(30, 576, 9, 3, 1536, 49152, 8192, tied=True),
+               "the model this dashboard runs (its alias is engine/loading/model_store.py's to name)"),
     ModelShape("gpt2", "GPT-2 124M", gpt2(12, 768, 12)),
     ModelShape("gpt2-medium", "GPT-2 355M", gpt2(24, 1024, 16)),
     ModelShape("gpt2-large", "GPT-2 774M", gpt2(36, 1280, 20)),
