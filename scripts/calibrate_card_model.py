@@ -2,6 +2,7 @@
 
     .venv/bin/python scripts/calibrate_card_model.py            # fit, print the values and the errors
     .venv/bin/python scripts/calibrate_card_model.py --report   # no fit: the errors of the values in cards.py
+    .venv/bin/python scripts/calibrate_card_model.py --markdown # no fit: every row, model vs published (for the docs)
 
 The fit minimises the mean squared log error (a 20 % miss weighs the same on 5 ms as on 500 ms; each source weighs
 the same however many rows it has, so one software stack does not become the class) over the rows marked
@@ -117,11 +118,34 @@ def report(rows: list[pb.Measurement]) -> None:
                   f"{sum(abs(e) <= pb.TOLERANCE for e in errs)}/{len(errs)} within ±{pb.TOLERANCE:.0%}")
 
 
+def markdown(rows: list[pb.Measurement]) -> None:
+    """Every row as a markdown table: what was measured, where, the published time, the model's, the error."""
+    print("| row | split | what | card | published | model | error | source |")
+    print("|---|---|---|---|---:|---:|---:|---|")
+    for m in rows:
+        shape = f"{m.model} {m.dtype}" + (f" x{m.gpus}" if m.gpus > 1 else "") + f", B={m.batch}, "
+        shape += {"ttft": f"prefill {m.prompt}", "tpot": f"decode at {m.context or m.prompt + m.output // 2}",
+                  "e2e": f"{m.prompt} in / {m.output} out"}[m.kind]
+        err = m.error()
+        flag = "" if abs(err) <= pb.TOLERANCE else " **!**"
+        print(f"| {m.id} | {m.split} | {shape} | {m.card} | {m.published_ms:,.2f} ms | {m.predicted_ms():,.2f} ms | "
+              f"{err:+.0%}{flag} | [{m.software}]({m.source}) |")
+    print()
+    print("| ratio | what | published | model |")
+    print("|---|---|---:|---:|")
+    for r in pb.load_ratios(rows):
+        print(f"| {r.id} | {r.note} | x{r.published:.2f} | x{r.predicted:.2f} |")
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--report", action="store_true", help="no fit: the errors of the values in cards.py")
+    ap.add_argument("--markdown", action="store_true", help="no fit: every row, model vs published, as markdown")
     args = ap.parse_args()
     rows = pb.load()
+    if args.markdown:
+        markdown(rows)
+        return 0
     if not args.report:
         for klass in FREE:
             calib = [m for m in rows if m.split == "calibration" and pb.card(m.card).device_class == klass]

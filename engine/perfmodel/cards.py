@@ -220,10 +220,14 @@ def card(key: str) -> Card:
 def measured_card(matmul_flops_per_s: float, read_bytes_per_s: float, memory_bytes: float, when: str,
                   device: str = "cpu", mfu: Param | None = None, mbu: Param | None = None) -> Card:
     """This machine as a card: peaks measured here (engine/labs/hardware.py) at `when`, the CPU class's efficiencies
-    unless the dashboard measured this machine's own (a prefill's MFU, a decode step's MBU)."""
+    unless the dashboard measured this machine's own (a prefill's MFU, a decode step's MBU). A measured MBU is a whole
+    step's bytes over its time: the step's overheads are inside it, so they are not added again."""
     if not (matmul_flops_per_s > 0 and read_bytes_per_s > 0):
         raise EngineError("this machine's measured peaks must be > 0 (FLOP/s and bytes/s)")
     overrides = {k: v for k, v in (("mfu", mfu), ("mbu", mbu)) if v is not None}
+    if mbu is not None:
+        inside = Param(0.0, 0.0, 0.0, "inside the measured MBU (a whole decode step's time)")
+        overrides.update(layer_s=inside, pass_s=inside)
     return Card(THIS_MACHINE, f"this machine ({device})", "cpu",
                 {"fp32": matmul_flops_per_s, "fp16": matmul_flops_per_s}, read_bytes_per_s, memory_bytes, 0.0,
                 f"measured here {when}: a matmul at the model's shapes {matmul_flops_per_s / 1e9:.0f} GFLOP/s, a "

@@ -20,7 +20,9 @@ if peaks is None and st.button("Measure this machine's peaks (adds it as a card)
                                 label="Measuring this machine's peaks…")
     if peaks is not None:
         store.labs.setdefault(state.PEAKS, {})[(peaks.device, peaks.dtype)] = peaks
-cards = list(ft.card_choices(peaks))
+run = store.last_trace  # the last run measured here: this machine's card takes its MFU and MBU
+run = run if run is not None and run.model_config is not None and run.steps else None
+cards = list(ft.card_choices(peaks, run))
 
 st.subheader("The traffic and its objectives")
 cols = st.columns(4)
@@ -64,7 +66,7 @@ if st.button("Plan the fleet", type="primary", key=state.FLEET_PLAN):
     st.session_state.pop(state.FLEET_ERROR, None)
     with st.spinner("Simulating fleets…"):
         outcome = ft.run_planner(workload, rate, int(n), ttft_ms, tpot_ms, model_name, card, price, policies,
-                                 int(max_batch), int(budget), link, decode_card, decode_price, peaks)
+                                 int(max_batch), int(budget), link, decode_card, decode_price, peaks, trace=run)
     st.session_state[state.FLEET_RESULT if isinstance(outcome, dict) else state.FLEET_ERROR] = outcome
 
 if state.FLEET_ERROR in st.session_state:
@@ -89,7 +91,7 @@ prices = {name: ft.example_price(name) for name in cards}
 prices[card] = price
 if decode_card != ft.SAME and decode_price is not None:
     prices[decode_card] = decode_price
-stages = ft.stage_cards(model_name, workload, prices, peaks)
+stages = ft.stage_cards(model_name, workload, prices, peaks, trace=run)
 st.dataframe(stages, hide_index=True, width="stretch")
 st.markdown(ft.stage_words(stages))
 st.caption("Money per thousand requests of the workload's mean lengths: a prefill alone (batching does not share a "

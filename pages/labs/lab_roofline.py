@@ -26,7 +26,7 @@ def measured_section(lm):
                                           "model's shapes)…")
         store.labs[state.PEAKS][(lm.device, lm.dtype)] = peaks
     if peaks is None:
-        return None
+        return None, None
 
     trace = store.last_trace
     source = "the last dashboard run"
@@ -55,12 +55,12 @@ def measured_section(lm):
         for col, u in zip(st.columns(len(utilisation) or 1), utilisation):
             col.metric(f"{u.name} (measured here)", f"{u.value:.0%}")
             col.caption(u.words)
-        st.markdown(cn.crossover_words(lm.config, lm.name, peaks, lm.dtype, trace.n_prompt + trace.n_output))
-    return peaks
+        st.markdown(cn.crossover_words(lm.config, lm.name, peaks, lm.dtype, trace.n_prompt + trace.n_output, trace))
+    return peaks, trace
 
 
 lm = widgets.current_model()
-peaks = measured_section(lm) if lm is not None else None
+peaks, measured_run = measured_section(lm) if lm is not None else (None, None)
 
 st.divider()
 st.subheader("Every card: predicted TTFT and TPOT (the card model — estimates)")
@@ -71,7 +71,7 @@ workload_name = cols[1].selectbox("Workload", list(rn.WORKLOAD_PRESETS), key=sta
 dtype = cols[2].selectbox("Number format", list(cn.DTYPES), format_func=cn.DTYPES.get, key=state.ROOF_DTYPE)
 batch = cols[3].selectbox("Batch B (requests together)", [1, 8, 32, 128], key=state.ROOF_BATCH)
 workload = rn.WORKLOAD_PRESETS[workload_name]
-cards = cn.cards_with(peaks)
+cards = cn.cards_with(peaks, measured_run)
 table = fig_roofline.predictions(model_name, workload, dtype, batch, cards)
 theme_toggle.plotly_chart(fig_roofline.prediction_bars(
     table, f"{model_name}, {workload.name} ({workload.prompt_tokens} in / {workload.output_tokens} out), B = {batch}"),
@@ -80,8 +80,8 @@ st.dataframe(table, hide_index=True, width="stretch")
 st.caption(rn.CARD_MODEL_NOTE)
 
 st.subheader("Where each bend turns compute-bound, card by card")
-st.dataframe(cn.crossover_table(model_name, dtype, workload.prompt_tokens + workload.output_tokens // 2, peaks),
-             hide_index=True, width="stretch")
+st.dataframe(cn.crossover_table(model_name, dtype, workload.prompt_tokens + workload.output_tokens // 2, peaks,
+                                measured_run), hide_index=True, width="stretch")
 
 st.subheader("Which stage eats the money: a request's device-seconds at B = 1 and B = 64")
 cost_card = st.selectbox("Card", list(cards), index=min(1, len(cards) - 1), key=state.ROOF_COST_CARD)

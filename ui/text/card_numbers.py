@@ -25,12 +25,16 @@ WALL_MODELS = ["llama-2-7b", "mistral-7b", "llama-3.1-8b", "llama-2-13b"]  # MHA
 COMPARISON_MODEL = "llama-3.1-8b"  # the H100 -> H200 comparison: bf16, 2,048 tokens in, 256 out, batch 16
 
 
-def this_card(peaks) -> cd.Card:
-    """This machine as a card: the peaks the dashboard measured here (engine/labs/hardware.py), and when."""
+def this_card(peaks, trace=None) -> cd.Card:
+    """This machine as a card: the peaks the dashboard measured here (engine/labs/hardware.py), and when; with a run
+    measured here, that run's own MFU and MBU in place of the CPU class's estimates."""
     read = getattr(peaks, "read_bytes_per_s", None) or peaks.copy_bytes_per_s / 2  # a copy reads and writes
     when = getattr(peaks, "measured_at", "")
+    measured = {u.name: cd.Param(u.value, u.value, u.value, f"measured here: {u.words}")
+                for u in measured_utilisation(trace, peaks)}
     return cd.measured_card(peaks.matmul_flops_per_s, read, getattr(peaks, "memory_bytes", None) or 0.0,
-                            f"at {when}" if when else "in this session", getattr(peaks, "device", "cpu"))
+                            f"at {when}" if when else "in this session", getattr(peaks, "device", "cpu"),
+                            measured.get("MFU"), measured.get("MBU"))
 
 
 def setup(model: str, card: str | cd.Card, dtype: str = "float16", gpus: int = 1) -> cm.Setup:
@@ -40,9 +44,11 @@ def setup(model: str, card: str | cd.Card, dtype: str = "float16", gpus: int = 1
     return cm.Setup(shape.config, the_card, dtype, gpus, shape.name)
 
 
-def cards_with(peaks=None) -> dict[str, cd.Card]:
-    """The spec-sheet cards by name, and this machine's measured card first when its peaks are measured."""
-    out = {} if peaks is None else {this_card(peaks).name: this_card(peaks)}
+def cards_with(peaks=None, trace=None) -> dict[str, cd.Card]:
+    """The spec-sheet cards by name, and this machine's measured card first when its peaks are measured (with the
+    MFU and MBU of `trace`, a run measured here, when given)."""
+    mine = None if peaks is None else this_card(peaks, trace)
+    out = {} if mine is None else {mine.name: mine}
     out.update({c.name: c for c in cd.CARDS.values()})
     return out
 
@@ -86,11 +92,11 @@ def measured_utilisation(trace, peaks) -> list[Utilisation]:
 
 
 # --- §3: the two crossovers, measured here and computed for each card ------------------------------------------
-def crossover_table(model: str, dtype: str = "float16", context: int = 1024, peaks=None) -> pd.DataFrame:
+def crossover_table(model: str, dtype: str = "float16", context: int = 1024, peaks=None, trace=None) -> pd.DataFrame:
     """For each card: its ridge, the prompt length where the valley turns compute-bound, the batch where the bridge
     does (at `context` tokens of cache). This machine first, from its measured peaks, when they are measured."""
     rows = []
-    for name, c in cards_with(peaks).items():
+    for name, c in cards_with(peaks, trace).items():
         the_dtype = "float32" if c.device_class == "cpu" and dtype in ("float16", "bfloat16") else dtype
         s = setup(model, c, the_dtype)
         try:
@@ -110,10 +116,10 @@ def crossover_table(model: str, dtype: str = "float16", context: int = 1024, pea
     return pd.DataFrame(rows)
 
 
-def crossover_words(cfg, name: str, peaks, dtype: str = "float32", context: int = 1024) -> str:
+def crossover_words(cfg, name: str, peaks, dtype: str = "float32", context: int = 1024, trace=None) -> str:
     """The crossovers on this machine for the model it runs (`cfg`, a ModelConfig), computed from its measured peaks:
     where the valley and the bridge turn compute-bound."""
-    s = cm.Setup(cfg, this_card(peaks), dtype if dtype in cm.DTYPES else "float32", 1, name)
+    s = cm.Setup(cfg, this_card(peaks, trace), dtype if dtype in cm.DTYPES else "float32", 1, name)
     t, b = cm.crossover_prompt(s), cm.crossover_batch(s, context)
     bridge = (f"the bridge from a batch of {b:,}" if b is not None
               else "the bridge never (each rider's KV cache adds bytes as fast as FLOPs)")

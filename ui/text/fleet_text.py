@@ -50,9 +50,10 @@ def example_price(card_name: str) -> float:
     return EXAMPLE_PRICES.get(card_name, 0.1 if card_name.startswith("this machine") else 1.0)
 
 
-def card_choices(peaks=None) -> dict[str, cd.Card]:
-    """The cards the planner offers: this machine's measured card first (when measured), then the spec sheets."""
-    return cn.cards_with(peaks)
+def card_choices(peaks=None, trace=None) -> dict[str, cd.Card]:
+    """The cards the planner offers: this machine's measured card first (when measured; with `trace`'s MFU and MBU,
+    a run measured here), then the spec sheets."""
+    return cn.cards_with(peaks, trace)
 
 
 def instance(model_name: str, card: cd.Card, dtype: str = "float16") -> cm.Setup:
@@ -142,14 +143,15 @@ def fleet_words(p: Plan) -> str:
 
 def run_planner(workload: Workload, rate: float, n: int, ttft_ms: float, tpot_ms: float, model_name: str,
                 card: str, price: float, policies: list[str], max_batch: int, budget: int, link_gb_s: float,
-                decode_card: str = SAME, decode_price: float | None = None, peaks=None, dtype: str = "float16"):
+                decode_card: str = SAME, decode_price: float | None = None, peaks=None, dtype: str = "float16",
+                trace=None):
     """Every policy's plan, or one line saying what was wrong (EngineError's own words). `decode_card`: a split fleet's
     decode cards when another kind than the prefill ones; prices are per card-hour."""
     try:
         if not policies:
             raise EngineError("pick at least one policy to plan")
         slo = SLO(ttft_ms / 1e3, tpot_ms / 1e3)
-        choices = card_choices(peaks)
+        choices = card_choices(peaks, trace)
         if card not in choices:
             raise EngineError(f"unknown card '{card}'; valid: {', '.join(choices)}")
         model = card_model(model_name, choices[card], dtype)
@@ -172,11 +174,11 @@ def run_planner(workload: Workload, rate: float, n: int, ttft_ms: float, tpot_ms
 
 
 def stage_cards(model_name: str, workload: Workload, prices: dict[str, float], peaks=None,
-                dtype: str = "float16") -> pd.DataFrame:
+                dtype: str = "float16", trace=None) -> pd.DataFrame:
     """Which card for which stage (the card model, no simulation): each card's prefill and decode money per thousand
     requests of the workload's mean lengths, a prefill alone and a decode step among up to 64 riders."""
     return cn.stage_cards(model_name, max(workload.prompt.mean, 1), max(workload.output.mean, 1), prices, 64, dtype,
-                          card_choices(peaks))
+                          card_choices(peaks, trace))
 
 
 def stage_words(table: pd.DataFrame) -> str:

@@ -85,3 +85,17 @@ def test_h100_to_h200_only_the_bridge_gets_faster():
     assert "only the bridge gets faster" in words and "x1.14" in words  # the published ratio beside the model's
     fig = fig_cards.comparison_figure(c)
     assert [round(v, 2) for v in fig.data[0].y][:2] == [round(c.prefill_speedup, 2), round(c.decode_speedup, 2)]
+
+
+def test_this_machines_card_takes_a_measured_runs_mfu_and_mbu(tiny_llama):
+    trace = engine.generate(tiny_llama, list(range(1, 33)), 9, ignore_eos=True)
+    mfu, mbu = cn.measured_utilisation(trace, PEAKS)
+    c = cn.this_card(PEAKS, trace)
+    assert c.param("mfu").value == mfu.value and c.param("mbu").value == mbu.value
+    assert c.param("pass_s").value == 0 and c.param("layer_s").value == 0  # inside the measured step already
+    assert c.param("mbu").source.startswith("measured here")
+    _, dec = rl.trace_points(trace)
+    s = cm.Setup(tiny_llama.config, c, "float32")
+    kv = sorted(st.kv_length for st in trace.steps)[len(trace.steps) // 2]
+    assert cm.decode_step(s, kv).seconds == pytest.approx(dec.seconds, rel=0.25)  # the card reproduces its own step
+    assert cn.this_card(PEAKS).param("mbu") == cn.cd.CLASSES["cpu"].mbu  # without a run: the class's estimate
