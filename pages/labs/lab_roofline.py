@@ -102,6 +102,12 @@ wall_card = cost_card if cost_card in cn.CARDS else "NVIDIA H100 SXM"
 wall = cn.kv_wall_table(cn.WALL_MODELS, wall_card, wall_tokens)
 theme_toggle.plotly_chart(fig_cards.kv_wall_figure(wall, wall_card, wall_tokens), width="stretch", theme=None)
 st.markdown(cn.kv_wall_words(wall, wall_card, wall_tokens))
+context, why_not = cn.tpot_by_context_or_message(model_name, wall_card, dtype, batch)
+if why_not:
+    st.caption(f"TPOT against the context: {why_not}")
+else:
+    theme_toggle.plotly_chart(fig_cards.context_figure(context, model_name, wall_card, batch), width="stretch",
+                              theme=None)
 
 st.subheader("H100 → H200: the same FLOP/s, 1.43× the bandwidth")
 comparison = cn.compare_cards(cn.COMPARISON_MODEL)

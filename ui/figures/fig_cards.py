@@ -53,3 +53,14 @@ def kv_wall_figure(table: pd.DataFrame, card_name: str, tokens: int) -> go.Figur
     fig.update_layout(**base_layout(f"The KV-cache wall: sequences of {tokens:,} tokens on {card_name} (estimate)", "",
                                     "most sequences beside the weights", height=400), barmode="group")
     return fig
+
+
+def context_figure(table: pd.DataFrame, model: str, card_name: str, batch: int) -> go.Figure:
+    """The card model's decode step against the context: a straight line whose slope is the KV cache's bytes."""
+    fig = go.Figure()
+    fig.add_scatter(x=table["context (tokens)"], y=table["TPOT (ms, est.)"], mode="lines+markers",
+                    name="decode step (estimate)", line=dict(color=DECODE_COLOR, width=3, dash="dash"))
+    fig.update_layout(**base_layout(f"{model} on {card_name}, B = {batch}: each step reads the whole cache (estimate)",
+                                    "context (tokens in the KV cache)", "TPOT (ms)", height=380))
+    fig.update_yaxes(rangemode="tozero")
+    return fig

@@ -32,9 +32,24 @@ def this_card(peaks, trace=None) -> cd.Card:
     when = getattr(peaks, "measured_at", "")
     measured = {u.name: cd.Param(u.value, u.value, u.value, f"measured here: {u.words}")
                 for u in measured_utilisation(trace, peaks)}
+    if "MFU" in measured and "MBU" in measured:
+        mbu = _step_mbu(trace, peaks, read, measured["MFU"].value)
+        measured["MBU"] = cd.Param(mbu, mbu, mbu, measured["MBU"].source + "; the card's MBU is the share that, with "
+                                   "the step's FLOPs at the prefill's MFU, gives back the measured step")
     return cd.measured_card(peaks.matmul_flops_per_s, read, getattr(peaks, "memory_bytes", None) or 0.0,
                             f"at {when}" if when else "in this session", getattr(peaks, "device", "cpu"),
                             measured.get("MFU"), measured.get("MBU"))
+
+
+def _step_mbu(trace, peaks, read: float, mfu: float) -> float:
+    """The bandwidth share that makes the card model's decode step (its FLOPs at `mfu`, its bytes at this share,
+    joined by the soft roofline) last as long as the step measured here."""
+    dec = next(p for p in rl.trace_points(trace) if p.phase == "decode")
+    t = dec.seconds
+    compute = dec.flops_per_s * t / (peaks.matmul_flops_per_s * mfu)
+    p = cd.OVERLAP.value
+    memory = (t ** p - compute ** p) ** (1 / p) if compute < 0.9 * t else 0.1 * t  # compute alone would not fit in it
+    return dec.bytes_per_s * t / (read * memory)
 
 
 def setup(model: str, card: str | cd.Card, dtype: str = "float16", gpus: int = 1) -> cm.Setup:
@@ -262,3 +277,41 @@ def comparison_words(c: Comparison) -> str:
             "x1.02 at 2,048 tokens, TPOT x1.14 at batch 1 and x1.18 at batch 16 (docs/performance-model.md).")
 
 
+
+
+# --- §3: a decode step's cost against the context, up to the window or the memory ---------------------------------
+def tpot_by_context(model: str, card: str | cd.Card, dtype: str = "float16", batch: int = 1,
+                    points: int = 12) -> pd.DataFrame:
+    """The card model's decode step at contexts from 128 tokens to the model's window (or as far as `batch` caches fit
+    beside the weights): the bridge's cost grows linearly with the context it reads."""
+    s = setup(model, card, dtype).check()
+    room = (s.usable_bytes - s.weight_bytes) / (batch * s.kv_bytes_per_token)
+    top = int(min(s.model.max_seq_len, room))
+    rows = []
+    if top < 128:
+        return pd.DataFrame(rows)
+    step = max(1, (top - 128) // max(points - 1, 1))
+    for ctx in range(128, top + 1, step):
+        p = cm.decode_step(s, ctx, batch)
+        rows.append({"context (tokens)": ctx, "TPOT (ms, est.)": round(p.seconds * 1e3, 3),
+                     "KV cache read (GB)": round(batch * ctx * s.kv_bytes_per_token / 1e9, 3),
+                     "weights read (GB)": round(s.weight_bytes / 1e9, 3), "bound by": p.bound})
+    return pd.DataFrame(rows)
+
+
+def ridge_words() -> str:
+    """The cards' spec-sheet ridges in bf16/fp16, lowest to highest: what "a GPU's ridge" spans (§1, item 7)."""
+    ridges = sorted((c.ridge("fp16"), c) for c in cd.CARDS.values())
+    parts = [f"{c.name} {r:,.0f}" + (" (its FLOP/s an estimate)" if c.note and "estimate" in c.note else "")
+             for r, c in ridges]
+    return "Spec-sheet ridges in bf16/fp16, FLOP per byte: " + ", ".join(parts) + "."
+
+
+def tpot_by_context_or_message(model: str, card: str | cd.Card, dtype: str = "float16",
+                               batch: int = 1) -> tuple[pd.DataFrame, str | None]:
+    """tpot_by_context, or the one line saying why there is none (the model does not fit on the card...)."""
+    try:
+        table = tpot_by_context(model, card, dtype, batch)
+    except EngineError as e:
+        return pd.DataFrame(), str(e)
+    return (table, None) if len(table) else (table, f"{batch} caches of 128 tokens do not fit beside the weights")
