@@ -1,4 +1,4 @@
-"""Command line: `python -m engine generate|show|bench|prepare|serve|measure`. Errors print one line, never a traceback."""
+"""Command line: `python -m engine generate|show|bench|prepare|serve|measure|plan`. Errors print one line, never a traceback."""
 from __future__ import annotations
 
 import argparse
@@ -166,6 +166,36 @@ def _measure_traffic(args, api_key: str, show) -> int:
     return 0
 
 
+def cmd_plan(args) -> int:
+    """The card model's TTFT, TPOT and bounds for a model on a card (an estimate; this machine's card is measured)."""
+    import json
+
+    from engine.perfmodel import card_model as cm
+    from engine.perfmodel import plan_report
+    from engine.perfmodel.cards import THIS_MACHINE, card
+    from engine.perfmodel.model_shapes import model_shape
+
+    shape = model_shape(args.model)
+    if args.price is not None and not args.price >= 0:
+        raise EngineError(f"--price must be a number >= 0 (per card-hour), not {args.price!r}")
+    if args.gpu.lower() == THIS_MACHINE:
+        import torch
+
+        from engine.labs.hardware import card_of, measure_peaks
+
+        if not args.json:
+            print("measuring this machine's peaks (a 256 MiB read and copy, a matmul at the model's shapes)...",
+                  file=sys.stderr, flush=True)
+        the_card = card_of(measure_peaks("cpu", torch.float32, shape.config))
+    else:
+        the_card = card(args.gpu)
+    setup = cm.Setup(shape.config, the_card, args.dtype, args.gpus, shape.name)
+    plan = cm.plan(setup, args.prompt_tokens, args.output_tokens, args.batch, args.context)
+    r = plan_report.report(plan, args.price)
+    print(json.dumps(r, indent=1) if args.json else plan_report.text(r))
+    return 0
+
+
 def _add_serve_args(s: argparse.ArgumentParser) -> None:
     from engine.serving.api_server import WORKER_DEFAULT
 
@@ -263,6 +293,21 @@ def main(argv: list[str] | None = None) -> int:
     t.add_argument("--slo-ttft-ms", type=float, default=2000.0, help="goodput's TTFT objective (default 2000 ms)")
     t.add_argument("--slo-tpot-ms", type=float, default=200.0, help="goodput's TPOT objective (default 200 ms)")
     m.set_defaults(func=cmd_measure)
+
+    pl = sub.add_parser("plan", help="the card model: TTFT, TPOT and what bounds them for a model on a card (an estimate)")
+    pl.add_argument("--model", default="llama-2-7b", help="smollm2-135m, gpt2, llama-2-7b, llama-2-70b, llama-3.1-8b, "
+                    "mistral-7b, ... (a bad key lists them)")
+    pl.add_argument("--gpu", default="a100-80gb", help="a100-80gb, h100-sxm, h200, l4, l40s, rtx-4090, m3-max, "
+                    "laptop-cpu, or this-cpu (measured now)")
+    pl.add_argument("--dtype", default="float16", help="float32, float16, bfloat16, fp8, q8_0, q4_0")
+    pl.add_argument("--gpus", type=int, default=1, help="cards in one tensor-parallel group (default 1)")
+    pl.add_argument("--prompt-tokens", type=int, default=512)
+    pl.add_argument("--output-tokens", type=int, default=128)
+    pl.add_argument("--batch", type=int, default=1, help="sequences served together")
+    pl.add_argument("--context", type=int, default=None, help="the decode step's context (default: prompt + output/2)")
+    pl.add_argument("--price", type=float, default=None, help="price per card-hour: adds money to the cost lines")
+    pl.add_argument("--json", action="store_true", help="print the plan as JSON")
+    pl.set_defaults(func=cmd_plan)
 
     args = parser.parse_args(argv)
     try:

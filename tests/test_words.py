@@ -186,8 +186,9 @@ def test_batching_and_chunked_prefill_are_the_servers_remedies_not_this_requests
 
 def test_prefill_is_never_called_compute_bound_without_its_condition():
     """Every sentence the class reads that calls prefill (the valley) compute-bound names the ridge it must pass."""
-    from ui.text import glossary, lab_text, story_text
-    texts = [story_text.HOME_VALLEY, story_text.PREFILL_INTRO, lab_text.ROOFLINE_INTRO, glossary.markdown()]
+    from ui.text import glossary, story_text
+    from ui.text import roofline_numbers as rn
+    texts = [story_text.HOME_VALLEY, story_text.PREFILL_INTRO, rn.INTRO, glossary.markdown()]
     texts += [why for name, why in diagnosis.PREFILL_REMEDIES + diagnosis.WASTED_ON_PREFILL]
     for text in texts:
         for sentence in re.split(r"(?<=[.;])\s", text):

@@ -3,6 +3,8 @@ the model's shapes (prefill's ceiling). Roofline model: Williams, Waterman, Patt
 """
 from __future__ import annotations
 
+import os
+import time
 from dataclasses import dataclass
 
 import torch
@@ -17,6 +19,9 @@ class MeasuredPeaks:
     matmul_flops_per_s: float  # FLOP/s of (T x C) @ (C x F) matmuls at the model's shapes
     device: str
     dtype: str
+    read_bytes_per_s: float | None = None  # bytes per second a streaming read reaches (decode's floor), when measured
+    memory_bytes: float | None = None  # the device's memory (RAM on a CPU), when known
+    measured_at: str = ""  # the wall-clock time of the measurement, for "measured here at ..."
 
 
 def _best_seconds(fn, device: torch.device, repeats: int) -> float:
@@ -86,11 +91,31 @@ def measure_matmul_flops(device: torch.device, dtype: torch.dtype, cfg: ModelCon
     return 2 * 2 * tokens * C * F / seconds
 
 
+def memory_bytes(device: torch.device) -> float | None:
+    """The device's whole memory: the GPU's on CUDA, physical RAM elsewhere (None when the OS does not say)."""
+    if device.type == "cuda":
+        return float(torch.cuda.get_device_properties(device).total_memory)
+    try:
+        return float(os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE"))
+    except (ValueError, OSError, AttributeError):
+        return None
+
+
 def measure_peaks(device: torch.device | str = "cpu", dtype: torch.dtype = torch.float32,
                   cfg: ModelConfig | None = None) -> MeasuredPeaks:
     device = torch.device(device)
     return MeasuredPeaks(measure_copy_bandwidth(device), measure_matmul_flops(device, dtype, cfg),
-                         device.type, str(dtype).removeprefix("torch."))
+                         device.type, str(dtype).removeprefix("torch."), measure_read_bandwidth(device),
+                         memory_bytes(device), time.strftime("%H:%M:%S"))
+
+
+def card_of(peaks: MeasuredPeaks):
+    """This machine as a card of the card model (engine/perfmodel/cards.py): the peaks measured here, and when."""
+    from engine.perfmodel.cards import measured_card
+
+    read = peaks.read_bytes_per_s or peaks.copy_bytes_per_s / 2  # a copy reads and writes each byte
+    return measured_card(peaks.matmul_flops_per_s, read, peaks.memory_bytes or 0.0,
+                         f"at {peaks.measured_at}" if peaks.measured_at else "in this session", peaks.device)
 
 
 def peaks_of(lm) -> MeasuredPeaks:

@@ -15,7 +15,8 @@ scheduler.py), written here once:
 A request goes to the replica (or pool member) with the fewest requests in hand. A one-token prompt has no
 valley to cross: it takes a row and its token is fed like any rider's. A request with no output tokens ends
 with its prefill (its TTFT is the prefill's end). Every duration comes from StepModel.seconds: the simulator
-adds queueing and batching, nothing else. A small heapq event loop: no dependencies.
+adds queueing and batching, nothing else. A split fleet's decode pool may run on another kind of card (its own step
+model: Splitwise's idea). A small heapq event loop: no dependencies.
 """
 from __future__ import annotations
 
@@ -101,6 +102,7 @@ class _Instance:
 
     def __init__(self, sim: _Sim, pool: str):
         self.sim, self.pool = sim, pool
+        self.model = sim.decode_model if pool == "decode" and sim.decode_model is not None else sim.model
         self.waiting: deque[_Req] = deque()
         self.rows: list[_Req] = []
         self.busy = False
@@ -122,7 +124,7 @@ class _Instance:
         self.sim.later(now + seconds, finish)
 
     def _plan(self):
-        sim, model = self.sim, self.sim.model
+        sim, model = self.sim, self.model
         policy = sim.fleet.policy
         room = len(self.rows) < sim.fleet.max_batch
         if policy == "chunked" or (self.pool == "decode" and policy == "disagg"):
@@ -133,7 +135,7 @@ class _Instance:
             return self._mixed() if self.rows else None
         if self.waiting and room and not (self.after_admit and self.rows) and self.waiting[0].done_prompt < self.waiting[0].prompt:
             req = self.waiting.popleft()  # the head is prefilled alone; everyone else waits for it
-            seconds = model.seconds(req.prompt, req.prompt)
+            seconds = model.seconds(req.prompt, req.prompt, pairs=req.prompt * (req.prompt + 1) / 2, rows=1)
             sim.stage["prefill"] += seconds
             self.after_admit = self.pool != "prefill"
             return seconds, lambda t: self._prefilled(req, t)
@@ -155,7 +157,7 @@ class _Instance:
 
     def _mixed(self):
         """One step: a token for every decoding row, the rest of the budget (chunked) to prompts, oldest first."""
-        model, budget = self.sim.model, self.sim.fleet.token_budget
+        model, budget = self.model, self.sim.fleet.token_budget
         decoding = [r for r in self.rows if r.done_prompt >= r.prompt]
         left = budget - len(decoding)
         chunks = []
@@ -166,8 +168,12 @@ class _Instance:
                 left -= take
         tokens = len(decoding) + sum(c for _, c in chunks)
         kv_after = sum(r.kv + 1 for r in decoding) + sum(r.done_prompt + c for r, c in chunks)
-        seconds = model.seconds(tokens, kv_after)
-        pre = model.split(tokens, kv_after, sum(c for _, c in chunks), sum(r.done_prompt + c for r, c in chunks))
+        # query-key pairs: a decode row's token attends its whole cache; a chunk's tokens the prompt so far + the chunk
+        pairs = sum(r.kv + 1 for r in decoding) + sum(c * (r.done_prompt + (c + 1) / 2) for r, c in chunks)
+        rows = len(decoding) + sum(r.done_prompt + c >= r.prompt for r, c in chunks)  # rows that emit a token
+        seconds = model.seconds(tokens, kv_after, pairs=pairs, rows=rows)
+        pre = model.split(tokens, kv_after, sum(c for _, c in chunks), sum(r.done_prompt + c for r, c in chunks),
+                          pairs=pairs, rows=rows)
         self.sim.stage["prefill"] += pre
         self.sim.stage["decode"] += seconds - pre
         return seconds, lambda t: self._stepped(decoding, chunks, t)
@@ -187,8 +193,8 @@ class _Instance:
 
 
 class _Sim:
-    def __init__(self, model: StepModel, fleet: Fleet):
-        self.model, self.fleet = model, fleet
+    def __init__(self, model, fleet: Fleet, decode_model=None):
+        self.model, self.fleet, self.decode_model = model, fleet, decode_model
         self.events: list = []
         self.serial = 0
         self.busy: dict = {}
@@ -228,7 +234,7 @@ class _Sim:
         """The KV cache crosses to the decode pool over this prefill card's link (one cart at a time)."""
         inst.held -= 1
         i = self.pools["prefill"].index(inst)
-        nbytes = req.kv * self.model.kv_bytes_per_token
+        nbytes = req.kv * inst.model.kv_bytes_per_token
         seconds = nbytes / self.fleet.link_bytes_per_s
         start = max(t, self.links[i])
         self.links[i] = start + seconds
@@ -253,10 +259,17 @@ class _Sim:
             fn(t)
 
 
-def simulate(arrivals: list[Arrival], model: StepModel, fleet: Fleet) -> SimResult:
-    """Run the workload's requests through the fleet; every request ends (the sim has no failures)."""
+def simulate(arrivals: list[Arrival], model: StepModel, fleet: Fleet, decode_model: StepModel | None = None) -> SimResult:
+    """Run the workload's requests through the fleet; every request ends (the sim has no failures). `decode_model`:
+    a disaggregated fleet's decode cards, when they are another kind of card than the prefill ones (Splitwise)."""
     fleet.check()
     model.check()
+    if decode_model is not None:
+        decode_model.check()
+        if fleet.policy != "disagg":
+            raise EngineError("a second kind of card needs a split fleet: the decode pool of the 'disagg' policy")
+        if decode_model.kv_bytes_per_token != model.kv_bytes_per_token:
+            raise EngineError("the prefill and decode cards must serve the same model (their KV caches differ)")
     if not arrivals:
         raise EngineError("the simulation needs at least one request")
     reqs = [_Req(a) for a in arrivals]
@@ -265,7 +278,7 @@ def simulate(arrivals: list[Arrival], model: StepModel, fleet: Fleet) -> SimResu
             r.first = r.end = r.at  # nothing to compute at all
         elif r.output == 0:
             r.made = -1  # ends with its prefill: token() counts the prompt's end, making it 0
-    sim = _Sim(model, fleet)
+    sim = _Sim(model, fleet, decode_model)
     sim.run(reqs)
     outcomes = []
     for r in reqs:

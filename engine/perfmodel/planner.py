@@ -7,7 +7,8 @@ the target — DistServe's 90 % by default. In a split fleet TTFT depends on the
 token comes out of it), so that pool is sized first, then the decode pool. Cost per million tokens (prompt +
 output) comes from a price per card-hour over the time the traffic arrived (the fleet serves that rate as long as
 it lasts: a finite sample's drain at the end is not billed, so fleets compare by their cards). The bill is split
-by stage: a split fleet's pools by their cards, a colocated card's time by the seconds its steps spent on each.
+by stage: a split fleet's pools by their cards' prices (the decode pool may be another kind of card, Splitwise's
+idea), a colocated card's time by the seconds its steps spent on each.
 """
 from __future__ import annotations
 
@@ -48,26 +49,33 @@ def ttft_attainment(result: SimResult, slo: SLO) -> float:
     return sum(o.ttft_s is not None and o.ttft_s <= slo.ttft_s for o in result.outcomes) / len(result.outcomes)
 
 
-def bill(result: SimResult, price_per_hour: float) -> tuple[float, dict]:
-    """Cost per million tokens, and the bill's share per stage."""
+def bill(result: SimResult, price_per_hour: float, decode_price_per_hour: float | None = None) -> tuple[float, dict]:
+    """Cost per million tokens, and the bill's share per stage (a split fleet's decode cards may cost another price)."""
     check_price(price_per_hour)
+    decode_price = price_per_hour if decode_price_per_hour is None else decode_price_per_hour
+    check_price(decode_price)
     arrived = [o.arrived_s for o in result.outcomes]
     span = max(arrived) - min(arrived) or result.span_s  # steady traffic: the sample's drain is not billed
     tokens = result.prompt_tokens + sum(o.output_tokens for o in result.outcomes)
+    if result.fleet.policy == "disagg":
+        p = result.instances["prefill"] * price_per_hour
+        d = result.instances["decode"] * decode_price
+        dollars = (p + d) * span / 3600.0
+        per_million = dollars / tokens * 1e6 if tokens else math.nan
+        return per_million, ({"prefill": p / (p + d), "decode": d / (p + d)} if p + d > 0
+                             else {"prefill": 0.0, "decode": 0.0})
     dollars = result.fleet.cards * span / 3600.0 * price_per_hour
     per_million = dollars / tokens * 1e6 if tokens else math.nan
-    if result.fleet.policy == "disagg":
-        p, d = result.instances["prefill"], result.instances["decode"]
-        return per_million, {"prefill": p / (p + d), "decode": d / (p + d)}
     total = result.stage_s["prefill"] + result.stage_s["decode"]
     share = result.stage_s["prefill"] / total if total > 0 else 0.0  # idle time split like busy time
     return per_million, {"prefill": share, "decode": 1.0 - share}
 
 
 def evaluate(arrivals: list[Arrival], model: StepModel, fleet: Fleet, slo: SLO, price_per_hour: float,
-             target: float = TARGET, tried: int = 1) -> Plan:
-    result = simulate(arrivals, model, fleet)
-    per_million, money = bill(result, price_per_hour)
+             target: float = TARGET, tried: int = 1, decode_model: StepModel | None = None,
+             decode_price_per_hour: float | None = None) -> Plan:
+    result = simulate(arrivals, model, fleet, decode_model if fleet.policy == "disagg" else None)
+    per_million, money = bill(result, price_per_hour, decode_price_per_hour if fleet.policy == "disagg" else None)
     share = attainment(result, slo)
     return Plan(fleet, result, share, goodput(result.outcomes, slo), per_million, money, share >= target, tried)
 
@@ -90,8 +98,10 @@ def _smallest(ok, low: int, high: int) -> int | None:
 
 
 def plan(arrivals: list[Arrival], model: StepModel, slo: SLO, price_per_hour: float, policy: str = "batch",
-         target: float = TARGET, max_cards: int = 256, **fleet_args) -> Plan:
-    """The cheapest fleet for `policy` reaching `target` attainment; if none up to max_cards, the largest tried."""
+         target: float = TARGET, max_cards: int = 256, decode_model: StepModel | None = None,
+         decode_price_per_hour: float | None = None, **fleet_args) -> Plan:
+    """The cheapest fleet for `policy` reaching `target` attainment; if none up to max_cards, the largest tried.
+    `decode_model`, `decode_price_per_hour`: a split fleet's decode cards, when another kind than the prefill ones."""
     slo.check()
     check_price(price_per_hour)
     if not (0 < target <= 1):
@@ -102,7 +112,8 @@ def plan(arrivals: list[Arrival], model: StepModel, slo: SLO, price_per_hour: fl
 
     def run(fleet: Fleet) -> Plan:
         if fleet not in cache:
-            cache[fleet] = evaluate(arrivals, model, fleet, slo, price_per_hour, target)
+            cache[fleet] = evaluate(arrivals, model, fleet, slo, price_per_hour, target, decode_model=decode_model,
+                                    decode_price_per_hour=decode_price_per_hour)
         return cache[fleet]
 
     def done(p: Plan) -> Plan:

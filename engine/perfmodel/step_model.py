@@ -5,8 +5,8 @@ operator; we keep its three terms): the fixed part is reading the weights once p
 per-token part is the matmuls every computed token goes through (prefill chunks and decode rows alike), the
 per-KV-byte part is attention reading each row's cache. The coefficients are fitted by ordinary least squares
 (the mean step, tails included: a simulator adds steps up, so a step the OS delayed counts as it did in the
-engine) from steps the engine recorded on this machine; for a spec-sheet card they are derived from its FLOP/s and bandwidth times the
-efficiencies this machine reached — an estimate, labelled as one.
+engine) from steps the engine recorded on this machine. A card nobody measured here gets its steps from the card model instead
+(CardStepModel, engine/perfmodel/card_model.py): an estimate, labelled as one.
 """
 from __future__ import annotations
 
@@ -15,9 +15,8 @@ import math
 
 import numpy as np
 
-from engine.core.config import ModelConfig
 from engine.errors import EngineError
-from engine.perfmodel.roofline import Hardware
+from engine.perfmodel import card_model as cm
 
 
 @dataclasses.dataclass(frozen=True)
@@ -45,11 +44,13 @@ class StepModel:
         if self.fixed_s + self.per_token_s <= 0:
             raise EngineError("the step model needs a fixed cost or a cost per token > 0 (else steps take no time)")
 
-    def seconds(self, tokens: int, kv_tokens: int) -> float:
-        """A step computing `tokens` tokens whose rows hold `kv_tokens` cached tokens in all after it."""
+    def seconds(self, tokens: int, kv_tokens: int, pairs: float | None = None, rows: int | None = None) -> float:
+        """A step computing `tokens` tokens whose rows hold `kv_tokens` cached tokens in all after it (`pairs` and
+        `rows` are the card model's; a fitted step model's per-token term holds them)."""
         return self.fixed_s + self.per_token_s * tokens + self.per_kv_byte_s * kv_tokens * self.kv_bytes_per_token
 
-    def split(self, tokens: int, kv_tokens: int, prefill_tokens: int, prefill_kv_tokens: int) -> float:
+    def split(self, tokens: int, kv_tokens: int, prefill_tokens: int, prefill_kv_tokens: int,
+              pairs: float | None = None, rows: int | None = None) -> float:
         """Seconds of one step owed to its prefill part (the fixed cost shared by tokens computed)."""
         if tokens <= 0:
             return 0.0
@@ -108,36 +109,48 @@ def fit_steps(steps: list[Step], kv_bytes_per_token: float, source: str = "measu
 
 
 @dataclasses.dataclass(frozen=True)
-class Efficiency:
-    """What this machine reached, as fractions of its own peaks: the part of a fit that travels to other cards."""
-    compute: float  # achieved FLOP/s per computed token / peak FLOP/s
-    bandwidth: float  # achieved bytes/s reading KV / peak bandwidth
-    weights_bandwidth: float  # the fixed cost read as weights streamed / peak bandwidth (capped at 1)
+class CardStepModel:
+    """A card's step times from the card model (engine/perfmodel/card_model.py): the fleet simulator's steps on a card
+    nobody measured here. Same interface as StepModel; an estimate, and its `source` says so."""
+    setup: cm.Setup
+    source: str = ""
 
+    def __post_init__(self):
+        if not self.source:
+            s = self.setup
+            where = (f"measured here {s.card.measured_at}" if s.card.measured_at else "spec sheet")
+            object.__setattr__(self, "source", f"estimate: the card model, {s.model_name or 'the model'} in {s.dtype} on "
+                                               f"{s.gpus} x {s.card.name} ({where}, {s.card.klass.name} efficiencies)")
 
-def efficiency(model: StepModel, cfg: ModelConfig, peak_flops: float, peak_bytes_per_s: float,
-               bytes_per_weight: float = 4) -> Efficiency:
-    """The fit's coefficients as fractions of this machine's peak FLOP/s and bandwidth (each capped at 1)."""
-    flops_per_token = 2.0 * (cfg.matmul_params + cfg.lm_head_params)
-    compute = flops_per_token / model.per_token_s / peak_flops if model.per_token_s > 0 else 1.0
-    bandwidth = 1.0 / model.per_kv_byte_s / peak_bytes_per_s if model.per_kv_byte_s > 0 else 1.0
-    weights = cfg.weight_bytes(bytes_per_weight) / model.fixed_s / peak_bytes_per_s if model.fixed_s > 0 else 1.0
-    return Efficiency(min(compute, 1.0), min(bandwidth, 1.0), min(weights, 1.0))
+    @property
+    def kv_bytes_per_token(self) -> float:
+        return self.setup.kv_bytes_per_token
 
+    @property
+    def fixed_s(self) -> float:
+        """A step's time with nothing to compute: reading the weights, launches, bookkeeping (as StepModel's term)."""
+        return self.seconds(1, 1)
 
-def for_hardware(eff: Efficiency, cfg: ModelConfig, hw: Hardware, bytes_per_weight: float = 2,
-                 kv_dtype_bytes: int = 2, host_s: float = 0.0) -> StepModel:
-    """A step model for `cfg` on card `hw` from its spec sheet times the efficiencies fitted here: an estimate.
+    def check(self) -> None:
+        self.setup.check()
 
-    `host_s` adds a fixed per-step overhead (scheduler, launches) that the spec sheet does not show."""
-    if not (hw.flops_per_s > 0 and hw.bytes_per_s > 0):
-        raise EngineError(f"the card '{hw.name}' needs FLOP/s and bandwidth > 0")
-    flops_per_token = 2.0 * (cfg.matmul_params + cfg.lm_head_params)
-    weights_s = cfg.weight_bytes(bytes_per_weight) / (eff.weights_bandwidth * hw.bytes_per_s)
-    return StepModel(weights_s + host_s, flops_per_token / (eff.compute * hw.flops_per_s),
-                     1.0 / (eff.bandwidth * hw.bytes_per_s), float(cfg.kv_bytes_per_token(kv_dtype_bytes)),
-                     f"estimate: {hw.name} spec sheet × efficiencies fitted on this machine "
-                     f"(compute {eff.compute:.0%}, KV bandwidth {eff.bandwidth:.0%}, weights {eff.weights_bandwidth:.0%})")
+    def seconds(self, tokens: int, kv_tokens: int, pairs: float | None = None, rows: int | None = None) -> float:
+        """A step computing `tokens` tokens whose rows hold `kv_tokens` cached tokens after it; `pairs` the query-key
+        pairs its attention scores and `rows` the sequences that emit a token (default: a prefill from scratch when
+        tokens == kv_tokens, else decode rows)."""
+        fresh = tokens == kv_tokens
+        if pairs is None:
+            pairs = tokens * (tokens + 1) / 2 if fresh else kv_tokens
+        if rows is None:
+            rows = 1 if fresh else tokens
+        return cm.mixed_step(self.setup, max(tokens, 1), max(kv_tokens, 1), pairs, rows).seconds
+
+    def split(self, tokens: int, kv_tokens: int, prefill_tokens: int, prefill_kv_tokens: int,
+              pairs: float | None = None, rows: int | None = None) -> float:
+        """Seconds of one step owed to its prefill part: the step's time shared by the tokens computed."""
+        if tokens <= 0:
+            return 0.0
+        return self.seconds(tokens, kv_tokens, pairs, rows) * prefill_tokens / tokens
 
 
 def to_dict(model: StepModel) -> dict:

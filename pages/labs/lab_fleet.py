@@ -1,8 +1,10 @@
-"""The fleet planner: the cheapest fleet meeting the SLOs, and which stage eats its money (layout only)."""
+"""The fleet planner: the cheapest fleet meeting the SLOs, which stage eats its money, which card for which stage
+(layout only)."""
 import streamlit as st
 
 from ui import state
 from ui.controls import theme_toggle
+from ui.engine_link import lab_jobs, worker_link
 from ui.figures import fig_fleet
 from ui.text import fleet_text as ft
 
@@ -10,24 +12,17 @@ st.title("The fleet planner — which stage eats the money at scale")
 st.markdown(ft.INTRO)
 st.info(ft.HONESTY, icon=":material/fact_check:")
 
-cal = ft.load_calibration()
-with st.expander("Measured and fitted on this machine: the step model and its check against the real engine"):
-    st.caption(cal.note)
-    if cal.fit is not None:
-        m = cal.fit
-        st.markdown(f"**Fitted step time** = {m.fixed_s * 1e3:.2f} ms + {m.per_token_s * 1e6:.1f} µs per token "
-                    f"computed + {m.per_kv_byte_s * 1e12:.2f} ps per KV byte read ({m.source}).")
-        theme_toggle.plotly_chart(fig_fleet.fit_figure(cal.residuals), width="stretch", theme=None)
-        st.dataframe(ft.check_table(cal), hide_index=True)
-        misses = ft.check_lines(cal)
-        if misses:
-            st.warning("Where the simulator is **outside 20 %** of the measured engine (trust it less there):\n\n- "
-                       + "\n- ".join(misses))
-        else:
-            st.success("The simulator is within 20 % of the measured engine on every workload and metric.")
-    eff = cal.efficiency
-    st.markdown(f"**Efficiencies carried to other cards:** compute {eff.compute:.0%} of peak FLOP/s, KV reads "
-                f"{eff.bandwidth:.0%} and weight reads {eff.weights_bandwidth:.0%} of peak bandwidth.")
+store = worker_link.store()
+measured = store.labs.get(state.PEAKS, {})
+peaks = next(iter(measured.values()), None)  # this machine's peaks, measured in this session (any model's shapes)
+if peaks is None and st.button("Measure this machine's peaks (adds it as a card)", key=state.FLEET_PEAKS_MEASURE):
+    peaks = worker_link.lab_run(state.FLEET_PEAKS_JOB, True, lab_jobs.HARDWARE_PEAKS,
+                                label="Measuring this machine's peaks…")
+    if peaks is not None:
+        store.labs.setdefault(state.PEAKS, {})[(peaks.device, peaks.dtype)] = peaks
+run = store.last_trace  # the last run measured here: this machine's card takes its MFU and MBU
+run = run if run is not None and run.model_config is not None and run.steps else None
+cards = list(ft.card_choices(peaks, run))
 
 st.subheader("The traffic and its objectives")
 cols = st.columns(4)
@@ -50,22 +45,28 @@ st.subheader("The cards and the policies")
 cols = st.columns(3)
 model_name = cols[0].selectbox("Model", list(ft.MODELS), index=list(ft.MODELS).index(ft.DEFAULT_MODEL),
                                key=state.FLEET_MODEL)
-card = cols[1].selectbox("Card (spec sheet)", list(ft.HARDWARE), index=1, key=state.FLEET_CARD)
-card_index = list(ft.HARDWARE).index(card)
-price = cols[2].number_input("Price per card-hour", 0.0, 1000.0, ft.DEFAULT_PRICES.get(card, 1.0), 0.1,
-                             key=f"{state.FLEET_PRICE}{card_index}")
+default_card = cards.index("NVIDIA H100 SXM")
+card = cols[1].selectbox("Cards (the prefill cards of a split fleet)", cards, index=default_card, key=state.FLEET_CARD)
+price = cols[2].number_input("Price per card-hour (an example: set yours)", 0.0, 1000.0, ft.example_price(card), 0.1,
+                             key=f"{state.FLEET_PRICE}{cards.index(card)}")
+cols = st.columns(3)
+decode_card = cols[1].selectbox("Decode cards (split fleets only)", [ft.SAME, *cards], key=state.FLEET_DECODE_CARD)
+decode_price = None
+if decode_card != ft.SAME:
+    decode_price = cols[2].number_input("Their price per card-hour", 0.0, 1000.0, ft.example_price(decode_card), 0.1,
+                                        key=f"{state.FLEET_DECODE_PRICE}{cards.index(decode_card)}")
 policies = st.multiselect("Policies to plan", list(ft.POLICY_NAMES), default=list(ft.POLICY_NAMES),
                           format_func=ft.POLICY_NAMES.get, key=state.FLEET_POLICIES)
 cols = st.columns(3)
-max_batch = cols[0].number_input("Rows per card (max batch)", 1, 1024, 64, 8, key=state.FLEET_MAX_BATCH)
+max_batch = cols[0].number_input("Rows per instance (max batch)", 1, 1024, 64, 8, key=state.FLEET_MAX_BATCH)
 budget = cols[1].number_input("Chunked prefill: tokens per step", 1, 65536, 2048, 256, key=state.FLEET_BUDGET)
 link = cols[2].number_input("Disaggregated: KV link (GB/s)", 0.0, 10000.0, 50.0, 10.0, key=state.FLEET_LINK)
 
 if st.button("Plan the fleet", type="primary", key=state.FLEET_PLAN):
     st.session_state.pop(state.FLEET_ERROR, None)
     with st.spinner("Simulating fleets…"):
-        outcome = ft.run_planner(cal, workload, rate, int(n), ttft_ms, tpot_ms, model_name, card, price, policies,
-                                 int(max_batch), int(budget), link)
+        outcome = ft.run_planner(workload, rate, int(n), ttft_ms, tpot_ms, model_name, card, price, policies,
+                                 int(max_batch), int(budget), link, decode_card, decode_price, peaks, trace=run)
     st.session_state[state.FLEET_RESULT if isinstance(outcome, dict) else state.FLEET_ERROR] = outcome
 
 if state.FLEET_ERROR in st.session_state:
@@ -77,10 +78,22 @@ if result:
     theme_toggle.plotly_chart(fig_fleet.money_figure(result["plans"], ft.POLICY_NAMES), width="stretch", theme=None)
     best = ft.cheapest(result["plans"])
     if best is None:
-        st.warning("No fleet up to 256 cards met the objectives for 90 % of requests: loosen the SLOs or lower the "
+        st.warning("No fleet up to 256 instances met the objectives for 90 % of requests: loosen the SLOs or lower the "
                    "rate.")
     else:
         policy, p = best
         st.markdown(f"**Cheapest fleet meeting the SLOs:** {ft.POLICY_NAMES[policy]}, {ft.fleet_words(p)} — "
                     f"**{p.cost_per_million:.4g} per million tokens**.")
         st.markdown(ft.ledger_text(p, result["card"]))
+
+st.subheader("Which card for which stage (the card model, no simulation)")
+prices = {name: ft.example_price(name) for name in cards}
+prices[card] = price
+if decode_card != ft.SAME and decode_price is not None:
+    prices[decode_card] = decode_price
+stages = ft.stage_cards(model_name, workload, prices, peaks, trace=run)
+st.dataframe(stages, hide_index=True, width="stretch")
+st.markdown(ft.stage_words(stages))
+st.caption("Money per thousand requests of the workload's mean lengths: a prefill alone (batching does not share a "
+           "compute-bound prefill), a decode step among up to 64 riders; at the prices above (examples for the cards "
+           "not chosen). Estimates.")

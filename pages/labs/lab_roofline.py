@@ -1,32 +1,32 @@
-"""Roofline lab: this machine's measured roof with both phases on it, and spec-sheet predictions (layout only)."""
+"""Roofline lab: this machine's measured roof with both phases on it, and the card model on every card (layout only)."""
 import streamlit as st
 
 from ui import state
 from ui.controls import theme_toggle, widgets
 from ui.engine_link import lab_jobs, worker_link
-from ui.figures import fig_roofline
+from ui.figures import fig_cards, fig_roofline
+from ui.text import card_numbers as cn
 from ui.text import lab_text
 from ui.text import roofline_numbers as rn
 
-BYTES_PER_WEIGHT = {2.0: "bf16 / fp16 (2 bytes)", 4.0: "fp32 (4 bytes)", 1.0: "int8 (1 byte)", 0.5: "4-bit (0.5 byte)"}
-
-st.title("Roofline — which stage eats the money")
-st.markdown(lab_text.ROOFLINE_INTRO)
+st.title("Roofline — where each bend sits, and which stage eats the money")
+st.markdown(rn.INTRO)
 worker_link.lab_notice()  # in a room: why this session may not start lab measurements
 
 store = worker_link.store()
 
 
-def measured_section(lm) -> None:
-    """This machine's roof, measured, with the prefill and decode points of a real run on it."""
+def measured_section(lm):
+    """This machine's roof, measured, with the prefill and decode points of a real run on it; returns the peaks."""
     st.subheader(f"This machine: {lm.device}, {lm.dtype}, {lm.name}")
     peaks = store.labs.setdefault(state.PEAKS, {}).get((lm.device, lm.dtype))
     if peaks is None:
         peaks = worker_link.lab_run(state.PEAKS_JOB, True, lab_jobs.HARDWARE_PEAKS,
-                                    label="Measuring this machine's peaks (a 256 MiB copy, a matmul at the model's shapes)…")
+                                    label="Measuring this machine's peaks (a 256 MiB copy and read, a matmul at the "
+                                          "model's shapes)…")
         store.labs[state.PEAKS][(lm.device, lm.dtype)] = peaks
     if peaks is None:
-        return
+        return None, None
 
     trace = store.last_trace
     source = "the last dashboard run"
@@ -46,42 +46,73 @@ def measured_section(lm) -> None:
     if trace is not None:
         points = rn.trace_points(trace)
         theme_toggle.plotly_chart(fig_roofline.roofline_figure(peaks.matmul_flops_per_s, peaks.copy_bytes_per_s, points),
-                        width="stretch", theme=None)
+                                  width="stretch", theme=None)
         st.caption(f"Points from {source}: {trace.n_prompt} prompt tokens, {trace.n_output} output tokens, "
                    f"batch {trace.batch_size}. " + lab_text.MEASURED_NOTE)
         st.dataframe(fig_roofline.points_table(points, peaks.matmul_flops_per_s, peaks.copy_bytes_per_s),
                      hide_index=True, width="stretch")
+        utilisation = cn.measured_utilisation(trace, peaks)
+        for col, u in zip(st.columns(len(utilisation) or 1), utilisation):
+            col.metric(f"{u.name} (measured here)", f"{u.value:.0%}")
+            col.caption(u.words)
+        st.markdown(cn.crossover_words(lm.config, lm.name, peaks, lm.dtype, trace.n_prompt + trace.n_output, trace))
+    return peaks, trace
 
 
 lm = widgets.current_model()
-if lm is not None:
-    measured_section(lm)
+peaks, measured_run = measured_section(lm) if lm is not None else (None, None)
 
 st.divider()
-st.subheader("Spec-sheet hardware: predicted TTFT and TPOT (estimates)")
-cols = st.columns(3)
-model_name = cols[0].selectbox("Model", list(rn.MODEL_PRESETS), key=state.ROOF_MODEL)
+st.subheader("Every card: predicted TTFT and TPOT (the card model — estimates)")
+cols = st.columns(4)
+model_name = cols[0].selectbox("Model", list(rn.MODEL_PRESETS), index=list(rn.MODEL_PRESETS).index(
+    "Llama-2 7B (MHA, 32 KV heads)"), key=state.ROOF_MODEL)
 workload_name = cols[1].selectbox("Workload", list(rn.WORKLOAD_PRESETS), key=state.ROOF_WORKLOAD)
-bpw = cols[2].selectbox("Bytes per weight", list(BYTES_PER_WEIGHT), format_func=BYTES_PER_WEIGHT.get,
-                        key=state.ROOF_BYTES_PER_WEIGHT)
-cols = st.columns([2, 2, 1])
-batch = cols[2].selectbox("Batch B (requests together)", [1, 8, 32, 128], key=state.ROOF_BATCH)
-mfu = cols[0].slider("Prefill MFU (fraction of peak FLOP/s reached)", 0.1, 1.0, rn.DEFAULT_MFU, 0.05,
-                     key=state.ROOF_MFU)
-bw_eff = cols[1].slider("Decode bandwidth efficiency", 0.1, 1.0, rn.DEFAULT_BW_EFF, 0.05, key=state.ROOF_BW_EFF)
-
-cfg, workload = rn.MODEL_PRESETS[model_name], rn.WORKLOAD_PRESETS[workload_name]
-table = fig_roofline.predictions(cfg, workload, bpw, mfu, bw_eff, batch)
+dtype = cols[2].selectbox("Number format", list(cn.DTYPES), format_func=cn.DTYPES.get, key=state.ROOF_DTYPE)
+batch = cols[3].selectbox("Batch B (requests together)", [1, 8, 32, 128], key=state.ROOF_BATCH)
+workload = rn.WORKLOAD_PRESETS[workload_name]
+cards = cn.cards_with(peaks, measured_run)
+table = fig_roofline.predictions(model_name, workload, dtype, batch, cards)
 theme_toggle.plotly_chart(fig_roofline.prediction_bars(
     table, f"{model_name}, {workload.name} ({workload.prompt_tokens} in / {workload.output_tokens} out), B = {batch}"),
     width="stretch", theme=None)
 st.dataframe(table, hide_index=True, width="stretch")
-st.markdown(lab_text.BATCH_NOTE)
-st.markdown(lab_text.FORMULAS)
-st.caption(lab_text.HARDWARE_NOTE)
+st.caption(rn.CARD_MODEL_NOTE)
 
-st.subheader("Which phase dominates each workload?")
-hw_name = st.selectbox("Hardware", list(rn.HARDWARE_PRESETS), index=1, key=state.ROOF_HARDWARE)
-st.dataframe(fig_roofline.workload_shares(cfg, rn.HARDWARE_PRESETS[hw_name], bpw, mfu, bw_eff, batch), hide_index=True,
-             width="stretch")
-st.caption(rn.hardware_caption(hw_name))
+st.subheader("Where each bend turns compute-bound, card by card")
+st.dataframe(cn.crossover_table(model_name, dtype, workload.prompt_tokens + workload.output_tokens // 2, peaks,
+                                measured_run), hide_index=True, width="stretch")
+
+st.subheader("Which stage eats the money: a request's device-seconds at B = 1 and B = 64")
+cost_card = st.selectbox("Card", list(cards), index=min(1, len(cards) - 1), key=state.ROOF_COST_CARD)
+costs, why_not = cn.costs_or_message(model_name, cards[cost_card], workload.prompt_tokens, workload.output_tokens,
+                                     (1, 64), dtype)
+if why_not:
+    st.warning(why_not)
+else:
+    theme_toggle.plotly_chart(fig_cards.cost_figure(costs, cost_card), width="stretch", theme=None)
+    st.markdown(cn.cost_words(costs, cost_card))
+    st.dataframe(fig_roofline.workload_shares(model_name, cards[cost_card], dtype), hide_index=True, width="stretch")
+st.caption(rn.hardware_caption(cost_card) if cost_card in rn.HARDWARE_PRESETS else cards[cost_card].source)
+
+st.subheader("The KV-cache wall: how many riders fit")
+wall_tokens = st.selectbox("Tokens per sequence (prompt + output)", [2048, 4096, 8192], index=1,
+                           key=state.ROOF_WALL_TOKENS)
+wall_card = cost_card if cost_card in cn.CARDS else "NVIDIA H100 SXM"
+wall = cn.kv_wall_table(cn.WALL_MODELS, wall_card, wall_tokens)
+theme_toggle.plotly_chart(fig_cards.kv_wall_figure(wall, wall_card, wall_tokens), width="stretch", theme=None)
+st.markdown(cn.kv_wall_words(wall, wall_card, wall_tokens))
+context, why_not = cn.tpot_by_context_or_message(model_name, wall_card, dtype, batch)
+if why_not:
+    st.caption(f"TPOT against the context: {why_not}")
+else:
+    theme_toggle.plotly_chart(fig_cards.context_figure(context, model_name, wall_card, batch), width="stretch",
+                              theme=None)
+
+st.subheader("H100 → H200: the same FLOP/s, 1.43× the bandwidth")
+comparison = cn.compare_cards(cn.COMPARISON_MODEL)
+theme_toggle.plotly_chart(fig_cards.comparison_figure(comparison), width="stretch", theme=None)
+st.markdown(cn.comparison_words(comparison))
+
+with st.expander("The card model's inputs: each class's efficiencies, their ranges and sources"):
+    st.dataframe(rn.class_table(), hide_index=True, width="stretch")

@@ -1,6 +1,7 @@
 """Figures for the roofline and budget labs: where each phase sits under this machine's roof, and what money buys.
 
-Streamlit-free: plotly Figures and pandas DataFrames built from engine.perfmodel.roofline and engine.perfmodel.budget.
+Streamlit-free: plotly Figures and pandas DataFrames built from engine.perfmodel (the roofline, the card model, the
+budget).
 """
 from __future__ import annotations
 
@@ -8,9 +9,12 @@ import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
 
+from engine.errors import EngineError
+from engine.perfmodel import card_model as cm
 from engine.perfmodel import roofline as rl
 from engine.perfmodel.budget import BudgetResult
 from ui.figures.theme import DECODE_COLOR, ESTIMATE_DASH, NEUTRAL_COLOR, PHASE_COLORS, PREFILL_COLOR, base_layout
+from ui.text import card_numbers as cn
 
 GIGA = 1e9
 
@@ -48,29 +52,35 @@ def points_table(points: list[rl.MeasuredPoint], peak_flops: float, peak_bytes_p
     return pd.DataFrame(rows).round(2)
 
 
-def predictions(cfg, workload: rl.Workload, bytes_per_weight: float, mfu: float, bw_eff: float, batch: int = 1,
-                hardware: dict[str, rl.Hardware] | None = None) -> pd.DataFrame:
-    """Estimated TTFT, TPOT and total time of one workload on every hardware preset."""
+def predictions(model: str, workload: rl.Workload, dtype: str = "float16", batch: int = 1,
+                cards: dict | None = None) -> pd.DataFrame:
+    """The card model's TTFT, TPOT and whole request for one workload on every card (this machine's measured card
+    first when given); a card the model does not fit on says so, and on how many it would."""
     rows = []
-    for name, hw in (hardware or rl.HARDWARE_PRESETS).items():
-        p = rl.predict(cfg, hw, workload.prompt_tokens, workload.output_tokens, batch, bytes_per_weight=bytes_per_weight,
-                       kv_dtype_bytes=2, mfu=mfu, bw_eff=bw_eff)
-        rows.append({"hardware": name, "TTFT (ms, est.)": p.ttft_s * 1e3, "TPOT (ms, est.)": p.tpot_s * 1e3,
+    for name, card in (cards or cn.cards_with()).items():
+        the_dtype = "float32" if card.device_class == "cpu" else dtype
+        row = {"card": name, "from": cn.where_from(card)}
+        try:
+            s = cn.setup(model, card, the_dtype)
+            p = cm.plan(s, workload.prompt_tokens, workload.output_tokens, batch)
+        except EngineError as e:
+            rows.append({**row, "fits": f"no: {e}"})
+            continue
+        rows.append({**row, "TTFT (ms, est.)": p.ttft_s * 1e3, "TPOT (ms, est.)": p.tpot_s * 1e3,
                      "total (s, est.)": p.total_s, "prefill share": p.prefill_share,
-                     "prefill bound by": p.prefill_bound, "decode bound by": p.decode_bound,
-                     "pay for": rl.what_to_pay_for(p.prefill_share).split(":")[0],
-                     "fits in memory": "yes" if p.fits_in_memory else f"no (needs {p.memory_needed / GIGA:.0f} GB)"})
+                     "prefill bound by": p.prefill.bound, "decode bound by": p.decode.bound, "fits": "yes"})
     return pd.DataFrame(rows).round(3)
 
 
 def prediction_bars(table: pd.DataFrame, title: str) -> go.Figure:
-    """Horizontal 100% bars: each hardware's estimated time split into prefill and decode, total written beside."""
+    """Horizontal 100% bars: each card's estimated time split into prefill and decode, total written beside."""
+    table = table[table["fits"] == "yes"]
     share = 100 * table["prefill share"]
     totals = [f"{t:.3g} s" for t in table["total (s, est.)"]]
     fig = go.Figure()
-    fig.add_bar(y=table["hardware"], x=share, orientation="h", name="prefill share (estimate)", marker_color=PREFILL_COLOR,
+    fig.add_bar(y=table["card"], x=share, orientation="h", name="prefill share (estimate)", marker_color=PREFILL_COLOR,
                 marker_pattern_shape="/")
-    fig.add_bar(y=table["hardware"], x=100 - share, orientation="h", name="decode share (estimate)", marker_color=DECODE_COLOR,
+    fig.add_bar(y=table["card"], x=100 - share, orientation="h", name="decode share (estimate)", marker_color=DECODE_COLOR,
                 marker_pattern_shape="/", text=totals, textposition="inside", insidetextanchor="end",
                 textfont=dict(color="white", size=16))
     fig.update_layout(**base_layout(title, "% of estimated end-to-end time (total at right)", "", height=480),
@@ -80,16 +90,18 @@ def prediction_bars(table: pd.DataFrame, title: str) -> go.Figure:
     return fig
 
 
-def workload_shares(cfg, hw: rl.Hardware, bytes_per_weight: float, mfu: float, bw_eff: float, batch: int = 1) -> pd.DataFrame:
-    """For one machine: each workload preset's estimated prefill share and what to pay for."""
+def workload_shares(model: str, card, dtype: str = "float16", batches: tuple[int, ...] = (1, 64)) -> pd.DataFrame:
+    """For one card: each workload preset's estimated share of a request's device-seconds spent in prefill, alone and
+    among riders (a decode step is shared, a prefill is not)."""
     rows = []
     for w in rl.WORKLOAD_PRESETS.values():
-        p = rl.predict(cfg, hw, w.prompt_tokens, w.output_tokens, batch, bytes_per_weight=bytes_per_weight, kv_dtype_bytes=2,
-                       mfu=mfu, bw_eff=bw_eff)
-        rows.append({"workload": w.name, "in / out tokens": f"{w.prompt_tokens} / {w.output_tokens}",
-                     "prefill share (est.)": round(p.prefill_share, 3),
-                     "dominant phase": "prefill (valley)" if p.prefill_share >= 0.5 else "decode (bridge)",
-                     "pay for": rl.what_to_pay_for(p.prefill_share).split(":")[0]})
+        row = {"workload": w.name, "in / out tokens": f"{w.prompt_tokens} / {w.output_tokens}"}
+        try:
+            for c in cn.cost_split(model, card, w.prompt_tokens, w.output_tokens, batches, dtype):
+                row[f"prefill's share of the cost, B = {c.batch} (est.)"] = round(c.prefill_share, 3)
+        except EngineError as e:
+            row["note"] = str(e)
+        rows.append(row)
     return pd.DataFrame(rows)
 
 

@@ -124,45 +124,6 @@ def batch_explanation(measured: int | None, predicted: int | None, ridge: float 
     return "\n\n".join(lines)
 
 
-ROOFLINE_INTRO = (
-    "A **roofline** says how fast a kernel can run on a machine: at most the peak FLOP/s, and at most its "
-    "arithmetic intensity (FLOPs per byte moved) × memory bandwidth. The corner is the **ridge point**. "
-    "Prefill does 2·params FLOPs per prompt token on one read of the weights, so its intensity grows with T: it is "
-    "compute-bound once T passes the ridge (the valley). Decode reads every weight to produce one token per sequence, "
-    "so its intensity is about B ÷ bytes per weight: memory-bound at small batch (the bridge)."
-)
-FORMULAS = r"""
-**Formulas (estimates; N = parameters, T = prompt tokens, B = batch, S = context, L·H·D = layers·heads·head size):**
-
-- prefill FLOPs = B·(2·N_blocks·T + 2·V·C + 4·L·H·D·T(T+1)/2) — matmuls, LM head on the last token, causal attention
-- prefill bytes = weights + B·T·KV bytes per token (the cache is written once)
-- decode FLOPs = B·(2·N_blocks + 2·V·C + 4·L·H·D·S); decode bytes = weights + B·S·KV bytes per token
-- **TTFT ≈ max(prefill FLOPs / (peak FLOP/s · MFU), prefill bytes / (bandwidth · efficiency))** ≈ 2·N·T / (FLOP/s · MFU)
-- **TPOT ≈ max((weight bytes + KV bytes) / (bandwidth · efficiency), decode FLOPs / (FLOP/s · MFU))**, at context S = T + output/2
-- total ≈ TTFT + (output − 1) · TPOT
-"""
-HARDWARE_NOTE = (
-    "Hardware numbers are **spec-sheet** values (dense bf16/fp16 tensor TFLOP/s without sparsity, and memory "
-    "bandwidth) where the vendor publishes them, otherwise an estimate whose source the table names; none is "
-    "measured here. Predictions use 2-byte KV entries and the bytes per weight chosen above. All rows are "
-    "**estimates**."
-)
-
-
-def _decode_vs_prefill_token() -> str:
-    cards = lesson_physics.cards()
-    if not cards:
-        return "many times"
-    return f"{cards[0].ridge:,.0f} to {cards[-1].ridge:,.0f} times"
-
-
-BATCH_NOTE = (
-    "**Batch B** = requests served together: prefill then costs B prompts' FLOPs, while a decode step still reads the "
-    "weights once for all B. At B = 1 in bf16, a decode token costs about the ridge point's worth of prefill tokens "
-    f"(each compute-bound prefill token takes 2·params FLOPs; the decode step reads 2·params bytes): "
-    f"{_decode_vs_prefill_token()} on the GPU presets above. So at B = 1 the bridge dominates most workloads; "
-    "raise B and long-input workloads tip towards the valley."
-)
 MEASURED_NOTE = (
     "The two dots are **measured**: FLOPs and bytes come from the formulas for this model and shape, divided by "
     "the time measured for the prefill pass and for the median decode step. The roof comes from this machine's "

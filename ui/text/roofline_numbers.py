@@ -1,20 +1,37 @@
-"""The roofline and budget labs' numbers: this machine's measured peaks, spec-sheet presets, where a prefill share
-comes from (a measured run, a preset estimate, the fable) and Amdahl's verdict. Streamlit-free; the arithmetic
-lives in engine/perfmodel, this module only picks and words it for the pages.
+"""The roofline and budget labs' numbers: this machine's measured peaks, the cards, where a prefill share comes from
+(a measured run, the card model's estimate, the fable) and Amdahl's verdict. Streamlit-free; the arithmetic lives in
+engine/perfmodel (the card model: card_model.py), this module only picks and words it for the pages.
 """
 from __future__ import annotations
 
 from engine.core.metrics import summarize
+from engine.errors import EngineError
 from engine.perfmodel import budget
+from engine.perfmodel import card_model as cm
+from engine.perfmodel import cards as cd
 from engine.perfmodel import roofline as rl
 from engine.perfmodel.budget import BudgetResult
+from ui.text import card_numbers as cn
 
-# the presets and defaults the pages offer (spec sheets and estimates, engine/perfmodel/roofline.py)
+# the presets the pages offer (spec sheets, engine/perfmodel/cards.py; models, engine/perfmodel/model_shapes.py)
 HARDWARE_PRESETS = rl.HARDWARE_PRESETS
 MODEL_PRESETS = rl.MODEL_PRESETS
 WORKLOAD_PRESETS = rl.WORKLOAD_PRESETS
-DEFAULT_MFU, DEFAULT_BW_EFF = rl.DEFAULT_MFU, rl.DEFAULT_BW_EFF
 FABLE_SHARE, FABLE_SCENARIOS = budget.FABLE_SHARE, budget.FABLE_SCENARIOS
+
+INTRO = (
+    "A **roofline** says how fast a pass can run on a machine: at most its peak FLOP/s, and at most its arithmetic "
+    "intensity (FLOPs per byte moved) × memory bandwidth. The corner is the **ridge point**. A prefill reads every "
+    "weight once for T·B tokens, so its intensity is about **T·B tokens per weight read ÷ bytes per weight**: it is "
+    "compute-bound only once that passes the ridge (on a CPU from a few tokens; on an H100 in bf16 from a few hundred). "
+    "A decode step reads every weight, and every rider's KV cache, for one token per rider: its intensity is about B ÷ "
+    "bytes per weight, so it stays memory-bound below a batch of the same size, and with a long cache it may never cross.")
+CARD_MODEL_NOTE = (
+    "**How the cards' times are estimated** (engine/perfmodel/card_model.py): each pass takes the larger, softly, of "
+    "FLOPs ÷ (the card's achievable matmul FLOP/s × MFU) and bytes ÷ (bandwidth × MBU), plus the host's launch time "
+    "where the device finishes first, plus a fixed per-pass cost. MFU, MBU and the overheads belong to the card's class, "
+    "fitted on published measurements and checked on others held back (docs/performance-model.md). Spec sheets, not "
+    "measured here: estimates.")
 
 
 def share_in_words(share: float) -> str:
@@ -43,8 +60,24 @@ def trace_points(trace) -> list[rl.MeasuredPoint]:
 
 def hardware_caption(hw_name: str) -> str:
     hw = HARDWARE_PRESETS[hw_name]
+    card = cd.card(hw.key)
+    note = f" Note: {card.note}." if card.note else ""
     return (f"{hw_name}: {hw.flops_per_s / 1e12:g} TFLOP/s, {hw.bytes_per_s / 1e9:g} GB/s, ridge "
-            f"{hw.ridge:.0f} FLOP/byte ({hw.source}). Estimates.")
+            f"{hw.ridge:.0f} FLOP/byte ({hw.source}).{note} Times on it are estimates of the card model.")
+
+
+def class_table() -> list[dict]:
+    """Every device class's efficiencies and overheads, each with its range and source (the card model's inputs)."""
+    rows = []
+    for c in cd.CLASSES.values():
+        for name, p in c.params().items():
+            shown = (lambda v: f"{v * 1e6:.0f} µs") if name.endswith("_s") else (lambda v: f"{v:.2f}")
+            rows.append({"class": c.name, "parameter": name, "value": shown(p.value),
+                         "range": f"{shown(p.low)} - {shown(p.high)}", "source": p.source})
+    o = cd.OVERLAP
+    rows.append({"class": "all", "parameter": "overlap", "value": f"{o.value:.2f}", "range": f"{o.low:.2f} - {o.high:.2f}",
+                 "source": o.source})
+    return rows
 
 
 # --- budget lab -------------------------------------------------------------------------------------------------
@@ -58,11 +91,22 @@ def measured_share(trace) -> tuple[float, str] | None:
 
 
 def preset_share(model_name: str, hw_name: str, workload_name: str) -> tuple[float, str]:
-    """The prefill share the roofline predicts for a preset model, hardware and workload (an estimate)."""
+    """The prefill share of one request's time the card model estimates for a preset model, card and workload (bf16,
+    batch 1; where the model is too big for one card, the fewest cards that hold it)."""
     wl = WORKLOAD_PRESETS[workload_name]
-    p = rl.predict(MODEL_PRESETS[model_name], HARDWARE_PRESETS[hw_name], wl.prompt_tokens, wl.output_tokens)
+    gpus = 1
+    while True:
+        s = cn.setup(model_name, HARDWARE_PRESETS[hw_name].key, "float16", gpus)
+        try:
+            p = cm.plan(s, wl.prompt_tokens, wl.output_tokens)
+            break
+        except EngineError as e:
+            if gpus >= 8 or not s.card.link_bytes_per_s > 0:
+                return FABLE_SHARE, f"{e}: the fable's share instead ({share_in_words(FABLE_SHARE)})"
+            gpus *= 2
+    cards = f"{gpus} x {hw_name}" if gpus > 1 else hw_name
     return p.prefill_share, (f"estimate: TTFT {p.ttft_s * 1e3:.0f} ms of {p.total_s:.2f} s for {wl.prompt_tokens} in / "
-                             f"{wl.output_tokens} out on {hw_name}")
+                             f"{wl.output_tokens} out on {cards} (the card model)")
 
 
 def amdahl(share: float, prefill_speedup: float, decode_speedup: float) -> BudgetResult:

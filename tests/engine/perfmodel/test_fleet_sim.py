@@ -96,3 +96,27 @@ def test_chunked_takes_one_joiner_a_step_like_the_engine_loop():
     _, b, c = simulate(reqs, FLAT, Fleet("chunked", token_budget=8)).outcomes
     assert b.ttft_s == pytest.approx(0.028 - 0.001)  # steps of 10 ms + 4 tokens: 0-14, 14-28
     assert c.ttft_s == pytest.approx(0.042 - 0.001)  # not 0.032 (both joining one 8-token step)
+
+
+def test_a_split_fleets_decode_pool_runs_on_its_own_cards():
+    """Splitwise's idea: the decode cards' step model times the decode pool; the prefill pool keeps its own."""
+    from engine.perfmodel import card_model as cm
+    from engine.perfmodel.cards import card
+    from engine.perfmodel.model_shapes import model_shape
+    from engine.perfmodel.step_model import CardStepModel
+
+    cfg = model_shape("llama-3.1-8b").config
+    h100 = CardStepModel(cm.Setup(cfg, card("h100-sxm"), "float16"))
+    h200 = CardStepModel(cm.Setup(cfg, card("h200"), "float16"))
+    reqs = [Arrival(0.05 * i, 512, 64) for i in range(20)]
+    same = simulate(reqs, h100, Fleet("disagg", prefill=1, decode=1))
+    split = simulate(reqs, h100, Fleet("disagg", prefill=1, decode=1), decode_model=h200)
+    ttft = [o.ttft_s for o in same.outcomes], [o.ttft_s for o in split.outcomes]
+    assert ttft[0] == pytest.approx(ttft[1])  # the first token comes out of the prefill pool: unchanged
+    assert split.busy_s["decode"] < 0.9 * same.busy_s["decode"]  # the bridge on more bandwidth
+    assert split.busy_s["prefill"] == pytest.approx(same.busy_s["prefill"])
+    with pytest.raises(EngineError, match="split fleet"):
+        simulate(reqs, h100, Fleet("batch"), decode_model=h200)
+    other = CardStepModel(cm.Setup(model_shape("llama-2-7b").config, card("h200"), "float16"))
+    with pytest.raises(EngineError, match="same model"):
+        simulate(reqs, h100, Fleet("disagg"), decode_model=other)

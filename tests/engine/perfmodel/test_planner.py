@@ -61,3 +61,14 @@ def test_bad_inputs_get_one_clear_line(call, words):
     with pytest.raises(EngineError, match=words) as err:
         call()
     assert "\n" not in str(err.value)
+
+
+def test_a_split_fleet_bills_each_pool_at_its_own_price():
+    result = simulate(_work(256, 64, rate=5.0, n=50), MODEL, Fleet("disagg", prefill=2, decode=3))
+    _, money = bill(result, 1.0, decode_price_per_hour=3.0)
+    assert money["prefill"] == pytest.approx(2 / (2 + 9)) and money["decode"] == pytest.approx(9 / 11)
+    cost_same, _ = bill(result, 1.0)
+    cost_split, _ = bill(result, 1.0, 3.0)
+    assert cost_split == pytest.approx(cost_same * 11 / 5)
+    with pytest.raises(EngineError, match="price"):
+        bill(result, 1.0, -1.0)

@@ -65,26 +65,31 @@ def test_predicted_crossover_reaches_the_ridge():
     assert rl.predicted_crossover_batch(SMOL, 8000, ridge=1e6) is None
 
 
-def test_predict_uses_the_stated_formulas():
-    hw = rl.Hardware("test", 1e12, 1e10, 1e12, "made up")
-    p = rl.predict(SMOL, hw, 300, 301, bytes_per_weight=2, kv_dtype_bytes=2, mfu=0.5, bw_eff=0.5)
-    ttft = max(prefill_flops(SMOL, 300).total / 5e11, (134_515_008 * 2 + 300 * 23_040) / 5e9)
-    tpot = max((134_515_008 * 2 + 450 * 23_040) / 5e9, decode_step_flops(SMOL, 450) / 5e11)
-    assert p.ttft_s == pytest.approx(ttft) and p.tpot_s == pytest.approx(tpot)
-    assert p.total_s == pytest.approx(ttft + 300 * tpot) and p.decode_bound == "memory"
-    big = rl.predict(rl.MODEL_PRESETS["Llama-2 70B (GQA, 8 KV heads)"], rl.HARDWARE_PRESETS["NVIDIA A100 80GB SXM"], 300, 300)
-    assert not big.fits_in_memory  # 140 GB of bf16 weights
+def test_presets_are_the_card_models_cards_and_models():
+    assert rl.HARDWARE_PRESETS["NVIDIA H100 SXM"].key == "h100-sxm"
+    assert rl.HARDWARE_PRESETS["NVIDIA H100 SXM"].ridge == pytest.approx(989.5e12 / 3350e9)
+    assert len(rl.HARDWARE_PRESETS) >= 7 and "Llama-2 70B (GQA, 8 KV heads)" in rl.MODEL_PRESETS
 
 
-def test_workload_presets_pick_the_phase_to_pay_for():
-    cfg, hw = rl.MODEL_PRESETS["Llama-2 7B (MHA, 32 KV heads)"], rl.HARDWARE_PRESETS["NVIDIA H100 SXM"]
-    shares = {name: rl.predict(cfg, hw, w.prompt_tokens, w.output_tokens).prefill_share
-              for name, w in rl.WORKLOAD_PRESETS.items()}
-    assert shares["Translation / summarisation"] > shares["Chat"] > shares["Code generation / writing"]
-    assert rl.what_to_pay_for(0.8).startswith("compute") and rl.what_to_pay_for(0.1).startswith("memory")
-    table = fig_roofline.predictions(cfg, rl.WORKLOAD_PRESETS["Chat"], 2, 0.5, 0.7)
-    assert len(table) == len(rl.HARDWARE_PRESETS) >= 7
-    assert len(fig_roofline.workload_shares(cfg, hw, 2, 0.5, 0.7)) == 3
+def test_card_tables_say_what_does_not_fit_and_what_is_estimated():
+    w = rl.WORKLOAD_PRESETS["Chat"]
+    table = fig_roofline.predictions("Llama-2 70B (GQA, 8 KV heads)", w)
+    assert len(table) == len(rl.HARDWARE_PRESETS)
+    a100 = table.set_index("card").loc["NVIDIA A100 80GB SXM"]
+    assert a100["fits"].startswith("no:") and "does not fit" in a100["fits"]  # 138 GB of bf16 weights
+    small = fig_roofline.predictions("Llama-2 7B (MHA, 32 KV heads)", w).set_index("card")
+    assert small.loc["NVIDIA H100 SXM", "TTFT (ms, est.)"] < small.loc["NVIDIA A100 80GB SXM", "TTFT (ms, est.)"]
+    assert set(small["from"]) == {"spec sheet"}
+    assert len(fig_roofline.prediction_bars(small.reset_index(), "t").data) == 2
+
+
+def test_workload_shares_of_the_cost_grow_with_the_batch():
+    shares = fig_roofline.workload_shares("Llama-3.1 8B (GQA, 8 KV heads)", "h100-sxm")
+    one, many = shares.columns[2], shares.columns[3]
+    assert "B = 1" in one and "B = 64" in many
+    assert (shares[many] > shares[one]).all()  # the riders share decode steps, not prefills
+    by_workload = shares.set_index("workload")[one]
+    assert by_workload["Translation / summarisation"] > by_workload["Chat"] > by_workload["Code generation / writing"]
 
 
 def test_trace_points_follow_the_formulas(tiny_llama):

@@ -5,8 +5,10 @@ import random
 import pytest
 
 from engine.errors import EngineError
-from engine.perfmodel.roofline import HARDWARE_PRESETS, MODEL_PRESETS
-from engine.perfmodel.step_model import Step, StepModel, efficiency, fit_steps, for_hardware, from_dict, to_dict
+from engine.perfmodel import card_model as cm
+from engine.perfmodel.cards import card
+from engine.perfmodel.model_shapes import model_shape
+from engine.perfmodel.step_model import CardStepModel, Step, StepModel, fit_steps, from_dict, to_dict
 
 TRUE = StepModel(0.004, 2e-4, 3e-10, 46080.0)
 
@@ -55,15 +57,17 @@ def test_bad_model_is_one_line():
         StepModel(math.nan, 1e-3, 0.0, 1.0).check()
 
 
-def test_spec_sheet_model_scales_with_the_card():
-    cfg = MODEL_PRESETS["Llama-2 7B (MHA, 32 KV heads)"]
-    eff = efficiency(TRUE, MODEL_PRESETS["SmolLM2-135M"], peak_flops=1e12, peak_bytes_per_s=20e9)
-    h100, a100 = HARDWARE_PRESETS["NVIDIA H100 SXM"], HARDWARE_PRESETS["NVIDIA A100 80GB SXM"]
-    fast, slow = for_hardware(eff, cfg, h100), for_hardware(eff, cfg, a100)
-    assert slow.per_token_s / fast.per_token_s == pytest.approx(h100.flops_per_s / a100.flops_per_s)
-    assert slow.fixed_s / fast.fixed_s == pytest.approx(h100.bytes_per_s / a100.bytes_per_s)
-    assert fast.source.startswith("estimate")
-    assert 0 < eff.compute <= 1 and 0 < eff.bandwidth <= 1
+def test_card_step_model_is_the_card_models_step():
+    s = cm.Setup(model_shape("llama-2-7b").config, card("h100-sxm"), "float16", 1, "Llama-2 7B")
+    m = CardStepModel(s)
+    assert m.source.startswith("estimate: the card model") and "spec sheet" in m.source
+    assert m.seconds(2048, 2048) == pytest.approx(cm.prefill(s, 2048).seconds)
+    assert m.seconds(16, 16 * 2112) == pytest.approx(cm.decode_step(s, 2112, 16).seconds)
+    assert m.kv_bytes_per_token == s.kv_bytes_per_token and m.fixed_s > 0
+    assert m.split(10, 1000, 4, 100) == pytest.approx(m.seconds(10, 1000) * 0.4)
+    slow = CardStepModel(cm.Setup(s.model, card("a100-80gb"), "float16"))
+    assert slow.seconds(2048, 2048) > 2 * m.seconds(2048, 2048)  # the valley: FLOP/s
+    assert 1.3 < slow.seconds(1, 2048) / m.seconds(1, 2048) < 1.8  # the bridge: bandwidth
 
 
 def test_round_trip():

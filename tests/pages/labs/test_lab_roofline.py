@@ -1,20 +1,38 @@
-"""AppTest of pages/labs/lab_roofline.py (Roofline & hardware): it renders, measures with the tiny model, shows no exception."""
+"""AppTest of pages/labs/lab_roofline.py: it measures this machine with the tiny model (peaks, MFU, MBU, crossovers),
+shows the card model on every card (this machine's measured card first), the cost by stage, the KV wall, H100 -> H200."""
 
 from tests.pages.labs.lab_helpers import no_exception, open_lab
 from ui import state
 
 
-def test_roofline_page_measures_and_predicts():
+def test_roofline_page_measures_here_and_estimates_every_card():
     at = open_lab("lab_roofline")
     no_exception(at)
-    assert [m.label for m in at.metric][:3] == ["Copy bandwidth (measured)", "Matmul FLOP/s (measured)", "Ridge point"]
+    labels = [m.label for m in at.metric]
+    assert labels[:3] == ["Copy bandwidth (measured)", "Matmul FLOP/s (measured)", "Ridge point"]
+    assert "MFU (measured here)" in labels and "MBU (measured here)" in labels
     points = at.dataframe[0].value
     assert list(points["phase"]) == ["prefill", "decode"]
-    before = at.dataframe[1].value["TTFT (ms, est.)"].tolist()
-    at.selectbox(key=state.ROOF_MODEL).set_value("Llama-2 7B (MHA, 32 KV heads)").run()
+    cards = at.dataframe[1].value
+    assert cards["card"].iloc[0].startswith("this machine") and cards["from"].iloc[0].startswith("measured here at")
+    assert (cards["from"].iloc[1:] == "spec sheet").all()
+    text = " ".join(m.value for m in at.markdown)
+    assert "On this machine (peaks measured at" in text and "only the bridge gets faster" in text
+    before = cards.set_index("card")["TTFT (ms, est.)"]
+    at.selectbox(key=state.ROOF_MODEL).set_value("SmolLM2-135M").run()
     no_exception(at)
-    after = at.dataframe[1].value["TTFT (ms, est.)"].tolist()
-    assert all(a > b for a, b in zip(after, before))  # a 7B model takes longer than SmolLM2 everywhere
+    after = at.dataframe[1].value.set_index("card")["TTFT (ms, est.)"]
+    assert all(after[c] < before[c] for c in before.index if c in after.index and before[c] == before[c])
+
+
+def test_the_cost_by_stage_follows_the_card_and_the_workload():
+    at = open_lab("lab_roofline")
+    at.selectbox(key=state.ROOF_COST_CARD).set_value("NVIDIA H100 SXM").run()
+    no_exception(at)
+    words = [m.value for m in at.markdown if m.value.startswith("On NVIDIA H100 SXM")]
+    assert words and "at B = 1 " in words[0] and "Batching shares each decode step" in words[0]
     at.selectbox(key=state.ROOF_WORKLOAD).set_value("Code generation / writing").run()
     no_exception(at)
-    assert "decode" in at.dataframe[2].value["dominant phase"].iloc[-1]
+    shares = at.dataframe[3].value
+    assert shares["prefill's share of the cost, B = 1 (est.)"].iloc[-1] < shares[
+        "prefill's share of the cost, B = 64 (est.)"].iloc[-1]

@@ -14,7 +14,8 @@ def test_peak_metrics_word_the_measured_peaks_and_their_ridge():
 
 
 def test_hardware_caption_states_the_spec_sheet():
-    assert rn.hardware_caption("NVIDIA H100 SXM").startswith("NVIDIA H100 SXM: 989 TFLOP/s, 3350 GB/s, ridge 295 FLOP/byte")
+    assert rn.hardware_caption("NVIDIA H100 SXM").startswith("NVIDIA H100 SXM: 989.5 TFLOP/s, 3350 GB/s, ridge 295 FLOP/byte")
+    assert "estimate" in rn.hardware_caption("Apple M3 Max (40-core GPU)")  # its TFLOP/s is not a spec sheet
 
 
 def test_prefill_share_from_a_measured_run_or_a_preset():
@@ -26,7 +27,19 @@ def test_prefill_share_from_a_measured_run_or_a_preset():
     assert note == "measured: TTFT 100 ms of 500 ms end to end (3 in / 3 out, hand)"
     model, hw, workload = next(iter(rn.MODEL_PRESETS)), next(iter(rn.HARDWARE_PRESETS)), next(iter(rn.WORKLOAD_PRESETS))
     share, note = rn.preset_share(model, hw, workload)
-    assert 0 < share < 1 and note.startswith("estimate: TTFT ") and note.endswith(f"on {hw}")
+    assert 0 < share < 1 and note.startswith("estimate: TTFT ") and note.endswith(f"on {hw} (the card model)")
+    share, note = rn.preset_share("Llama-2 70B (GQA, 8 KV heads)", "NVIDIA H100 SXM", "Chat")
+    assert 0 < share < 1 and note.endswith("on 2 x NVIDIA H100 SXM (the card model)")  # the fewest cards that hold it
+    share, note = rn.preset_share("Llama-2 70B (GQA, 8 KV heads)", "Apple M3 Max (40-core GPU)", "Chat")
+    assert share == rn.FABLE_SHARE and "does not fit" in note  # one line, never a crash of the budget page
+
+
+def test_class_table_gives_every_efficiency_its_source():
+    rows = rn.class_table()
+    assert {r["parameter"] for r in rows} >= {"mfu", "mbu", "layer_s", "pass_s", "overlap"}
+    assert all(r["source"] and r["range"] for r in rows)
+    assert "Maximum Achievable Matmul" in rn.CARD_MODEL_NOTE or "card_model" in rn.CARD_MODEL_NOTE
+    assert "compute-bound only once" in rn.INTRO
 
 
 def test_amdahl_and_the_fable_come_from_the_budget_model():
