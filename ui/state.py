@@ -14,6 +14,7 @@ TOP_K = "sb_top_k"
 TOP_P = "sb_top_p"
 SEED = "sb_seed"
 CHAT = "sb_chat"
+IGNORE_EOS = "sb_ignore_eos"  # True: exactly MAX_NEW_TOKENS output tokens, past an end-of-text token (vLLM's ignore_eos)
 LIVE_CHART = "sb_live_chart"
 RUN = "sb_run"
 
@@ -112,6 +113,7 @@ PRESENTER_RUN = "presenter_run"  # its Run button
 PRESENTER_EXAMPLE = "presenter_example"  # its copies of the sidebar's example and lengths (kept in step with them)
 PRESENTER_PROMPT_TOKENS = "presenter_prompt_tokens"
 PRESENTER_OUTPUT_TOKENS = "presenter_output_tokens"
+PRESENTER_IGNORE_EOS = "presenter_ignore_eos"
 LINK_RUN = "link_run"  # a link's run=1: "pending" until the run starts, then "done" (once per opening)
 SETTINGS_RESET = "sb_reset"  # the sidebar's "Reset to defaults" button
 LINK_RESTORED = "link_restored"  # the URL's settings were applied once for this session

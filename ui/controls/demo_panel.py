@@ -15,7 +15,7 @@ import streamlit as st
 from engine.core.trace_file import MAX_FILE_BYTES, TraceFileError, read_trace, trace_bytes
 from ui import state
 from ui.controls import glossary_panel
-from ui.demo import links, recorded, session_file
+from ui.demo import links, output_length, recorded, session_file
 from ui.engine_link import worker_link
 from ui.text import phase_numbers, prompts
 
@@ -169,11 +169,20 @@ def replay_sidebar() -> None:
 
 
 def recorded_banner() -> None:
-    """On the story pages: say that the run shown is a recording, and which."""
-    label = worker_link.store().recorded
-    if label and worker_link.store().last_trace is not None:
+    """On the story pages: say that the run shown is a recording, and which; and how its output ended when that was
+    not at the length asked (early, at the model's end-of-text: in presenter mode too) or went past the model's own
+    end (a caption)."""
+    store = worker_link.store()
+    label, trace = store.recorded, store.last_trace
+    if label and trace is not None:
         st.caption(f"Recorded run, not measured in this session: {phase_numbers.escape_markdown(label)}. Its numbers are "
                    "that machine's.")
+    if trace is None:
+        return
+    if early := output_length.early_end(trace):
+        st.info(early, icon=":material/front_hand:")
+    elif past := output_length.past_end(trace):
+        st.caption(past)
 
 
 # ----------------------------------------------------------------------------------------------

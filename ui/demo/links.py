@@ -33,6 +33,7 @@ PARAMS = {
     "prompt_tokens": Param(state.PROMPT_TOKENS, "int", 64, 1, 1024),
     "fit": Param(state.FIT_PROMPT, "flag", True),
     "output_tokens": Param(state.MAX_NEW_TOKENS, "int", 32, 1, 512),
+    "ignore_eos": Param(state.IGNORE_EOS, "flag", True),  # exactly output_tokens, past an end-of-text token
     "chat": Param(state.CHAT, "flag", False),
     "temperature": Param(state.TEMPERATURE, "float", 0.0, 0.0, 2.0, 0.05),
     "top_k": Param(state.TOP_K, "int", 0, 0, 50_000),
