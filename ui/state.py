@@ -133,6 +133,22 @@ PREFILL_LAST_TICK = "pf_last_tick"
 PREFILL_AUTOPLAY_DONE = "pf_autoplay_done"
 LINK_NOTICE = "link_notice"  # what the URL asked for that could not be used (shown once, then dropped)
 TRACE_SHOWN = "trace_shown"  # the shipped recording last opened (kept in the link while it is the run shown)
+LINK_PRESET = "link_preset"  # a link's preset=...: the verdict it pressed (kept in the link, like run=1)
+
+# lesson mode (ui/demo/lesson.py reads the files, ui/controls/lesson_panel.py draws the bar and moves between steps)
+LESSON = "lesson_name"  # the lesson being taught (its file name without .json), absent when none
+LESSON_STEP = "lesson_step"  # its current step, from 1
+LESSON_STARTED = "lesson_step_started"  # (lesson, step, runs in the history when the step opened): the step's run is newer
+LESSON_SWITCH = "lesson_switch"  # the page a Next / Back asked for (switched to before the page draws)
+LESSON_BAR = "lesson_bar"  # the bar's container (CSS class st-key-lesson_bar)
+LESSON_NEXT = "lesson_next"  # its buttons (the keys PageDown / PageUp press them)
+LESSON_BACK = "lesson_back"
+LESSON_END = "lesson_end"
+LESSON_KEYS = "lesson_keys"  # container of the keys' script
+LESSON_CHECK = "lesson_check"  # the line under the bar: did the step's run produce what it asked for
+LESSON_SHEET = "lesson_sheet"  # the teacher sheet's download (HTML)
+LESSON_PICK = "lesson_pick"  # the sidebar's choice of lesson
+LESSON_START = "lesson_start"
 
 # measure a server (pages/serving/measure_server.py): any OpenAI-compatible server, on the operator's allow-list only
 MEASURE_URL = "ms_url"
