@@ -3,6 +3,8 @@ move through the steps with the step in the URL, a reload lands on the same step
 import json
 import shutil
 
+import pytest
+
 from tests import ROOT
 from ui import state
 from ui.demo import lesson
@@ -28,6 +30,20 @@ def test_a_lesson_link_opens_its_step_runs_it_and_says_it_produced_what_it_asked
     assert any(s.value.startswith("This step: ") and "as asked" in s.value for s in at.success)
     query = dict(at.query_params)
     assert query["lesson"] == LESSON and query["step"] == str(DECODE_STEP) and query["page"] == "decode"
+
+
+@pytest.mark.parametrize("verdict", ["decode", "prefill"])
+def test_a_preset_step_presses_the_preset_once_and_judges_its_lengths(make_app, verdict):
+    number = next(i for i, s in enumerate(SHIPPED.steps, 1) if s.settings.get("preset") == verdict)
+    at = make_app(query={"lesson": LESSON, "step": str(number), "present": "1"}).run()
+    assert not at.exception and not at.error
+    preset = at.session_state[state.PRESET_APPLIED]
+    trace = at.session_state[state.STORE].last_trace
+    assert preset.verdict == verdict and (trace.n_prompt, trace.n_output) == (preset.prompt_tokens, preset.output_tokens)
+    assert any(s.value.startswith("This step: ") and "as asked" in s.value for s in at.success)
+    assert dict(at.query_params)["preset"] == verdict
+    at.run()
+    assert len(at.session_state[state.STORE].history) == 1  # pressed once, not at every rerun
 
 
 def test_next_and_back_move_through_the_steps_from_the_defaults(make_app):
