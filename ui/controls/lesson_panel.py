@@ -15,7 +15,7 @@ from functools import lru_cache
 import streamlit as st
 
 from ui import state
-from ui.controls import demo_panel
+from ui.controls import demo_panel, widgets
 from ui.demo import lesson as lessons_mod
 from ui.demo import lesson_sheet, links, recorded
 from ui.engine_link import worker_link
@@ -120,9 +120,18 @@ def route(current_page, pages: list) -> None:
         return
     by_path = {_path(p): p for p in pages}
     if target in by_path:
+        ss = st.session_state
+        for key in _sidebar_keys():  # this script run ends before the sidebar is drawn: Streamlit would drop its
+            if key in ss:  # widgets' values as unused (presenter mode, the theme, the model...); set, they stay
+                ss[key] = ss[key]
         st.switch_page(by_path[target])
     why = "replay-only mode has no labs" if recorded.replay_only() else "it is not open to this session"
     st.session_state[state.LINK_NOTICE] = f"This lesson step's page ({target}) cannot be shown here: {why}."
+
+
+def _sidebar_keys() -> set[str]:
+    """The keys of the widgets every page draws (the sidebar's, presenter mode, the theme)."""
+    return set(widgets.defaults()) | {p.key for p in links.PARAMS.values()} | {state.PRESENTER, state.DARK_THEME}
 
 
 def sidebar(found: dict, problems: tuple[str, ...]) -> None:

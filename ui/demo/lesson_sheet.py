@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import html as html_lib
+import re
 import sys
 from pathlib import Path
 
@@ -29,23 +30,31 @@ def page_titles() -> dict[str, str]:
 
 
 def settings_words(step: lessons_mod.Step) -> str:
-    """A step's settings in words: 'example chat · prompt 128 tokens · output 64 tokens · runs on opening'."""
+    """A step's settings in words: 'chat example · 128 → 64 tokens · runs on opening'."""
+    settings = dict(step.settings)
     words = []
-    for name, value in step.settings.items():
+    if "example" in settings:
+        words.append(f"{settings.pop('example')} example")
+    prompt, output = settings.pop("prompt_tokens", None), settings.pop("output_tokens", None)
+    if prompt or output:
+        words.append(f"{prompt or links.PARAMS['prompt_tokens'].default} → "
+                     f"{output or links.PARAMS['output_tokens'].default} tokens")
+    labels = {"chat": "chat template", "ignore_eos": "exact output length", "fit": "exactly N prompt tokens"}
+    for name, value in settings.items():
         if name == links.PRESET:
-            words.append(f"presses Home's {PRESET_WORDS.get(value, value)} preset (lengths from this machine's rates)")
+            words.append(f"Home's {PRESET_WORDS.get(value, value)} preset (lengths from this machine's rates)")
         elif name == links.RUN:
             words.append("runs on opening")
-        elif name == "prompt_tokens":
-            words.append(f"prompt {value} tokens")
-        elif name == "output_tokens":
-            words.append(f"output {value} tokens")
-        elif name in ("chat", "ignore_eos", "fit"):
-            label = {"chat": "chat template", "ignore_eos": "exact output length", "fit": "exactly N prompt tokens"}
-            words.append(f"{label[name]} {'on' if links.FLAGS.get(value.lower()) else 'off'}")
+        elif name in labels:
+            words.append(f"{labels[name]} {'on' if links.FLAGS.get(value.lower()) else 'off'}")
         else:
             words.append(f"{name} {value}")
     return " · ".join(words)
+
+
+def poll_name(file_name: str) -> str:
+    """A poll file's name in words: '1-double-the-prompt' -> 'double the prompt'."""
+    return re.sub(r"^\d+-", "", file_name).replace("-", " ").replace("_", " ")
 
 
 def _where(step: lessons_mod.Step, titles: dict[str, str]) -> str:
@@ -77,15 +86,16 @@ def markdown(lesson: lessons_mod.Lesson) -> str:
 
 
 CSS = """
-@page { size: A4 landscape; margin: 8mm; }
-body { font: 7.6pt/1.25 system-ui, -apple-system, "Segoe UI", Roboto, sans-serif; color: #111; margin: 0; }
+@page { size: A4 landscape; margin: 7mm; }
+body { font: 7.2pt/1.2 system-ui, -apple-system, "Segoe UI", Roboto, sans-serif; color: #111; margin: 0; }
 h1 { font-size: 12pt; margin: 0 0 2pt 0; }
 p.about { margin: 0 0 4pt 0; }
 table { border-collapse: collapse; width: 100%; table-layout: fixed; }
 th, td { border: 0.5pt solid #999; padding: 1.5pt 3pt; vertical-align: top; text-align: left; }
 th { background: #eee; }
 tr { break-inside: avoid; }
-td.n { width: 1.6em; } td.m { width: 2.2em; } col.where { width: 17%; }
+col.n { width: 2.2%; } col.m { width: 3%; } col.where { width: 18%; } col.say { width: 24%; }
+col.see { width: 20%; } col.do { width: 32.8%; }
 .poll { font-style: italic; }
 code { font-size: 7pt; }
 @media screen { body { margin: 1.5em; max-width: 80em; } }
@@ -102,16 +112,17 @@ def html(lesson: lessons_mod.Lesson) -> str:
         if step.settings:
             where += f"<br>{esc(settings_words(step))}"
         if step.poll:
-            where += f"<br><span class='poll'>Poll: {esc(step.poll_question)}</span>"
-        todo = esc(step.do) + (f"<br><b>If the numbers differ:</b> {esc(step.if_different)}" if step.if_different else "")
-        rows.append(f"<tr><td class='n'>{i}</td><td class='m'>{step.minutes:g}</td><td>{where}</td>"
+            where += f"<br><span class='poll'>Poll: {esc(poll_name(step.poll))}</span>"
+        todo = esc(step.do) + (f"<br><b>If different here:</b> {esc(step.if_different)}" if step.if_different else "")
+        rows.append(f"<tr><td>{i}</td><td>{step.minutes:g}</td><td>{where}</td>"
                     f"<td>{esc(step.say)}</td><td>{esc(step.see)}</td><td>{todo}</td></tr>")
     about = f"{esc(lesson.about)} " if lesson.about else ""
     return (f"<!doctype html><html lang='en'><head><meta charset='utf-8'><title>{esc(lesson.title)} — teacher sheet"
             f"</title><style>{CSS}</style></head><body><h1>{esc(lesson.title)} — teacher sheet</h1>"
             f"<p class='about'>{about}<b>{lesson.minutes:g} minutes, {len(lesson.steps)} steps.</b> Open "
             f"<code>{esc(lesson.link())}</code> on the dashboard; {esc(KEYS)}.</p>"
-            "<table><colgroup><col><col><col class='where'><col><col><col></colgroup>"
+            "<table><colgroup><col class='n'><col class='m'><col class='where'><col class='say'><col class='see'>"
+            "<col class='do'></colgroup>"
             "<tr><th>#</th><th>min</th><th>Step: page, settings, poll</th><th>Say</th><th>The class sees</th>"
             f"<th>Do</th></tr>{''.join(rows)}</table></body></html>")
 

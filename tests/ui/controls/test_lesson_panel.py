@@ -55,6 +55,7 @@ def test_next_and_back_move_through_the_steps_from_the_defaults(make_app):
     assert f"step **{DECODE_STEP + 1} of" in _bar(at) and dict(at.query_params)["step"] == str(DECODE_STEP + 1)
     assert dict(at.query_params)["page"] == nxt.page
     assert at.session_state[state.TEMPERATURE] == 0.0  # a step starts from the defaults
+    assert at.session_state[state.PRESENTER] and at.session_state[state.MODEL] == "tiny-llama"  # the screen's own
     if nxt.poll:
         assert at.session_state[state.POLL_PICK] == nxt.poll_id  # the poll page opens on the step's question
     at.button(key=state.LESSON_BACK).click().run()

@@ -27,8 +27,8 @@ def test_html_holds_every_step_escaped_with_print_css(tmp_path):
     for step in the.steps:
         assert step.title.replace("'", "&#x27;") in page
     assert "Decode — the bridge" in page  # the page's title from app.py, not its URL path
-    assert "prompt 32 tokens · output 16 tokens · runs on opening" in page
-    assert "Decode-heavy preset" in page and "Poll: The convoy doubles" in page
+    assert "chat example · 32 → 16 tokens · runs on opening" in page
+    assert "Decode-heavy preset" in page and "Poll: double the prompt" in page
     assert "?lesson=tiny&amp;step=1&amp;present=1" in page
     assert "5 minutes, 3 steps" in page
 
