@@ -169,3 +169,12 @@ def test_the_shipped_words_follow_the_lessons_physics():
                     assert "ridge" in low or "long enough" in low, sentence
                 if "batch" in low and "faster" in low:
                     assert "not" in low, sentence
+
+
+def test_the_teacher_guide_walks_the_shipped_lesson_step_by_step():
+    guide = (ROOT / "docs" / "teacher-guide.md").read_text(encoding="utf-8")
+    section = guide[guide.index("## The lesson"):guide.index("## What the dashboard shows")]
+    the = lesson.load(ROOT / "assets" / "lessons" / "45-minutes.json")
+    for number, step in enumerate(the.steps, 1):
+        assert f"| {number} | {step.minutes:g} |" in section and f"**{step.title}**" in section, step.title
+    assert the.link(1) in section and "assets/lessons/README.md" in section and "ui.demo.lesson_sheet" in section
