@@ -120,3 +120,16 @@ def test_a_bad_lesson_file_is_one_line_in_the_sidebar_and_the_others_load(make_a
     assert len(lines) == 1 and "broken.json: step 2 settings.output_tokens" in lines[0]
     assert at.sidebar.selectbox(key=state.LESSON_PICK).options == [
         f"{SHIPPED.title} ({SHIPPED.minutes:g} min, {len(SHIPPED.steps)} steps)"]
+
+
+def test_in_replay_only_mode_a_step_says_what_it_cannot_do(make_app, monkeypatch):
+    monkeypatch.setenv("TWO_BENDS_REPLAY", "1")
+    at = make_app(query={"lesson": LESSON, "step": str(DECODE_STEP), "present": "1"}).run()
+    assert not at.exception
+    assert any("run=1 cannot start a run" in w.value and "replay" in w.value for w in at.warning)
+    lab = next(i for i, s in enumerate(SHIPPED.steps, 1) if s.page.startswith("lab_"))
+    at.session_state[state.LESSON_STEP] = lab - 1  # the step before the first lab
+    at.run()
+    at.button(key=state.LESSON_NEXT).click().run()
+    assert not at.exception and f"step **{lab} of" in _bar(at)
+    assert any("cannot be shown here: replay-only mode has no labs" in w.value for w in at.warning)
