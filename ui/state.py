@@ -138,7 +138,7 @@ LINK_PRESET = "link_preset"  # a link's preset=...: the verdict it pressed (kept
 # lesson mode (ui/demo/lesson.py reads the files, ui/controls/lesson_panel.py draws the bar and moves between steps)
 LESSON = "lesson_name"  # the lesson being taught (its file name without .json), absent when none
 LESSON_STEP = "lesson_step"  # its current step, from 1
-LESSON_STARTED = "lesson_step_started"  # (lesson, step, runs in the history when the step opened): the step's run is newer
+LESSON_STARTED = "lesson_step_started"  # (lesson, step, a weak reference to the run shown when the step opened)
 LESSON_SWITCH = "lesson_switch"  # the page a Next / Back asked for (switched to before the page draws)
 LESSON_BAR = "lesson_bar"  # the bar's container (CSS class st-key-lesson_bar)
 LESSON_NEXT = "lesson_next"  # its buttons (the keys PageDown / PageUp press them)

@@ -9,6 +9,7 @@ The link: `restore` applies the URL's settings once per session (before the side
 from __future__ import annotations
 
 import re
+import weakref
 
 import streamlit as st
 
@@ -248,7 +249,8 @@ def start_step(lesson: str, step: int) -> None:
     """Remember the lesson step now shown, and the run shown when it opened (the step's own run is a newer one)."""
     ss = st.session_state
     ss[state.LESSON], ss[state.LESSON_STEP] = lesson, step
-    ss[state.LESSON_STARTED] = (lesson, step, worker_link.store().last_trace)
+    shown = worker_link.store().last_trace  # held weakly: the store alone decides how long a run is kept
+    ss[state.LESSON_STARTED] = (lesson, step, weakref.ref(shown) if shown is not None else None)
 
 
 def publish(page) -> None:

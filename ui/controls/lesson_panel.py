@@ -195,7 +195,8 @@ def check(shown) -> None:
     step, ss = lesson.steps[number - 1], st.session_state
     started = ss.get(state.LESSON_STARTED)
     trace = worker_link.store().last_trace
-    if not step.runs or not started or started[:2] != (lesson.name, number) or trace is None or trace is started[2]:
+    shown_then = started[2]() if started and started[2] is not None else None
+    if not step.runs or not started or started[:2] != (lesson.name, number) or trace is None or trace is shown_then:
         return  # the step runs nothing, or its run has not finished since the step opened
     asked = step.asked()
     if asked is None:  # a preset: the lengths it chose from this machine's rates
