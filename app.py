@@ -4,7 +4,7 @@ from ui.controls import launch
 launch.wait_for_app_modules()  # the launcher imports the modules below while the browser loads the page
 import streamlit as st  # noqa: E402
 
-from ui.controls import demo_panel, presenter, widgets  # noqa: E402
+from ui.controls import demo_panel, lesson_panel, presenter, widgets  # noqa: E402
 from ui.demo import recorded  # noqa: E402
 from ui.room import code_display, follow, gate  # noqa: E402
 
@@ -37,6 +37,7 @@ PAGES = {
     ],
 }
 
+EVERY_PAGE = [p for group in PAGES.values() for p in group]  # a lesson may name any page; some are not this session's
 if role == "solo":
     PAGES["The room"] = PAGES["The room"][:1]  # one person on one machine: predict, then measure alone; no console
 elif role == "student":
@@ -45,11 +46,15 @@ if recorded.replay_only():
     PAGES.pop("Labs")  # labs measure live on this machine: replay-only mode has no model to measure with
 page = st.navigation(PAGES)
 follow.presence(page, [p for group in PAGES.values() for p in group])  # room mode: page, activity, locks, follow-me
-demo_panel.restore(page, [p for group in PAGES.values() for p in group])  # a shared link's settings, once
+lessons, _ = lesson_panel.lessons(EVERY_PAGE)  # assets/lessons/: ordered steps, each a page and a link's settings
+demo_panel.restore(page, [p for group in PAGES.values() for p in group], lessons)  # a shared link's settings, once
+lesson_panel.route(page, [p for group in PAGES.values() for p in group])  # a lesson's Back / Next: the step's page
 request = widgets.sidebar()
 presenter.apply(PAGES, request)  # presenter mode: its own bar (every page, Run, lengths, glossary)
+lesson_step = lesson_panel.bar(EVERY_PAGE)  # lesson mode: the step, Back / Next (PageUp / PageDown), the notes
 code_display.presenter_banner()  # room mode, presenter mode, the teacher: the join code and QR code, large
 widgets.run_panel(request)  # runs the model when Run was pressed, live, above any page
+lesson_panel.check(lesson_step)  # did the step's run produce the lengths it asked for
 demo_panel.publish(page)  # the current settings into the URL, for sharing
 with follow.drawing():  # room mode: a follow-me push counts as seen once its page is drawn
     page.run()

@@ -14,6 +14,7 @@ TOP_K = "sb_top_k"
 TOP_P = "sb_top_p"
 SEED = "sb_seed"
 CHAT = "sb_chat"
+IGNORE_EOS = "sb_ignore_eos"  # True: exactly MAX_NEW_TOKENS output tokens, past an end-of-text token (vLLM's ignore_eos)
 LIVE_CHART = "sb_live_chart"
 RUN = "sb_run"
 
@@ -115,6 +116,7 @@ PRESENTER_RUN = "presenter_run"  # its Run button
 PRESENTER_EXAMPLE = "presenter_example"  # its copies of the sidebar's example and lengths (kept in step with them)
 PRESENTER_PROMPT_TOKENS = "presenter_prompt_tokens"
 PRESENTER_OUTPUT_TOKENS = "presenter_output_tokens"
+PRESENTER_IGNORE_EOS = "presenter_ignore_eos"
 LINK_RUN = "link_run"  # a link's run=1: "pending" until the run starts, then "done" (once per opening)
 SETTINGS_RESET = "sb_reset"  # the sidebar's "Reset to defaults" button
 LINK_RESTORED = "link_restored"  # the URL's settings were applied once for this session
@@ -134,6 +136,22 @@ PREFILL_LAST_TICK = "pf_last_tick"
 PREFILL_AUTOPLAY_DONE = "pf_autoplay_done"
 LINK_NOTICE = "link_notice"  # what the URL asked for that could not be used (shown once, then dropped)
 TRACE_SHOWN = "trace_shown"  # the shipped recording last opened (kept in the link while it is the run shown)
+LINK_PRESET = "link_preset"  # a link's preset=...: the verdict it pressed (kept in the link, like run=1)
+
+# lesson mode (ui/demo/lesson.py reads the files, ui/controls/lesson_panel.py draws the bar and moves between steps)
+LESSON = "lesson_name"  # the lesson being taught (its file name without .json), absent when none
+LESSON_STEP = "lesson_step"  # its current step, from 1
+LESSON_STARTED = "lesson_step_started"  # (lesson, step, a weak reference to the run shown when the step opened)
+LESSON_SWITCH = "lesson_switch"  # the page a Next / Back asked for (switched to before the page draws)
+LESSON_BAR = "lesson_bar"  # the bar's container (CSS class st-key-lesson_bar)
+LESSON_NEXT = "lesson_next"  # its buttons (the keys PageDown / PageUp press them)
+LESSON_BACK = "lesson_back"
+LESSON_END = "lesson_end"
+LESSON_KEYS = "lesson_keys"  # container of the keys' script
+LESSON_CHECK = "lesson_check"  # the line under the bar: did the step's run produce what it asked for
+LESSON_SHEET = "lesson_sheet"  # the teacher sheet's download (HTML)
+LESSON_PICK = "lesson_pick"  # the sidebar's choice of lesson
+LESSON_START = "lesson_start"
 
 # measure a server (pages/serving/measure_server.py): any OpenAI-compatible server, on the operator's allow-list only
 MEASURE_URL = "ms_url"

@@ -9,13 +9,14 @@ The link: `restore` applies the URL's settings once per session (before the side
 from __future__ import annotations
 
 import re
+import weakref
 
 import streamlit as st
 
 from engine.core.trace_file import MAX_FILE_BYTES, TraceFileError, read_trace, trace_bytes
 from ui import state
 from ui.controls import glossary_panel
-from ui.demo import links, recorded, session_file
+from ui.demo import links, output_length, recorded, session_file
 from ui.engine_link import worker_link
 from ui.text import phase_numbers, prompts
 
@@ -169,11 +170,20 @@ def replay_sidebar() -> None:
 
 
 def recorded_banner() -> None:
-    """On the story pages: say that the run shown is a recording, and which."""
-    label = worker_link.store().recorded
-    if label and worker_link.store().last_trace is not None:
+    """On the story pages: say that the run shown is a recording, and which; and how its output ended when that was
+    not at the length asked (early, at the model's end-of-text: in presenter mode too) or went past the model's own
+    end (a caption)."""
+    store = worker_link.store()
+    label, trace = store.recorded, store.last_trace
+    if label and trace is not None:
         st.caption(f"Recorded run, not measured in this session: {phase_numbers.escape_markdown(label)}. Its numbers are "
                    "that machine's.")
+    if trace is None:
+        return
+    if early := output_length.early_end(trace):
+        st.info(early, icon=":material/front_hand:")
+    elif past := output_length.past_end(trace):
+        st.caption(past)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -186,15 +196,42 @@ def _path(page) -> str:
 LINK_PENDING, LINK_DONE = "pending", "done"  # state.LINK_RUN: the link's run=1 before and after it started
 
 
-def restore(current, pages: list) -> None:
-    """On a session's first run: the URL's settings into session state, its recorded run opened, its page shown."""
+def restore(current, pages: list, lessons: dict | None = None) -> None:
+    """On a session's first run: the URL's settings into session state, its recorded run opened, its page shown.
+    `lessons`: the lessons that loaded (name -> ui.demo.lesson.Lesson); a link to a lesson's step opens that step
+    (its page and settings, with the URL's own settings over them: a reload keeps what the teacher changed)."""
     ss = st.session_state
     if ss.get(state.LINK_RESTORED):
         return
     ss[state.LINK_RESTORED] = True
+    lessons = lessons or {}
     by_path = {_path(p): p for p in pages}
     query = st.query_params.to_dict()
-    link = links.parse(query, set(by_path), recorded.shipped_names(), replay_only=recorded.replay_only())
+    link = _parse(query, by_path, lessons)
+    if link.lesson:
+        query = {**lessons[link.lesson].steps[link.step - 1].query(), **query}
+        link = _parse(query, by_path, lessons)
+    apply_link(link)
+    if link.lesson:
+        start_step(link.lesson, link.step)
+    if link.page and link.page != _path(current):
+        st.switch_page(by_path[link.page], query_params=query)
+
+
+def _parse(query: dict, by_path: dict, lessons: dict) -> links.LinkSettings:
+    return links.parse(query, set(by_path), recorded.shipped_names(), replay_only=recorded.replay_only(),
+                       lessons={name: len(lesson.steps) for name, lesson in lessons.items()})
+
+
+def apply_link(link: links.LinkSettings, fresh: bool = False) -> None:
+    """A parsed link's settings into session state (before the sidebar's widgets exist: at the top of a script run,
+    or in a callback). `fresh`: every link setting it leaves out goes back to its default first (a lesson's step
+    starts from the defaults, whatever the step before it changed); presenter mode and the theme stay."""
+    ss = st.session_state
+    if fresh:
+        ss.update({p.key: p.default for name, p in links.PARAMS.items() if name not in ("present", "theme")})
+        for key in (state.LINK_RUN, state.LINK_PRESET, state.PRESET_PENDING):
+            ss.pop(key, None)
     ss.update(link.values)
     if state.EXAMPLE in link.values:
         ss[state.PROMPT] = prompts.example(link.values[state.EXAMPLE]).text
@@ -202,10 +239,18 @@ def restore(current, pages: list) -> None:
         open_shipped(link.trace)
     if link.run:
         ss[state.LINK_RUN] = LINK_PENDING  # ui/controls/widgets.py starts it once
+    if link.preset:
+        ss[state.PRESET_PENDING] = ss[state.LINK_PRESET] = link.preset  # Home's preset buttons run it once
     if link.notices:
         ss[state.LINK_NOTICE] = link.notice()
-    if link.page and link.page != _path(current):
-        st.switch_page(by_path[link.page], query_params=query)
+
+
+def start_step(lesson: str, step: int) -> None:
+    """Remember the lesson step now shown, and the run shown when it opened (the step's own run is a newer one)."""
+    ss = st.session_state
+    ss[state.LESSON], ss[state.LESSON_STEP] = lesson, step
+    shown = worker_link.store().last_trace  # held weakly: the store alone decides how long a run is kept
+    ss[state.LESSON_STARTED] = (lesson, step, weakref.ref(shown) if shown is not None else None)
 
 
 def publish(page) -> None:
@@ -218,6 +263,7 @@ def publish(page) -> None:
     shown = ss.get(state.TRACE_SHOWN)
     if shown and not (worker_link.store().recorded and shown in recorded.shipped_names()):
         shown = None
-    query = links.build(values, _path(page), shown, run=state.LINK_RUN in ss)
+    query = links.build(values, _path(page), shown, run=state.LINK_RUN in ss, preset=ss.get(state.LINK_PRESET),
+                        lesson=ss.get(state.LESSON), step=ss.get(state.LESSON_STEP))
     if query != st.query_params.to_dict():
         st.query_params.from_dict(query)

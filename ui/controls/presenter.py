@@ -83,7 +83,7 @@ def _leave() -> None:
 
 # presenter mode's own copies of the sidebar's widgets (the sidebar stays drawn, hidden, so its keys keep their values)
 MIRRORS = {state.PRESENTER_EXAMPLE: state.EXAMPLE, state.PRESENTER_PROMPT_TOKENS: state.PROMPT_TOKENS,
-           state.PRESENTER_OUTPUT_TOKENS: state.MAX_NEW_TOKENS}
+           state.PRESENTER_OUTPUT_TOKENS: state.MAX_NEW_TOKENS, state.PRESENTER_IGNORE_EOS: state.IGNORE_EOS}
 KEYS_HINT = "**→ ← space**"  # on Prefill and Decode: next, previous, autoplay (keyboard() below)
 
 
@@ -145,6 +145,8 @@ def _request_controls(request) -> None:
                   help=None if fit else "The sidebar sends the prompt as typed; switch 'exactly N tokens' on there.")
         st.number_input("Output length (max new tokens)", 1, widgets.OUTPUT_TOKENS_MAX,
                   key=state.PRESENTER_OUTPUT_TOKENS, on_change=_copy, args=(state.PRESENTER_OUTPUT_TOKENS,))
+        st.checkbox(widgets.EXACT_OUTPUT_LABEL, key=state.PRESENTER_IGNORE_EOS, on_change=_copy,
+                    args=(state.PRESENTER_IGNORE_EOS,), help=widgets.EXACT_OUTPUT_HELP)
     st.button("Run", key=state.PRESENTER_RUN, type="primary", icon=":material/play_arrow:",
               disabled=request.lm is None, help=request.error)
 

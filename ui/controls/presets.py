@@ -45,6 +45,7 @@ def apply_pending() -> None:
     ss[state.EXAMPLE] = preset.example
     ss[state.PROMPT] = prompts.example(preset.example).text
     ss[state.FIT_PROMPT], ss[state.CHAT], ss[state.TEMPERATURE] = True, False, 0.0
+    ss[state.IGNORE_EOS] = True  # the preset's output length is what its verdict was chosen for: all of it
     ss[state.PROMPT_TOKENS], ss[state.MAX_NEW_TOKENS] = preset.prompt_tokens, preset.output_tokens
     ss[state.PRESET_APPLIED] = preset
     ss[state.RUN_REQUESTED] = True

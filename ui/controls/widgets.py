@@ -49,6 +49,10 @@ DEFAULT_EXAMPLE = "summarisation"
 DEFAULT_PROMPT_TOKENS = 64
 PROMPT_TOKENS_MAX = 1024
 OUTPUT_TOKENS_MAX = 512
+EXACT_OUTPUT_LABEL = "Exact output length (go on past the model's end-of-text)"
+EXACT_OUTPUT_HELP = ("On: the run writes exactly the output length above, as serving benchmarks do (vLLM's ignore_eos), "
+                     "so the bridge is measured at the length you chose; the page says where the model's own answer "
+                     "ended. Off: the model's end-of-text token ends the run, sometimes after one token.")
 
 
 def _apply_example() -> None:
@@ -62,6 +66,7 @@ def defaults() -> dict:
             state.DEVICE: "auto", state.DTYPE: "float32", state.KERNELS: "fast",
             state.EXAMPLE: DEFAULT_EXAMPLE, state.PROMPT: prompts.example(DEFAULT_EXAMPLE).text, state.FIT_PROMPT: True,
             state.PROMPT_TOKENS: DEFAULT_PROMPT_TOKENS, state.MAX_NEW_TOKENS: DEFAULT_OUTPUT_TOKENS, state.CHAT: False,
+            state.IGNORE_EOS: True,
             state.LIVE_CHART: True, state.QUIET_TIMING: False, state.TEMPERATURE: 0.0, state.TOP_K: 0, state.TOP_P: 1.0, state.SEED: 0}
 
 
@@ -129,6 +134,7 @@ def sidebar() -> RunRequest:
         st.slider("Prompt length N (tokens)", 1, prompt_max, value=ss[state.PROMPT_TOKENS], key=state.PROMPT_TOKENS, disabled=not fit)
         _clamp(state.MAX_NEW_TOKENS, 1, output_max)
         max_new = st.slider("Output length (max new tokens)", 1, output_max, value=ss[state.MAX_NEW_TOKENS], key=state.MAX_NEW_TOKENS)
+        st.checkbox(EXACT_OUTPUT_LABEL, value=ss[state.IGNORE_EOS], key=state.IGNORE_EOS, help=EXACT_OUTPUT_HELP)
         chat = st.toggle("Wrap in the model's chat template", key=state.CHAT)
         request.live_chart = st.toggle(
             "Live latency chart during generation", value=ss[state.LIVE_CHART], key=state.LIVE_CHART,
@@ -146,7 +152,8 @@ def sidebar() -> RunRequest:
             st.number_input("Seed", 0, 2**31 - 1, step=1, key=state.SEED)
         request.chat, request.max_new_tokens = chat, int(max_new)
         request.sampling = SamplingParams(temperature=float(ss[state.TEMPERATURE]), top_k=int(ss[state.TOP_K]),
-                                          top_p=float(ss[state.TOP_P]), seed=int(ss[state.SEED]))
+                                          top_p=float(ss[state.TOP_P]), seed=int(ss[state.SEED]),
+                                          ignore_eos=bool(ss[state.IGNORE_EOS]))
         if lm is None:
             spec = worker_link.current_spec()
             request.error = (f"{spec.name} could not be loaded on device '{spec.device}' ({spec.dtype}): "

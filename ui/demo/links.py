@@ -2,7 +2,10 @@
 
 An instructor sends `...?page=decode&example=chat&prompt_tokens=128&output_tokens=64&present=1&theme=dark` and the
 class opens the same page, prompt, settings and look (or `?trace=long-prompt-short-answer` for a recorded run); `run=1`
-also runs the request once on opening (a prepared link is a prepared slide), never in replay-only mode.
+also runs the request once on opening (a prepared link is a prepared slide), never in replay-only mode; `preset=decode`
+(or prefill, even) presses Home's one-click preset once on opening; `lesson=45-minutes&step=3` opens a lesson's step
+(ui/demo/lesson.py). `ignore_eos=1` (the default) makes every run write exactly the output length asked for, past the
+model's end-of-text token if it comes sooner, as vLLM's benchmarks do.
 `parse` never raises: a value it cannot use falls back to the default and is named in a short notice.
 Streamlit-free; ui/controls/demo_panel.py applies the result to the session and keeps the URL up to date.
 """
@@ -33,6 +36,7 @@ PARAMS = {
     "prompt_tokens": Param(state.PROMPT_TOKENS, "int", 64, 1, 1024),
     "fit": Param(state.FIT_PROMPT, "flag", True),
     "output_tokens": Param(state.MAX_NEW_TOKENS, "int", 32, 1, 512),
+    "ignore_eos": Param(state.IGNORE_EOS, "flag", True),  # exactly output_tokens, past an end-of-text token
     "chat": Param(state.CHAT, "flag", False),
     "temperature": Param(state.TEMPERATURE, "float", 0.0, 0.0, 2.0, 0.05),
     "top_k": Param(state.TOP_K, "int", 0, 0, 50_000),
@@ -43,6 +47,9 @@ PARAMS = {
 }
 THEMES = {"light": False, "dark": True}
 RUN = "run"  # run the request once when the link is opened (ui/controls/widgets.py starts it)
+PRESET = "preset"  # press one of Home's one-click presets once when the link is opened (ui/controls/presets.py)
+PRESETS = ("prefill", "even", "decode")  # ui/text/presets.py's verdicts
+LESSON, STEP = "lesson", "step"  # a lesson's file name (assets/lessons/) and its step, from 1 (ui/demo/lesson.py)
 PAGE, TRACE = "page", "trace"  # the page (its URL path) and a shipped recorded run (its file name)
 HOME = "home"  # the default page has an empty URL path; the link names it
 FLAGS = {"1": True, "true": True, "on": True, "yes": True, "0": False, "false": False, "off": False, "no": False}
@@ -56,6 +63,9 @@ class LinkSettings:
     page: str | None = None  # a URL path among the app's pages (HOME for the default page)
     trace: str | None = None  # a shipped recording's name
     run: bool = False  # run the request once, on opening
+    preset: str | None = None  # a verdict of PRESETS: its one-click preset, pressed once on opening
+    lesson: str | None = None  # a lesson's name (its file name without .json)
+    step: int | None = None  # the lesson's step, from 1 (None: no step named, or no lesson)
     notices: list[str] = field(default_factory=list)
 
     def notice(self) -> str:
@@ -101,9 +111,11 @@ def _value(name: str, param: Param, raw: str):
     return round(min(max(snapped, param.low), param.high), 4)
 
 
-def parse(query: dict, pages: set[str], traces: set[str], replay_only: bool = False) -> LinkSettings:
+def parse(query: dict, pages: set[str], traces: set[str], replay_only: bool = False,
+          lessons: dict[str, int] | None = None) -> LinkSettings:
     """Read `query` (name -> text, as st.query_params.to_dict() gives it); unknown names are ignored.
-    `replay_only`: the dashboard has no model (recorded runs only), so `run=1` is refused with the reason."""
+    `replay_only`: the dashboard has no model (recorded runs only), so `run=1` and `preset` are refused with the
+    reason. `lessons`: the lessons that loaded (name -> number of steps), for `lesson` and `step`."""
     out = LinkSettings()
     for name, param in PARAMS.items():
         if name not in query:
@@ -135,12 +147,46 @@ def parse(query: dict, pages: set[str], traces: set[str], replay_only: bool = Fa
             out.notices.append("run=1 was not used: the link opens a recorded run, and a new run would replace it")
         else:
             out.run = FLAGS[raw.strip().lower()]
+    if PRESET in query:
+        raw = str(query[PRESET]).strip().lower()
+        if raw not in PRESETS:
+            out.notices.append(f"preset {_shown(raw)} is not one of {', '.join(PRESETS)}")
+        elif replay_only:
+            out.notices.append("preset cannot start a run: this dashboard shows recorded runs only (replay mode)")
+        elif out.trace:
+            out.notices.append("preset was not used: the link opens a recorded run, and a new run would replace it")
+        else:
+            out.preset = raw
+    _parse_lesson(query, lessons or {}, out)
     return out
 
 
-def build(values: dict, page: str | None = None, trace: str | None = None, run: bool = False) -> dict[str, str]:
+def _parse_lesson(query: dict, lessons: dict[str, int], out: LinkSettings) -> None:
+    """`lesson` (a loaded lesson's name) and `step` (1 to its number of steps; 1 when left out or unusable)."""
+    if LESSON not in query:
+        if STEP in query:
+            out.notices.append("step was not used: the link names no lesson")
+        return
+    name = str(query[LESSON]).strip()
+    if not (PLAIN.fullmatch(name) and name in lessons):
+        known = ", ".join(sorted(lessons)) or "none loaded"
+        out.notices.append(f"lesson {_shown(name)} is not one of the lessons in assets/lessons/ ({known})")
+        return
+    out.lesson, out.step = name, 1
+    if STEP in query:
+        raw = str(query[STEP]).strip()
+        if re.fullmatch(r"\d{1,4}", raw) and 1 <= int(raw) <= lessons[name]:
+            out.step = int(raw)
+        else:
+            out.notices.append(f"step {_shown(raw)} is not a step of the lesson {name} (1 to {lessons[name]}): "
+                               "it opens at step 1")
+
+
+def build(values: dict, page: str | None = None, trace: str | None = None, run: bool = False,
+          preset: str | None = None, lesson: str | None = None, step: int | None = None) -> dict[str, str]:
     """Query parameters for the current settings (`values`: session-state key -> value); defaults are left out.
-    `run`: keep `run=1` (the session was opened by a link that runs on opening)."""
+    `run`, `preset`: keep `run=1`, `preset=...` (the session was opened by a link that runs on opening);
+    `lesson`, `step`: the lesson step being taught."""
     query: dict[str, str] = {}
     if page:
         query[PAGE] = page
@@ -162,4 +208,9 @@ def build(values: dict, page: str | None = None, trace: str | None = None, run: 
         query[TRACE] = trace
     if run:
         query[RUN] = "1"
+    if preset:
+        query[PRESET] = preset
+    if lesson:
+        query[LESSON] = lesson
+        query[STEP] = str(step or 1)
     return query

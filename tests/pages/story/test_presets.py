@@ -26,6 +26,7 @@ def test_preset_produces_the_verdict_it_names(monkeypatch, model, verdict):
     assert trace is not None, "the preset ran"
     preset = app.session_state[state.PRESET_APPLIED]
     assert (trace.n_prompt, trace.settings["max_new_tokens"]) == (preset.prompt_tokens, preset.output_tokens)
+    assert trace.n_output == preset.output_tokens  # all of it: a preset's run writes the exact output length
     d = diagnosis.diagnose(engine.summarize(trace))
     assert d.verdict == verdict, (preset, d.headline)
     assert any(f"Preset **{presets.PRESET_NAMES[verdict]}**" in m.value and "as named" in m.value for m in app.markdown)

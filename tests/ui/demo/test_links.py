@@ -207,3 +207,41 @@ def test_any_link_is_read_without_raising_and_what_it_keeps_round_trips(query, r
     defaults = {p.key: p.default for p in links.PARAMS.values()}
     assert {k: again.values.get(k, d) for k, d in defaults.items()} == {k: got.values.get(k, d) for k, d in defaults.items()}
     assert (again.page, again.trace, again.run, again.notices) == (got.page, got.trace, got.run, [])
+
+
+# ----------------------------------------------------------------------------------------------
+# ignore_eos (exact output length), preset=..., lesson=...&step=...
+# ----------------------------------------------------------------------------------------------
+def test_ignore_eos_is_a_flag_on_by_default_like_the_sidebars():
+    assert links.PARAMS["ignore_eos"].default is True and widgets.defaults()[state.IGNORE_EOS] is True
+    assert links.parse({"ignore_eos": "0"}, PAGES, TRACES).values == {state.IGNORE_EOS: False}
+    assert "ignore_eos" not in links.build({state.IGNORE_EOS: True})  # the default: left out
+    assert links.build({state.IGNORE_EOS: False}) == {"ignore_eos": "0"}
+    assert "ignore_eos 'often' is not 1 or 0" in links.parse({"ignore_eos": "often"}, PAGES, TRACES).notice()
+
+
+def test_preset_is_pressed_once_and_refused_where_it_cannot_run():
+    assert links.parse({"preset": "decode"}, PAGES, TRACES).preset == "decode"
+    bad = links.parse({"preset": "fastest"}, PAGES, TRACES)
+    assert bad.preset is None and "preset 'fastest' is not one of prefill, even, decode" in bad.notice()
+    replay = links.parse({"preset": "decode"}, PAGES, TRACES, replay_only=True)
+    assert replay.preset is None and "replay" in replay.notice()
+    recording = links.parse({"preset": "decode", "trace": "long-prompt-short-answer"}, PAGES, TRACES)
+    assert recording.preset is None and "recorded run" in recording.notice()
+    assert links.build({}, "home", preset="decode") == {"page": "home", "preset": "decode"}
+
+
+def test_lesson_and_step_name_a_loaded_lesson():
+    lessons = {"45-minutes": 12}
+    got = links.parse({"lesson": "45-minutes", "step": "3"}, PAGES, TRACES, lessons=lessons)
+    assert (got.lesson, got.step, got.notices) == ("45-minutes", 3, [])
+    assert links.parse({"lesson": "45-minutes"}, PAGES, TRACES, lessons=lessons).step == 1
+    far = links.parse({"lesson": "45-minutes", "step": "13"}, PAGES, TRACES, lessons=lessons)
+    assert far.step == 1 and "step '13' is not a step of the lesson 45-minutes (1 to 12)" in far.notice()
+    unknown = links.parse({"lesson": "90-minutes"}, PAGES, TRACES, lessons=lessons)
+    assert unknown.lesson is None and "lesson '90-minutes' is not one of the lessons" in unknown.notice()
+    assert "45-minutes" in unknown.notice()  # the ones there are
+    alone = links.parse({"step": "2"}, PAGES, TRACES, lessons=lessons)
+    assert alone.step is None and "names no lesson" in alone.notice()
+    assert links.build({}, "decode", lesson="45-minutes", step=4) == {"page": "decode", "lesson": "45-minutes",
+                                                                       "step": "4"}
