@@ -18,6 +18,7 @@ from engine.core.generate import decode_loop, greedy, new_cache, prefill, warm_u
 from engine.core.machine_load import WATCH
 from engine.core.thread_governor import ThreadGovernor, use_threads
 from engine.errors import EngineError
+from engine.labs.repeats import CpuWait
 
 
 @dataclass
@@ -85,3 +86,14 @@ def timed_request(lm, prompt_ids: list[int], output_tokens: int, reused: int = 0
         if adaptive:
             WATCH.mark(governor.kept_threads if governor is not None else threads)
     return Timing(len(prompt_ids), reused, ttft, steps, prefill_wait, sum(waits), meter.available, meter.reason)
+
+
+def cpu_wait_of_timings(timings: list[Timing]) -> CpuWait:
+    """The CPU wait of several timed requests together (not measured when any was not)."""
+    if not timings:
+        return CpuWait(0.0, 0.0, 0, False, "no runs")
+    missing = next((t for t in timings if not t.wait_measured), None)
+    if missing is not None:
+        return CpuWait(0.0, 0.0, len(timings), False, missing.wait_note)
+    return CpuWait(sum(t.prefill_wait_s + t.decode_wait_s for t in timings), sum(t.total_s for t in timings),
+                   len(timings), True)
