@@ -79,6 +79,11 @@ BUDGET_WORKLOAD = "lab_budget_workload"
 BUDGET_PREFILL_SPEEDUP = "lab_budget_prefill_speedup"
 BUDGET_DECODE_SPEEDUP = "lab_budget_decode_speedup"
 BUDGET_FABLE = "lab_budget_fable"
+CROSSED_ROUNDS = "lab_crossed_rounds"  # the Budget lab's crossed experiment: rounds
+CROSSED_RUN = "lab_crossed_run"
+CROSSED_CANCEL = "lab_crossed_cancel"
+CROSSED_JOB = "lab_crossed_job"  # in the worker (RunStore.jobs key)
+CROSSED_RESULT = "lab_crossed_result"  # engine.labs.crossed_remedies.CrossedResult, the latest
 
 # prefill ("the valley") and decode ("the bridge") pages
 PREFILL_LAYER = "pf_layer"  # index into trace.attention.layers

@@ -47,6 +47,15 @@ class CrossedResult:
         return self.timings.get((request, config), [])
 
 
+def fitted(requests: dict[str, tuple[int, int]], window: int) -> dict[str, tuple[int, int]]:
+    """The requests, each prompt shortened where prompt + output would not fit the model's window."""
+    out = {}
+    for name, (t, n) in requests.items():
+        n = min(n, window // 2)
+        out[name] = (max(2, min(t, window - n - 1)), n)
+    return out
+
+
 def _models(lm, remedies: tuple[str, ...], skipped: dict[str, str], notes: dict[str, str]) -> dict[str, object]:
     """config -> the model it runs on (prefix caching runs on the baseline's model)."""
     base = batched_path(lm)
@@ -79,16 +88,17 @@ def measure_crossed(lm, rounds: int = 3, remedies: tuple[str, ...] = ("prefix", 
     notes: dict[str, str] = {}
     if progress is not None and progress("preparing the remedies (int8: quantising a copy of the weights)", 0.0) is False:
         return CrossedResult(lm.name, str(lm.device), "", dict(REQUESTS), {}, cancelled=True)
+    requests = fitted(REQUESTS, lm.config.max_seq_len)
     models = _models(lm, tuple(remedies), skipped, notes)
-    result = CrossedResult(lm.name, str(lm.device), decode_path(models[BASELINE], 1), dict(REQUESTS),
+    result = CrossedResult(lm.name, str(lm.device), decode_path(models[BASELINE], 1), requests,
                            {k: REMEDIES[k] for k in remedies if k in models}, skipped, planned_rounds=rounds,
                            notes=notes)
-    prompts = {name: prompt_ids_of_length(lm, t) for name, (t, _) in REQUESTS.items()}
+    prompts = {name: prompt_ids_of_length(lm, t) for name, (t, _) in requests.items()}
     configs = list(models)
-    total = max(1, rounds) * len(REQUESTS) * len(configs)
+    total = max(1, rounds) * len(requests) * len(configs)
     done = 0
     for r in range(max(1, rounds)):
-        for name, (t, n) in REQUESTS.items():
+        for name, (t, n) in requests.items():
             for config in configs:
                 reused = min(int(t * REUSED_SHARE), t - 1) if config == "prefix" else 0
                 result.timings.setdefault((name, config), []).append(timed_request(models[config], prompts[name], n,

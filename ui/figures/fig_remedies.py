@@ -8,6 +8,7 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from ui.figures.theme import DECODE_COLOR, FONT_SIZE, NEUTRAL_COLOR, PREFILL_COLOR, base_layout
+from ui.text import crossed_numbers
 from ui.text.remedy_text import HELPS, MARKER_KEY, TITLES, Effect, effects
 
 REMEDY_COLOR = "#2E9E5B"  # the remedy's bars/lines; the baseline is grey
@@ -149,6 +150,26 @@ def indicator_matrix_figure(history: dict) -> go.Figure:
     fig.add_heatmap(z=z, x=["TTFT (prefill)", "TPOT (decode)"], y=ylabels, text=text, texttemplate="%{text}",
                     textfont=dict(size=FONT_SIZE + 2), colorscale=scale, zmin=-1, zmax=1, showscale=False, xgap=4, ygap=4)
     fig.update_layout(**base_layout(f"Median speed-up this session: {MARKER_KEY}", "", "",
+                                    height=140 + 80 * len(rows)))
+    fig.update_yaxes(autorange="reversed", tickfont=dict(size=FONT_SIZE - 2))
+    fig.update_xaxes(side="top")
+    return fig
+
+
+def crossed_figure(result) -> go.Figure:
+    """The crossed experiment as indicator lights: remedies (with the segment each is for) by requests, each cell the
+    end-to-end speed-up measured here with its verdict in shape and word (▲ faster, ▼ slower, ● no change beyond the
+    rounds' spread, ○ too few rounds), coloured only where every round agreed."""
+    rows, cols, z, text = crossed_numbers.matrix(result)
+    fig = go.Figure()
+    if not rows:
+        fig.update_layout(**base_layout("Nothing measured yet", "", "", height=260))
+        return fig
+    scale = [[0.0, "#C0392B"], [0.4, "#E8B4AE"], [0.5, "#D9D9D9"], [0.6, "#A9DFBF"], [1.0, "#1E8449"]]
+    fig.add_heatmap(z=z, x=[f"{c} request" for c in cols], y=rows, text=text, texttemplate="%{text}",
+                    textfont=dict(size=FONT_SIZE + 2), colorscale=scale, zmin=-1, zmax=1, showscale=False, xgap=4,
+                    ygap=4)
+    fig.update_layout(**base_layout("End to end, measured here: each remedy on both kinds of request", "", "",
                                     height=140 + 80 * len(rows)))
     fig.update_yaxes(autorange="reversed", tickfont=dict(size=FONT_SIZE - 2))
     fig.update_xaxes(side="top")

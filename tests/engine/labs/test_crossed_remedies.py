@@ -38,3 +38,8 @@ def test_cancel_keeps_the_rounds_measured(tiny_llama, monkeypatch):
     result = cr.measure_crossed(tiny_llama, rounds=3, remedies=("prefix",),
                                 progress=lambda message, fraction: fraction < 0.5)
     assert result.cancelled and result.rounds == 1
+
+
+def test_requests_are_fitted_to_the_window():
+    assert cr.fitted({"v": (256, 4), "b": (16, 48)}, 8192) == {"v": (256, 4), "b": (16, 48)}
+    assert cr.fitted({"v": (256, 4), "b": (16, 48)}, 256) == {"v": (251, 4), "b": (16, 48)}
