@@ -26,7 +26,8 @@ from engine.labs.decode_paths import batched_path, decode_path, has_fused_step
 from engine.labs.repeats import FASTER, MIN_REPEATS, CpuWait, Repeated, add_waits, cpu_wait_of, effect_of
 
 PointCallback = Callable[["SweepResult"], bool | None]  # called after each run with the partial result; False cancels
-REPEATS = 3  # rounds a sweep measures by default (the pages ask for more where a verdict depends on it)
+REPEATS = 1  # rounds when a caller names none (other callers' timing stays as it was); the lab pages ask for 3-4:
+# a verdict needs at least 3 (engine/labs/repeats.py)
 SCALARS = ("kind", "batch_size", "prompt_tokens", "output_tokens", "ttft_s", "decode_s", "tpot_s", "itl_p50_s",
            "total_s", "prefill_tokens_per_s", "decode_tokens_per_s", "decode_path")
 
@@ -255,7 +256,7 @@ def check_batch_memory(lm, batch: int, prompt_tokens: int, output_tokens: int, a
 
 def sweep_batch_sizes(lm, batch_sizes: list[int], prompt_tokens: int = 32, output_tokens: int = 8,
                       on_point: PointCallback | None = None, available: int | None = None,
-                      repeats: int = REPEATS, fused_point: bool = True) -> SweepResult:
+                      repeats: int = REPEATS, fused_point: bool = False) -> SweepResult:
     """Prefill and decode throughput for each batch size, every size on the same decode path (the batched one); with
     `fused_point`, where a Run's batch-1 steps take a fused step, one more batch-1 point on it, kept apart. Every size
     is memory-checked before anything runs."""
@@ -297,7 +298,7 @@ def median_step_by_context(points: list[SweepPoint]) -> list[tuple[int, float]]:
     return [(n, float(np.median(v))) for n, v in sorted(by_len.items())]
 
 
-def reference_run(lm, prompt_tokens: int = 64, output_tokens: int = 16, repeats: int = REPEATS):
+def reference_run(lm, prompt_tokens: int = 64, output_tokens: int = 16, repeats: int = 3):
     """A small fixed measurement (real text, exact lengths, greedy) for pages that need one run's points, on a Run's
     path: `repeats` runs, the one with the median end-to-end time returned, every run's TTFT and TPOT in its
     settings ("repeats": {"ttft_s": [...], "tpot_s": [...]}) for the spread."""

@@ -54,7 +54,7 @@ def keep(partial):
     return sweep_numbers.batch_progress(partial)
 
 
-final = worker_link.lab_run(state.BATCH_JOB, start, lab_jobs.BATCH_SWEEP, (sizes, n_prompt, n_out, rounds),
+final = worker_link.lab_run(state.BATCH_JOB, start, lab_jobs.BATCH_SWEEP, (sizes, n_prompt, n_out, rounds, True),
                             cancel_key=state.BATCH_CANCEL, on_payload=keep,
                             label=f"Measuring {len(sizes)} batch sizes on {lm.name}…")
 if final is not None:

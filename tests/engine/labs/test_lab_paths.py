@@ -43,7 +43,8 @@ def test_decode_paths_are_named_from_what_the_model_runs(tiny_llama, tiny_gpt2, 
 
 
 def test_every_batch_size_runs_one_path_and_the_fused_point_stays_apart(fused_tiny):
-    result = sweeps.sweep_batch_sizes(fused_tiny, [1, 2, 4], prompt_tokens=8, output_tokens=3, repeats=2)
+    result = sweeps.sweep_batch_sizes(fused_tiny, [1, 2, 4], prompt_tokens=8, output_tokens=3, repeats=2,
+                                      fused_point=True)
     assert [p.batch_size for p in result.points] == [1, 2, 4]
     assert {p.decode_path for p in result.points} == {decode_paths.FLAT_LOOP}
     (fused,) = result.separate
@@ -51,8 +52,8 @@ def test_every_batch_size_runs_one_path_and_the_fused_point_stays_apart(fused_ti
     assert fused_tiny.model.compiled_decode.calls == 2 + 2 * 2  # warm-up, then 2 steps in each of 2 rounds: only its own
     assert all(p.runs == 2 and len(p.tpot_runs) == 2 for p in result.points + result.separate)
     assert result.rounds_done == 2 and not result.cancelled
-    alone = sweeps.sweep_batch_sizes(fused_tiny, [1, 2], 8, 3, repeats=1, fused_point=False)
-    assert alone.separate == []
+    alone = sweeps.sweep_batch_sizes(fused_tiny, [1, 2], 8, 3)  # by default: one round, no fused point
+    assert alone.separate == [] and alone.repeats == 1
 
 
 def test_sweep_points_are_medians_of_their_rounds(tiny_llama):
