@@ -12,7 +12,7 @@ import math
 import pandas as pd
 
 from engine.errors import EngineError
-from engine.labs.repeats import FASTER, MIN_REPEATS, NOISE, SLOWER, effect_of
+from engine.labs.repeats import FASTER, FEW, MIN_REPEATS, NOISE, SLOWER, effect_of
 from engine.labs.sweeps import measured_crossover
 from engine.perfmodel import card_model as cm
 from ui.text import card_numbers as cn
@@ -110,19 +110,29 @@ def bridge_measured(result, model: str) -> str:
 
 
 def context_words(sweep) -> str:
-    """What the decode-step-against-context sweep measured, beside the bytes a step reads (an estimate from shapes)."""
+    """What the decode-step-against-context sweep measured, beside the bytes a step reads (an estimate from shapes);
+    how the step grew is stated only where every round agrees (its rounds are paired: each measured every context)."""
     pts = [p for p in sweep.points if p.step.n]
     if len(pts) < 2:
         return "Measure at least two contexts to see the step grow."
     lo, hi = pts[0], pts[-1]
     read = lambda p: sweep.weight_bytes + p.kv_bytes  # noqa: E731 (a step reads every weight and the cache once)
-    grew = hi.step.median / lo.step.median
-    return (f"Measured here on the {sweep.path}: a decode step took {lo.step.median * 1e3:,.1f} ms after "
-            f"{lo.context:,} tokens and {hi.step.median * 1e3:,.1f} ms after {hi.context:,} (×{grew:.2f}; medians of "
-            f"{hi.step.n} rounds). It reads the weights ({sweep.weight_bytes / 1e6:,.0f} MB) and the whole KV cache "
-            f"({hi.kv_bytes / 1e6:,.0f} MB at {hi.context:,} tokens): ×{read(hi) / read(lo):.2f} the bytes (estimate "
-            "from the shapes). The cache held stand-in numbers, not a real prompt: a step's time depends on how many "
-            f"numbers it reads, not their values. The largest context is set by {sweep.limited_by}.")
+    grew = effect_of(hi.step_s, lo.step_s)
+    bytes_words = (f"A step reads the weights ({sweep.weight_bytes / 1e6:,.0f} MB) and the whole KV cache "
+                   f"({hi.kv_bytes / 1e6:,.0f} MB at {hi.context:,} tokens): ×{read(hi) / read(lo):.2f} the bytes from "
+                   f"{lo.context:,} to {hi.context:,} tokens (estimate from the shapes).")
+    steps = (f"a decode step took {lo.step.median * 1e3:,.1f} ms after {lo.context:,} tokens and "
+             f"{hi.step.median * 1e3:,.1f} ms after {hi.context:,} (medians of {hi.step.n} rounds)")
+    if grew.verdict == FASTER:
+        told = f"Measured here on the {sweep.path}: {steps}, ×{grew.median:.2f} longer in every round."
+    elif grew.verdict == FEW:
+        told = f"Measured here on the {sweep.path}: {steps}; too few rounds to say how much it grew."
+    else:
+        told = (f"Measured here on the {sweep.path}: {steps}, but the rounds put the long context's step at "
+                f"×{min(grew.measured):.2f} to ×{max(grew.measured):.2f} the short one's: the machine was too busy to "
+                "tell how the step grew. Measure again when it is quieter.")
+    return (f"{told} {bytes_words} The cache held stand-in numbers, not a real prompt: a step's time depends on how "
+            f"many numbers it reads, not their values. The largest context is set by {sweep.limited_by}.")
 
 
 def wall_table(cfg, name: str, dtype: str, peaks, trace, tokens: int) -> pd.DataFrame:

@@ -101,9 +101,14 @@ def story(result) -> str:
                 f"{effect_words(mine.total)} on the {own} request (Amdahl from the measured share "
                 f"{mine.share:.0%} and phase speed-ups: ×{mine.amdahl:.2f}), {effect_words(other.total)} on the "
                 f"{other.request} one (×{other.amdahl:.2f} by Amdahl, prefill share {other.share:.0%}).")
-        if phase.verdict != repeats.FASTER:
-            text += (f" It did not shorten the {PHASE[meant]} on this machine in every round, so it is no remedy here: "
-                     "a remedy must be measured where it is to be bought.")
+        if phase.verdict == repeats.SLOWER:
+            text += (f" It made the {PHASE[meant]} slower in every round, so it is no remedy on this machine: a remedy "
+                     "must be measured where it is to be bought.")
+        elif phase.verdict == repeats.NOISE:
+            text += (f" Its rounds lie further apart than its effect on the {PHASE[meant]}: the machine was too busy to "
+                     "tell whether it is a remedy here. Measure again when it is quieter.")
+        elif phase.verdict == repeats.FEW:
+            text += f" Too few rounds to tell whether it is a remedy here (a verdict needs {repeats.MIN_REPEATS})."
         elif _helped(mine) and not _helped(other):
             text += f" Real here, and it paid only where the {PHASE[meant]} was the journey."
         elif _helped(mine) and _helped(other):

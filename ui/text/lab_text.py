@@ -180,7 +180,7 @@ def busy_banner(wait: CpuWait | None) -> str | None:
         return None
     return (f"**This machine was busy while the lab measured**: the engine's threads waited for a CPU {wait.share:.0%} "
             "of their timed work (other programs held the cores: a browser, a video call, other users). The timings "
-            "are stretched and move from round to round; verdicts below are held back where the rounds disagree.")
+            "are stretched and move from round to round; verdicts are held back where the rounds disagree.")
 
 
 def batch_explanation(measured: int | None, predicted: int | None, ridge: float | None, tried_max: int,

@@ -1,5 +1,6 @@
 """The story pages' live physics in words: a bend is called compute-bound where the labs' rounds all say so, never on
 one noisy round; the KV-cache wall counts grouped-query attention as batch capacity."""
+import dataclasses
 from types import SimpleNamespace
 
 from engine.labs.context_sweep import ContextPoint, ContextSweep
@@ -47,9 +48,13 @@ def test_context_words_set_the_step_beside_its_bytes():
                          [ContextPoint(64, [0.020, 0.021, 0.020], 64 * 46_080),
                           ContextPoint(8185, [0.030, 0.031, 0.029], 8185 * 46_080)])
     words = bn.context_words(sweep)
-    assert "20.0 ms after 64 tokens and 30.0 ms after 8,185 (×1.50" in words
+    rounds = "(medians of 3 rounds), ×1.48 longer in every round"  # the rounds: ×1.50, ×1.48, ×1.45
+    assert f"20.0 ms after 64 tokens and 30.0 ms after 8,185 {rounds}" in words
     assert f"×{(500_000_000 + 8185 * 46_080) / (500_000_000 + 64 * 46_080):.2f} the bytes" in words
     assert "stand-in numbers" in words and "window" in words
+    busy = dataclasses.replace(sweep, points=[ContextPoint(64, [0.127, 0.502, 0.789], 64 * 46_080),
+                                              ContextPoint(8185, [0.110, 0.479, 0.112], 8185 * 46_080)])
+    assert "too busy to tell how the step grew" in bn.context_words(busy)  # the machine of this lab's first try
 
 
 def test_the_wall_counts_grouped_query_attention_as_capacity(tiny_llama):

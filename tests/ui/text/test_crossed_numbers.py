@@ -39,9 +39,9 @@ def test_a_valley_remedy_pays_only_where_the_valley_is_the_journey():
     assert "● ×" in prefix.split("on the valley-heavy request")[1]  # the bridge-heavy journey: no change beyond spread
 
 
-def test_a_bridge_remedy_that_did_not_shorten_the_bridge_is_no_remedy_here():
+def test_a_bridge_remedy_whose_rounds_disagree_gets_no_verdict():
     int8 = next(p for p in cx.story(MEASURED).split("\n\n") if p.startswith("**int8 weights**"))
-    assert "so it is no remedy here" in int8
+    assert "too busy to tell whether it is a remedy here" in int8 and "Real here" not in int8
     assert "Not measured here: fused: no fused step here" in cx.story(MEASURED)
 
 
@@ -58,3 +58,13 @@ def test_the_lights_are_grey_without_a_verdict():
     rows, cols, z, text = cx.matrix(MEASURED)
     assert rows == ["prefix caching [valley]", "int8 weights [bridge]"] and cols == list(REQUESTS)
     assert z[0][0] > 0 and z[0][1] == 0.0 and text[0][1].startswith("●")
+
+
+def test_a_remedy_slower_in_every_round_is_no_remedy_here():
+    slower = result({
+        "baseline": {"valley-heavy": [(1.0 * j, 0.05) for j in JITTER],
+                     "bridge-heavy": [(0.06, 0.05 * j) for j in JITTER]},
+        "int8": {"valley-heavy": [(1.3 * j, 0.05) for j in JITTER], "bridge-heavy": [(0.06, 0.07 * j) for j in JITTER]},
+    })
+    slower.remedies = {"int8": ("int8 weights", "decode")}
+    assert "slower in every round, so it is no remedy on this machine" in cx.story(slower)
