@@ -127,15 +127,12 @@ if presenting or not bend_numbers.measured_here(trace):
     st.stop()
 # --- MBU against this machine's measured peaks, where the bridge turns compute-bound, the KV-cache wall -------
 store = worker_link.store()
-peaks_by_device = store.labs.setdefault(state.PEAKS, {})
-peaks = bend_numbers.peaks_for(peaks_by_device, trace)
+peaks = worker_link.session_peaks(trace.device, trace.dtype)
 st.subheader("The bridge on this machine: MBU, where it turns compute-bound, the KV-cache wall")
 if peaks is None:
     st.caption(bend_numbers.PEAKS_NEEDED)
-    peaks = worker_link.lab_run(state.PEAKS_JOB, st.button("Measure this machine's peaks", key=state.STORY_PEAKS_MEASURE),
-                                lab_jobs.HARDWARE_PEAKS, label="Measuring this machine's peaks…")
-    if peaks is not None:
-        peaks_by_device[(peaks.device, peaks.dtype)] = peaks
+    peaks = worker_link.session_peaks(trace.device, trace.dtype,
+                                      st.button("Measure this machine's peaks", key=state.STORY_PEAKS_MEASURE))
 if (mbu := bend_numbers.utilisation(trace, peaks, "MBU")) is not None:
     st.metric("MBU of this run's median decode step (measured here)", f"{mbu.value:.0%}")
     st.caption(mbu.words)

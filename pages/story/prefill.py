@@ -4,7 +4,7 @@ import streamlit as st
 from ui import state
 from ui.controls import demo_panel, presenter, stepper
 from ui.demo import recorded
-from ui.engine_link import lab_jobs, local_replay, worker_link
+from ui.engine_link import local_replay, worker_link
 from ui.figures import fig_attention
 from ui.text import bend_numbers, phase_numbers, story_text
 
@@ -45,15 +45,12 @@ st.caption(
 )
 if not presenting and bend_numbers.measured_here(trace):  # MFU against the measured peaks; where the valley turns
     store = worker_link.store()
-    peaks_by_device = store.labs.setdefault(state.PEAKS, {})
-    peaks = bend_numbers.peaks_for(peaks_by_device, trace)
+    peaks = worker_link.session_peaks(trace.device, trace.dtype)
     st.subheader("The valley on this machine: MFU, and where it turns compute-bound")
     if peaks is None:
         st.caption(bend_numbers.PEAKS_NEEDED)
-        peaks = worker_link.lab_run(state.PEAKS_JOB, st.button("Measure this machine's peaks", key=state.STORY_PEAKS_MEASURE),
-                                    lab_jobs.HARDWARE_PEAKS, label="Measuring this machine's peaks…")
-        if peaks is not None:
-            peaks_by_device[(peaks.device, peaks.dtype)] = peaks
+        peaks = worker_link.session_peaks(trace.device, trace.dtype,
+                                          st.button("Measure this machine's peaks", key=state.STORY_PEAKS_MEASURE))
     if (mfu := bend_numbers.utilisation(trace, peaks, "MFU")) is not None:
         st.metric("MFU of this prefill (measured here)", f"{mfu.value:.0%}")
         st.caption(mfu.words)

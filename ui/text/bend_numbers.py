@@ -28,12 +28,6 @@ def measured_here(trace) -> bool:
     return trace is not None and trace.source != "server" and bool(trace.settings.get("model_spec"))
 
 
-def peaks_for(peaks_by_device: dict | None, trace):
-    """This session's measured peaks for the device and dtype the run used (the Roofline lab keeps them by
-    (device, dtype)), or None."""
-    return (peaks_by_device or {}).get((trace.device, trace.dtype)) if trace is not None else None
-
-
 def utilisation(trace, peaks, name: str):
     """The run's MFU (prefill) or MBU (decode) against the measured peaks (card_numbers.Utilisation), or None."""
     return next((u for u in cn.measured_utilisation(trace, peaks) if u.name == name), None)

@@ -68,6 +68,6 @@ def test_the_wall_counts_grouped_query_attention_as_capacity(tiny_llama):
 
 
 def test_only_runs_measured_here_meet_this_machines_peaks():
-    here = SimpleNamespace(source="local", settings={"model_spec": ["m"]}, device="cpu", dtype="float32")
+    here = SimpleNamespace(source="local", settings={"model_spec": ["m"]})
     assert bn.measured_here(here) and not bn.measured_here(SimpleNamespace(source="local", settings={}))
-    assert bn.peaks_for({("cpu", "float32"): "peaks"}, here) == "peaks" and bn.peaks_for({}, here) is None
+    assert not bn.measured_here(SimpleNamespace(source="server", settings={"model_spec": ["m"]}))
