@@ -17,6 +17,8 @@ from torch.profiler import ProfilerActivity, profile, record_function
 
 from engine.core.clock import now
 from engine.core.generate import decode_loop, decode_step, new_cache, prefill
+from engine.labs.decode_paths import BLOCKS, decode_path
+from engine.labs.timed_request import Timing, timed_request
 
 MATMUL_OPS = {"aten::mm", "aten::addmm", "aten::bmm", "aten::baddbmm", "aten::mv", "aten::addmv", "aten::dot",
               "aten::_weight_int8pack_mm", "mkldnn::_linear_pointwise", "mkl::_mkl_linear"}  # the last two: fast kernels
@@ -57,6 +59,9 @@ class ProfileResult:
     prefill: PhaseProfile
     decode: PhaseProfile
     note: str = ""
+    profiled_path: str = BLOCKS  # the hooks that label attention and MLP make every pass run through the modules
+    run_path: str = ""  # the decode path a Run takes here (engine/labs/decode_paths.py)
+    run_timings: list[Timing] = field(default_factory=list)  # the same prefill and steps on a Run's path, unprofiled
 
 
 def matmul_rows(name: str, shapes: list) -> int | None:
@@ -153,8 +158,9 @@ def _activities(device: torch.device) -> list:
 
 
 @torch.inference_mode()
-def profile_phases(lm, n_prompt: int = 256, decode_steps: int = 4, progress=None) -> ProfileResult:
-    """Profile one prefill of `n_prompt` tokens and `decode_steps` decode steps right after it."""
+def profile_phases(lm, n_prompt: int = 256, decode_steps: int = 4, progress=None, repeats: int = 3) -> ProfileResult:
+    """Profile one prefill of `n_prompt` tokens and `decode_steps` decode steps right after it; then time the same
+    request `repeats` times on a Run's path, without the profiler or its hooks, for the page to compare."""
     n_prompt = max(2, min(int(n_prompt), lm.config.max_seq_len - decode_steps - 1))
     device = lm.device
     ids = (torch.arange(n_prompt, device=device) * 7919 + 13) % lm.config.vocab_size  # fixed, varied tokens
@@ -179,10 +185,15 @@ def profile_phases(lm, n_prompt: int = 256, decode_steps: int = 4, progress=None
             wall_d = sum(decode_loop(lm, token, cache, decode_steps))
     finally:
         hooks.remove()
+    run_timings = []
+    for r in range(max(0, repeats)):
+        report(f"timing the same request on a Run's path, without the profiler ({r + 1} of {repeats})", 0.85)
+        run_timings.append(timed_request(lm, ids[0].tolist(), decode_steps + 1))
     report("grouping operators", 0.95)
     pre = summarize_events(prof_p.events(), "prefill", n_prompt, 1, wall_p)
     dec = summarize_events(prof_d.events(), "decode", 1, decode_steps, wall_d)
     note = "CPU self time per operator; wall time measured with the profiler on (it adds some overhead)."
     if device.type == "cuda":
         note += " On CUDA these are host-side times (kernel launches); GPU kernel times are in the profiler's CUDA rows."
-    return ProfileResult(lm.name, str(device), lm.dtype_name, n_prompt, pre, dec, note)
+    return ProfileResult(lm.name, str(device), lm.dtype_name, n_prompt, pre, dec, note, BLOCKS, decode_path(lm, 1),
+                         run_timings)

@@ -1,21 +1,23 @@
 """Measure each remedy on this machine, per phase: does it shorten TTFT (the valley), TPOT (the bridge), or neither?
 
-Every function runs the baseline and the remedy on the same prompt and returns plain rows of
-measured numbers; `progress(message, fraction)` reports along the way and may return False to
-cancel (raises `Cancelled`). No number here is estimated. Lesson: find which segment is stuck,
+Every function runs the baseline and the remedy on the same prompt, on a Run's path (`engine.generate`), repeated and
+interleaved (baseline, remedy, baseline, remedy ...), and returns rows of the medians with every run's numbers kept
+for the spread and the verdict (engine/labs/repeats.py) and the CPU wait the runs met; `progress(message, fraction)`
+reports along the way and may return False to cancel (raises `Cancelled`). No number here is estimated. Lesson: find which segment is stuck,
 then use that segment's strategy. The gap between steps (overhead, CUDA graphs) is engine/labs/step_overhead.py.
 """
 from __future__ import annotations
 
-import dataclasses
 import statistics
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import engine
 from engine.core.clock import now
 from engine.core.metrics import summarize
 from engine.core.prompting import encode_prompt
+from engine.labs.decode_paths import batched_path, decode_path, has_fused_step
+from engine.labs.repeats import CpuWait, Repeated, cpu_wait_of
 from engine.techniques.prefix_cache import two_turn_chat
 from engine.techniques.quantize import Agreement, compare_logits, matrix_bytes, quantize_model
 from engine.techniques.speculative import generate_speculative
@@ -42,18 +44,28 @@ def _on_step(progress: Progress | None, message: str, lo: float, hi: float, tota
 
 @dataclass
 class PhaseRow:
-    """One configuration's two phase costs, measured."""
+    """One configuration's two phase costs, measured: the medians of its runs, each run's kept."""
     label: str
     ttft_s: float
     tpot_s: float
     prompt_tokens: int
     output_tokens: int
     matrix_bytes: int = 0  # bytes of weight matrices a decode step reads (0 when not relevant)
+    ttft_runs: list[float] = field(default_factory=list)  # each run's, in the order they ran (paired across rows)
+    tpot_runs: list[float] = field(default_factory=list)
+    cpu_wait: CpuWait | None = None  # what other programs took from these runs (None: not from Traces)
+    path: str = ""  # the decode path its steps ran (engine/labs/decode_paths.py)
 
     @classmethod
     def from_trace(cls, label: str, trace, matrix_bytes: int = 0) -> PhaseRow:
-        s = summarize(trace)
-        return cls(label, s.ttft_s, s.tpot_s, s.prompt_tokens, s.output_tokens, matrix_bytes)
+        return cls.from_traces(label, [trace], matrix_bytes)
+
+    @classmethod
+    def from_traces(cls, label: str, traces: list, matrix_bytes: int = 0) -> PhaseRow:
+        sums = [summarize(t) for t in traces]
+        ttft, tpot = [s.ttft_s for s in sums], [s.tpot_s for s in sums]
+        return cls(label, Repeated.of(ttft).median, Repeated.of(tpot).median, sums[0].prompt_tokens,
+                   sums[0].output_tokens, matrix_bytes, ttft, tpot, cpu_wait_of(traces))
 
 
 # --- KV cache on vs off ------------------------------------------------------------------------------
@@ -95,19 +107,28 @@ class SpeculativeRow:
 
 
 def measure_speculative(lm, prompts: dict[str, str], n_tokens: int = 48, k: int = 4, chat: bool = True,
-                        progress: Progress | None = None) -> list[SpeculativeRow]:
+                        progress: Progress | None = None, repeats: int = 3) -> list[SpeculativeRow]:
+    """Plain greedy and prompt-lookup decoding on each prompt, interleaved, `repeats` times each."""
     rows = []
+    runs = max(1, repeats)
     for i, (label, prompt) in enumerate(prompts.items()):
-        lo, hi = i / len(prompts), (i + 1) / len(prompts)
-        mid = (lo + hi) / 2
-        greedy = engine.generate(lm, prompt, n_tokens, chat=chat, on_step=_on_step(progress, f"{label}: greedy", lo, mid, n_tokens))
-        spec = generate_speculative(lm, prompt, n_tokens, k=k, chat=chat,
-                                    on_step=_on_step(progress, f"{label}: prompt lookup", mid, hi, n_tokens))
-        if "cancelled" in (greedy.stop_reason, spec.trace.stop_reason):
-            raise Cancelled(label)
-        rows.append(SpeculativeRow(label, PhaseRow.from_trace("greedy", greedy), PhaseRow.from_trace("prompt lookup", spec.trace),
+        greedy, specs = [], []
+        for r in range(runs):
+            lo = (i * runs + r) / (len(prompts) * runs)
+            hi = lo + 1 / (len(prompts) * runs)
+            mid = (lo + hi) / 2
+            greedy.append(engine.generate(lm, prompt, n_tokens, chat=chat,
+                                          on_step=_on_step(progress, f"{label}: greedy, run {r + 1}", lo, mid, n_tokens)))
+            specs.append(generate_speculative(lm, prompt, n_tokens, k=k, chat=chat,
+                                              on_step=_on_step(progress, f"{label}: prompt lookup, run {r + 1}", mid, hi,
+                                                               n_tokens)))
+            if "cancelled" in (greedy[-1].stop_reason, specs[-1].trace.stop_reason):
+                raise Cancelled(label)
+        spec = specs[0]
+        rows.append(SpeculativeRow(label, PhaseRow.from_traces("greedy", greedy),
+                                   PhaseRow.from_traces("prompt lookup", [x.trace for x in specs]),
                                    spec.acceptance_rate, spec.tokens_per_pass, len(spec.passes),
-                                   greedy.output_ids == spec.trace.output_ids))
+                                   greedy[0].output_ids == spec.trace.output_ids))
     return rows
 
 
@@ -123,36 +144,38 @@ class PrefixResult:
     max_logit_diff: float
 
 
-def measure_prefix_cache(lm, user1: str, user2: str, answer_tokens: int = 24, decode_tokens: int = 8, repeats: int = 2,
+def measure_prefix_cache(lm, user1: str, user2: str, answer_tokens: int = 24, decode_tokens: int = 8, repeats: int = 3,
                          progress: Progress | None = None) -> PrefixResult:
-    """Turn 2's TTFT from scratch vs reusing turn 1's KV cache (best of `repeats`), and decode after each."""
+    """Turn 2's TTFT from scratch vs reusing turn 1's KV cache (median of `repeats`, each run kept), and decode after
+    each (the median step of each run)."""
     runs = []
     for r in range(repeats):
         _tick(progress, f"two-turn chat, run {r + 1} of {repeats}", r / repeats)
         runs.append(two_turn_chat(lm, user1, user2, answer_tokens, decode_tokens))
-    best_full = min(runs, key=lambda x: x.full.seconds)
-    best_reused = min(runs, key=lambda x: x.reused.seconds)
-    n2 = len(best_full.turn2_ids)
+    n2 = len(runs[0].turn2_ids)
 
-    def tpot(steps: list[list[float]]) -> float:
-        flat = [s for run in steps for s in run]
-        return statistics.median(flat) if flat else float("nan")
+    def step(seconds: list[float]) -> float:
+        return statistics.median(seconds) if seconds else float("nan")
 
-    full = PhaseRow("from scratch", best_full.full.seconds, tpot([x.decode_full_s for x in runs]), n2, decode_tokens)
-    reused = PhaseRow("prefix reused", best_reused.reused.seconds, tpot([x.decode_reused_s for x in runs]), n2, decode_tokens)
-    return PrefixResult(full, reused, n2, best_reused.reused.reused_tokens, best_reused.reused.computed_tokens,
+    def row(label: str, ttft: list[float], tpot: list[float]) -> PhaseRow:
+        return PhaseRow(label, Repeated.of(ttft).median, Repeated.of(tpot).median, n2, decode_tokens, 0, ttft, tpot)
+
+    full = row("from scratch", [x.full.seconds for x in runs], [step(x.decode_full_s) for x in runs])
+    reused = row("prefix reused", [x.reused.seconds for x in runs], [step(x.decode_reused_s) for x in runs])
+    return PrefixResult(full, reused, n2, runs[-1].reused.reused_tokens, runs[-1].reused.computed_tokens,
                         max(x.max_logit_diff for x in runs))
 
 
 # --- dtype and int8 weights ----------------------------------------------------------------------------
 
-def measure_models(models: dict[str, object], prompt: str, n_tokens: int = 24, chat: bool = True, repeats: int = 2,
+def measure_models(models: dict[str, object], prompt: str, n_tokens: int = 24, chat: bool = True, repeats: int = 3,
                    progress: Progress | None = None, outputs: dict[str, list] | None = None) -> list[PhaseRow]:
-    """The same greedy request on each model (e.g. float32 vs bfloat16), interleaved, best TTFT / TPOT of `repeats`.
+    """The same greedy request on each model (e.g. float32 vs bfloat16), interleaved, `repeats` rounds: each row the
+    medians, every run kept (round r of one row pairs with round r of another).
 
     `outputs`, when given, receives each model's generated token ids (label -> ids of the first run).
     """
-    best: dict[str, PhaseRow] = {}
+    traces: dict[str, list] = {label: [] for label in models}
     total = repeats * len(models)
     for r in range(repeats):
         for i, (label, m) in enumerate(models.items()):
@@ -161,18 +184,16 @@ def measure_models(models: dict[str, object], prompt: str, n_tokens: int = 24, c
                                     on_step=_on_step(progress, f"{label}, run {r + 1}", at, at + 1 / total, n_tokens))
             if trace.stop_reason == "cancelled":
                 raise Cancelled(label)
-            row = PhaseRow.from_trace(label, trace, matrix_bytes(m.model))
             if outputs is not None:
                 outputs.setdefault(label, trace.output_ids)
-            old = best.get(label)
-            if old is None:
-                best[label] = row
-            else:
-                best[label] = dataclasses.replace(old, ttft_s=min(old.ttft_s, row.ttft_s), tpot_s=min(old.tpot_s, row.tpot_s))
-    return list(best.values())
+            traces[label].append(trace)
+    rows = [PhaseRow.from_traces(label, traces[label], matrix_bytes(m.model)) for label, m in models.items()]
+    for row, m in zip(rows, models.values()):
+        row.path = decode_path(m, 1)
+    return rows
 
 
-def measure_dtypes(lm, dtypes: tuple[str, ...], prompt: str, n_tokens: int = 24, chat: bool = True, repeats: int = 2,
+def measure_dtypes(lm, dtypes: tuple[str, ...], prompt: str, n_tokens: int = 24, chat: bool = True, repeats: int = 3,
                    progress: Progress | None = None) -> list[PhaseRow]:
     """The same request in `lm`'s dtype and each of `dtypes` (the same weights, loaded again in that dtype)."""
     from engine.loading.loader import load_model
@@ -192,7 +213,7 @@ class KernelsResult:
     same_tokens: bool  # greedy tokens of both paths agree
 
 
-def measure_kernels(lm, prompt: str, n_tokens: int = 24, chat: bool = True, repeats: int = 2,
+def measure_kernels(lm, prompt: str, n_tokens: int = 24, chat: bool = True, repeats: int = 3,
                     progress: Progress | None = None) -> KernelsResult:
     """The same weights through nn.Linear and through the fast library kernels: same bytes, read better."""
     from engine.techniques.kernels import with_kernels
@@ -207,15 +228,18 @@ def measure_kernels(lm, prompt: str, n_tokens: int = 24, chat: bool = True, repe
 
 @dataclass
 class Int8Result:
-    rows: list[PhaseRow]  # float first, then int8
+    rows: list[PhaseRow]  # float first, then int8: both on the same decode path (the eager loop int8 runs)
     kernel: str  # which matmul ran the int8 weights
     agreement: Agreement
     quantize_seconds: float
+    run_row: PhaseRow | None = None  # float on the fused step a Run takes here, when it differs from that path
 
 
-def measure_int8(lm, prompt: str, n_tokens: int = 24, chat: bool = True, repeats: int = 2,
+def measure_int8(lm, prompt: str, n_tokens: int = 24, chat: bool = True, repeats: int = 3,
                  progress: Progress | None = None) -> Int8Result:
-    """Quantise a copy of `lm` to int8 weights, check it against float, then time both phases of both."""
+    """Quantise a copy of `lm` to int8 weights, check it against float, then time both phases of both on the same
+    decode path (int8 runs the eager loop: so does its float baseline); where a Run takes a fused step here, float
+    on it too, shown apart."""
     _tick(progress, "quantising a copy of the model to int8", 0.02)
     start = now(lm.device)
     qlm, kernel = quantize_model(lm)
@@ -224,6 +248,10 @@ def measure_int8(lm, prompt: str, n_tokens: int = 24, chat: bool = True, repeats
     ids = encode_prompt(lm, prompt, chat)
     check = [ids, encode_prompt(lm, "The wide valley lets the whole convoy ride side by side, one plank at a time.")]
     agreement = compare_logits(lm, qlm, check)
-    rows = measure_models({lm.dtype_name: lm, "int8 weights": qlm}, prompt, n_tokens, chat, repeats,
+    fused = has_fused_step(lm)
+    models = {lm.dtype_name + (" (the loop int8 runs)" if fused else ""): batched_path(lm), "int8 weights": qlm}
+    if fused:
+        models[f"{lm.dtype_name} (a Run's {decode_path(lm, 1)})"] = lm
+    rows = measure_models(models, prompt, n_tokens, chat, repeats,
                           progress=None if progress is None else (lambda m, f: progress(m, 0.2 + 0.8 * f)))
-    return Int8Result(rows, kernel, agreement, seconds)
+    return Int8Result(rows[:2], kernel, agreement, seconds, rows[2] if len(rows) > 2 else None)

@@ -1,13 +1,18 @@
 """Measured sweeps: TTFT against prompt length, decode latency against output length, throughput against batch.
 
-Each point is one real `generate` / `generate_batch` run (greedy, ignore_eos so lengths are exact).
-A callback after every point lets a caller show progress, keep partial results and cancel.
-The batch sweep is guarded by a memory estimate so a too-large batch is refused, never run out of memory.
+Each point is a real `generate_batch` run (greedy, ignore_eos so lengths are exact), on the same model object, kernels
+and thread choice as a Run from Home, repeated in rounds (round r measures every point once, so a change in the
+machine's load falls on every point alike) and reported as the median of its repeats with their spread and the CPU
+wait the runs met (engine/labs/repeats.py). A callback after every run lets a caller show progress, keep partial
+results and cancel. The batch sweep runs every batch size on one decode path (engine/labs/decode_paths.py) and keeps
+a Run's fused batch-1 step apart; it is guarded by a memory estimate so a too-large batch is refused, never run out
+of memory.
 """
 from __future__ import annotations
 
+import statistics
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -17,13 +22,19 @@ from engine.core.generate import generate_batch
 from engine.core.metrics import summarize
 from engine.core.prompting import SWEEP_TEXT, check_lengths
 from engine.errors import EngineError
+from engine.labs.decode_paths import batched_path, decode_path, has_fused_step
+from engine.labs.repeats import FASTER, MIN_REPEATS, CpuWait, Repeated, add_waits, cpu_wait_of, effect_of
 
-PointCallback = Callable[["SweepResult"], bool | None]  # called after each point with the partial result; False cancels
+PointCallback = Callable[["SweepResult"], bool | None]  # called after each run with the partial result; False cancels
+REPEATS = 1  # rounds when a caller names none (other callers' timing stays as it was); the lab pages ask for 3-4:
+# a verdict needs at least 3 (engine/labs/repeats.py)
+SCALARS = ("kind", "batch_size", "prompt_tokens", "output_tokens", "ttft_s", "decode_s", "tpot_s", "itl_p50_s",
+           "total_s", "prefill_tokens_per_s", "decode_tokens_per_s", "decode_path")
 
 
 @dataclass
 class SweepPoint:
-    """One measured run of a sweep."""
+    """One point of a sweep: the medians of its repeated runs (one run: that run's numbers)."""
     kind: str  # "prompt" (TTFT sweep), "output" (decode sweep) or "batch"
     batch_size: int
     prompt_tokens: int
@@ -31,16 +42,40 @@ class SweepPoint:
     ttft_s: float  # prefill pass + first sampling
     decode_s: float  # sum of all decode steps
     tpot_s: float  # mean decode-step latency (NaN with a single output token)
-    itl_p50_s: float
+    itl_p50_s: float  # median decode step over every run's steps
     total_s: float
-    prefill_tokens_per_s: float  # whole batch
-    decode_tokens_per_s: float  # whole batch: batch / TPOT
+    prefill_tokens_per_s: float  # whole batch, from the median TTFT
+    decode_tokens_per_s: float  # whole batch: batch / median TPOT
     step_kv_lengths: list[int] = field(default_factory=list)  # context length after each decode step
-    step_seconds: list[float] = field(default_factory=list)  # that step's latency
+    step_seconds: list[float] = field(default_factory=list)  # that step's latency (median over the runs)
+    ttft_runs: list[float] = field(default_factory=list)  # each run's TTFT, in the order of the rounds
+    tpot_runs: list[float] = field(default_factory=list)  # each run's TPOT
+    decode_path: str = ""  # the code its decode steps ran (engine/labs/decode_paths.py)
+    cpu_wait: CpuWait | None = None  # what other programs took from its runs (None: older results)
+
+    @property
+    def runs(self) -> int:
+        return max(len(self.ttft_runs), 1)
+
+    @property
+    def ttft(self) -> Repeated:
+        return Repeated.of(self.ttft_runs or [self.ttft_s])
+
+    @property
+    def tpot(self) -> Repeated:
+        return Repeated.of(self.tpot_runs or [self.tpot_s])
+
+    def prefill_rates(self) -> list[float]:
+        """Whole-batch prefill tokens/s of each run, in round order."""
+        return [self.batch_size * self.prompt_tokens / t if t > 0 else float("nan") for t in self.ttft_runs or [self.ttft_s]]
+
+    def decode_rates(self) -> list[float]:
+        """Whole-batch decode tokens/s of each run (batch / TPOT), in round order."""
+        return [self.batch_size / t if t > 0 else float("nan") for t in self.tpot_runs or [self.tpot_s]]
 
     def row(self) -> dict:
         """The scalar columns, for a table or CSV."""
-        return {k: v for k, v in asdict(self).items() if not k.startswith("step_")}
+        return {k: getattr(self, k) for k in SCALARS}
 
 
 @dataclass
@@ -51,10 +86,20 @@ class SweepResult:
     cancelled: bool = False
     model: str = ""
     device: str = ""
+    repeats: int = 1  # rounds planned
+    rounds_done: int = 0  # rounds measured in full
+    separate: list[SweepPoint] = field(default_factory=list)  # points on another decode path, kept apart (batch 1's
+    # fused step: what a Run at batch 1 takes, not comparable with the batched path's points)
+    kernels: str = ""  # the model's kernels label, as a Run's Trace records it
 
     @property
     def done(self) -> int:
         return len(self.points)
+
+    @property
+    def cpu_wait(self) -> CpuWait:
+        """Every run's CPU wait together."""
+        return add_waits(p.cpu_wait for p in self.points + self.separate if p.cpu_wait is not None)
 
 
 def prompt_ids_of_length(lm, n_tokens: int, offset: int = 0, text: str = SWEEP_TEXT) -> list[int]:
@@ -82,45 +127,81 @@ def split_allowed(lm, prompt_lengths: list[int], output_tokens: list[int] | int)
     return allowed, refused
 
 
-def _point(kind: str, trace) -> SweepPoint:
-    s = summarize(trace)
-    return SweepPoint(kind=kind, batch_size=trace.batch_size, prompt_tokens=trace.n_prompt, output_tokens=trace.n_output,
-                      ttft_s=s.ttft_s, decode_s=s.decode_s, tpot_s=s.tpot_s, itl_p50_s=s.itl_p50_s, total_s=s.total_s,
-                      prefill_tokens_per_s=s.prefill_tokens_per_s, decode_tokens_per_s=s.decode_tokens_per_s,
-                      step_kv_lengths=[st.kv_length for st in trace.steps],
-                      step_seconds=[st.seconds for st in trace.steps])
+def point_of(kind: str, traces: list, path: str = "") -> SweepPoint:
+    """The point that repeated runs of one setting make: each number the median of the runs'."""
+    sums = [summarize(t) for t in traces]
+    med = lambda xs: Repeated.of(xs).median  # noqa: E731 (NaN when no run measured it)
+    ttft, tpot = med([s.ttft_s for s in sums]), med([s.tpot_s for s in sums])
+    first = traces[0]
+    steps = [[st.seconds for st in t.steps] for t in traces]
+    width = min(len(x) for x in steps)
+    B, T = first.batch_size, first.n_prompt
+    return SweepPoint(kind=kind, batch_size=B, prompt_tokens=T, output_tokens=first.n_output,
+                      ttft_s=ttft, decode_s=med([s.decode_s for s in sums]), tpot_s=tpot,
+                      itl_p50_s=float(np.median([x for run in steps for x in run])) if width else float("nan"),
+                      total_s=med([s.total_s for s in sums]),
+                      prefill_tokens_per_s=B * T / ttft if ttft > 0 else float("nan"),
+                      decode_tokens_per_s=B / tpot if tpot > 0 else float("nan"),
+                      step_kv_lengths=[st.kv_length for st in first.steps[:width]],
+                      step_seconds=[statistics.median(run[i] for run in steps) for i in range(width)],
+                      ttft_runs=[s.ttft_s for s in sums], tpot_runs=[s.tpot_s for s in sums], decode_path=path,
+                      cpu_wait=cpu_wait_of(traces))
 
 
-def _run(lm, kind: str, plan: list[tuple[int, int, int]], on_point: PointCallback | None) -> SweepResult:
-    """plan: (batch, prompt tokens, output tokens) per point, measured in order."""
-    result = SweepResult(kind=kind, planned=[p[{"batch": 0, "prompt": 1, "output": 2}[kind]] for p in plan],
-                         model=lm.name, device=str(lm.device))
-    for i, (batch, n_prompt, n_out) in enumerate(plan):
-        prompts = [prompt_ids_of_length(lm, n_prompt, offset=7 * b) for b in range(batch)]  # different, equal length
-        trace = generate_batch(lm, prompts, n_out, temperature=0.0, ignore_eos=True)
-        result.points.append(_point(kind, trace))
-        if on_point is not None and on_point(result) is False:
-            result.cancelled = i + 1 < len(plan)
-            break
+@dataclass(frozen=True)
+class Setting:
+    """One point to measure: `batch` prompts of `prompt` tokens, `output` new tokens, on `lm` (its decode `path`)."""
+    batch: int
+    prompt: int
+    output: int
+    lm: object
+    path: str
+    apart: bool = False  # kept in SweepResult.separate, not among the comparable points
+
+
+def _run(lm, kind: str, plan: list[Setting], on_point: PointCallback | None, repeats: int = 1) -> SweepResult:
+    """Measure every setting of `plan` once per round, `repeats` rounds; the result after each run goes to `on_point`."""
+    repeats = max(1, int(repeats))
+    key = {"batch": "batch", "prompt": "prompt", "output": "output"}[kind]
+    result = SweepResult(kind=kind, planned=[getattr(p, key) for p in plan if not p.apart], model=lm.name,
+                         device=str(lm.device), repeats=repeats, kernels=lm.kernels)
+    traces: list[list] = [[] for _ in plan]
+    for r in range(repeats):
+        for i, p in enumerate(plan):
+            prompts = [prompt_ids_of_length(lm, p.prompt, offset=7 * b) for b in range(p.batch)]  # different, equal length
+            traces[i].append(generate_batch(p.lm, prompts, p.output, temperature=0.0, ignore_eos=True))
+            points = [(s, point_of(kind, t, s.path)) for s, t in zip(plan, traces) if t]
+            result.points = [pt for s, pt in points if not s.apart]
+            result.separate = [pt for s, pt in points if s.apart]
+            result.rounds_done = r + (i + 1 == len(plan))
+            if on_point is not None and on_point(result) is False:
+                result.cancelled = (r + 1, i + 1) != (repeats, len(plan))
+                return result
     return result
 
 
+def _same_path_plan(lm, pairs: list[tuple[int, int]]) -> list[Setting]:
+    """Batch-1 settings (prompt, output) on the path a Run at batch 1 takes."""
+    path = decode_path(lm, 1)
+    return [Setting(1, t, n, lm, path) for t, n in pairs]
+
+
 def sweep_prompt_lengths(lm, prompt_lengths: list[int], output_tokens: int = 8,
-                         on_point: PointCallback | None = None) -> SweepResult:
+                         on_point: PointCallback | None = None, repeats: int = REPEATS) -> SweepResult:
     """TTFT (and decode latency at that context) for each prompt length, same short output each time."""
     allowed, refused = split_allowed(lm, list(prompt_lengths), output_tokens)
     if not allowed:
         raise EngineError(refused[0] if refused else "no prompt lengths to measure")
-    return _run(lm, "prompt", [(1, t, n) for t, n in allowed], on_point)
+    return _run(lm, "prompt", _same_path_plan(lm, allowed), on_point, repeats)
 
 
 def sweep_output_lengths(lm, output_lengths: list[int], prompt_tokens: int = 32,
-                         on_point: PointCallback | None = None) -> SweepResult:
+                         on_point: PointCallback | None = None, repeats: int = REPEATS) -> SweepResult:
     """Decode cost for each output length, same prompt each time: total time grows with the bridge."""
     allowed, refused = split_allowed(lm, [prompt_tokens] * len(output_lengths), [int(n) for n in output_lengths])
     if not allowed:
         raise EngineError(refused[0] if refused else "no output lengths to measure")
-    return _run(lm, "output", [(1, t, n) for t, n in allowed], on_point)
+    return _run(lm, "output", _same_path_plan(lm, allowed), on_point, repeats)
 
 
 # ---- batch lab: memory guard and sweep ------------------------------------------------------------
@@ -174,24 +255,38 @@ def check_batch_memory(lm, batch: int, prompt_tokens: int, output_tokens: int, a
 
 
 def sweep_batch_sizes(lm, batch_sizes: list[int], prompt_tokens: int = 32, output_tokens: int = 8,
-                      on_point: PointCallback | None = None, available: int | None = None) -> SweepResult:
-    """Prefill and decode throughput for each batch size; every size is memory-checked before anything runs."""
+                      on_point: PointCallback | None = None, available: int | None = None,
+                      repeats: int = REPEATS, fused_point: bool = False) -> SweepResult:
+    """Prefill and decode throughput for each batch size, every size on the same decode path (the batched one); with
+    `fused_point`, where a Run's batch-1 steps take a fused step, one more batch-1 point on it, kept apart. Every size
+    is memory-checked before anything runs."""
     sizes = sorted({int(b) for b in batch_sizes})
     if not sizes:
         raise EngineError("choose at least one batch size")
     check_lengths(lm, prompt_tokens, output_tokens)
     for b in sizes:
         check_batch_memory(lm, b, prompt_tokens, output_tokens, available)
-    return _run(lm, "batch", [(b, prompt_tokens, output_tokens) for b in sizes], on_point)
+    same = batched_path(lm)
+    path = decode_path(same, max(sizes[-1], 2))
+    plan = [Setting(b, prompt_tokens, output_tokens, same, path) for b in sizes]
+    if fused_point and has_fused_step(lm):
+        plan.insert(0, Setting(1, prompt_tokens, output_tokens, lm, decode_path(lm, 1), apart=True))
+    return _run(lm, "batch", plan, on_point, repeats)
 
 
 def measured_crossover(points: list[SweepPoint], factor: float = 1.5) -> int | None:
-    """Smallest batch whose median decode step takes more than `factor` x the smallest batch's: decode turns compute-bound."""
+    """Smallest batch whose decode step takes more than `factor` x the smallest batch's: decode turns compute-bound.
+    With repeated rounds, "more" means in every round by more than the rounds' spread (engine/labs/repeats.py), so
+    a busy moment cannot place it; with single runs, the median steps are compared."""
     pts = sorted((p for p in points if p.itl_p50_s == p.itl_p50_s), key=lambda p: p.batch_size)
     if len(pts) < 2:
         return None
-    base = pts[0].itl_p50_s
-    return next((p.batch_size for p in pts[1:] if p.itl_p50_s > factor * base), None)
+    base = pts[0]
+    for p in pts[1:]:
+        paired = effect_of(p.tpot_runs, [factor * t for t in base.tpot_runs])
+        if paired.verdict == FASTER if len(paired.measured) >= MIN_REPEATS else p.itl_p50_s > factor * base.itl_p50_s:
+            return p.batch_size
+    return None
 
 
 def median_step_by_context(points: list[SweepPoint]) -> list[tuple[int, float]]:
@@ -203,6 +298,14 @@ def median_step_by_context(points: list[SweepPoint]) -> list[tuple[int, float]]:
     return [(n, float(np.median(v))) for n, v in sorted(by_len.items())]
 
 
-def reference_run(lm, prompt_tokens: int = 64, output_tokens: int = 16):
-    """A small fixed measurement (real text, exact lengths, greedy) for pages that need one run's points."""
-    return generate_batch(lm, [prompt_ids_of_length(lm, prompt_tokens)], output_tokens, temperature=0.0, ignore_eos=True)
+def reference_run(lm, prompt_tokens: int = 64, output_tokens: int = 16, repeats: int = 3):
+    """A small fixed measurement (real text, exact lengths, greedy) for pages that need one run's points, on a Run's
+    path: `repeats` runs, the one with the median end-to-end time returned, every run's TTFT and TPOT in its
+    settings ("repeats": {"ttft_s": [...], "tpot_s": [...]}) for the spread."""
+    ids = prompt_ids_of_length(lm, prompt_tokens)
+    runs = [generate_batch(lm, [ids], output_tokens, temperature=0.0, ignore_eos=True) for _ in range(max(1, repeats))]
+    order = sorted(runs, key=lambda t: t.total_seconds)
+    chosen = order[(len(order) - 1) // 2]
+    chosen.settings["repeats"] = {"ttft_s": [t.prefill_seconds for t in runs],
+                                  "tpot_s": [summarize(t).tpot_s for t in runs], "path": decode_path(lm, 1)}
+    return chosen

@@ -16,10 +16,11 @@ worker_link.lab_notice()  # in a room: why this session may not start lab measur
 store = worker_link.store()
 result = store.labs.get(state.BATCH_RESULT)
 
-cols = st.columns([3, 1, 1])
+cols = st.columns([3, 1, 1, 1])
 sizes = sorted(cols[0].multiselect("Batch sizes B", BATCH_CHOICES, default=[1, 2, 4, 8, 16], key=state.BATCH_SIZES))
 n_prompt = int(cols[1].number_input("Prompt tokens", 4, 512, 32, key=state.BATCH_PROMPT))
 n_out = int(cols[2].number_input("Output tokens", 2, 64, 8, key=state.BATCH_OUTPUT))
+rounds = int(cols[3].number_input("Rounds", 1, 9, 4, key=state.BATCH_ROUNDS, help=lab_text.ROUNDS_HELP))
 
 lm = widgets.current_model()
 if lm is None:
@@ -53,7 +54,7 @@ def keep(partial):
     return sweep_numbers.batch_progress(partial)
 
 
-final = worker_link.lab_run(state.BATCH_JOB, start, lab_jobs.BATCH_SWEEP, (sizes, n_prompt, n_out),
+final = worker_link.lab_run(state.BATCH_JOB, start, lab_jobs.BATCH_SWEEP, (sizes, n_prompt, n_out, rounds, True),
                             cancel_key=state.BATCH_CANCEL, on_payload=keep,
                             label=f"Measuring {len(sizes)} batch sizes on {lm.name}…")
 if final is not None:
@@ -62,15 +63,19 @@ result = store.labs.get(state.BATCH_RESULT)
 
 st.caption(fig_sweeps.sweep_status(result))
 if result is not None and result.points:
-    points = result.points
+    points, apart = result.points, result.separate
+    if banner := lab_text.busy_banner(result.cpu_wait):
+        st.warning(banner)
     cross = sweep_numbers.batch_crossover(lm, points, peaks, n_prompt, n_out)
-    theme_toggle.plotly_chart(fig_sweeps.batch_throughput_figure(points), width="stretch", theme=None)
+    theme_toggle.plotly_chart(fig_sweeps.batch_throughput_figure(points, apart), width="stretch", theme=None)
     st.markdown(lab_text.batch_findings(points))
-    theme_toggle.plotly_chart(fig_sweeps.batch_latency_figure(points, cross.measured, cross.predicted), width="stretch", theme=None)
+    st.caption(f"{lab_text.path_note(points, apart)} {lab_text.cpu_wait_words(result.cpu_wait)}")
+    theme_toggle.plotly_chart(fig_sweeps.batch_latency_figure(points, cross.measured, cross.predicted, separate=apart),
+                              width="stretch", theme=None)
     st.markdown(lab_text.batch_explanation(cross.measured, cross.predicted, cross.ridge, cross.tried_max, cross.dtype_bytes))
-    st.dataframe(fig_sweeps.sweep_table(points), hide_index=True, width="stretch")
-    st.download_button("Download CSV", fig_sweeps.sweep_csv(points), file_name="two_bends_batch_sweep.csv",
+    st.dataframe(fig_sweeps.sweep_table(points, apart), hide_index=True, width="stretch")
+    st.download_button("Download CSV", fig_sweeps.sweep_csv(points, apart), file_name="two_bends_batch_sweep.csv",
                        mime="text/csv", key=state.BATCH_CSV)
 else:
-    st.info("Pick batch sizes and press **Run batch sweep** (B = 1…16 took a few seconds with SmolLM2 on the project's "
-            "2-core CPU).")
+    st.info("Pick batch sizes and press **Run batch sweep**: every size runs once per round, so the time grows "
+            "with the rounds; a progress bar shows each run as it ends.")

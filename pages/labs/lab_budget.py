@@ -3,9 +3,10 @@ import streamlit as st
 
 from ui import state
 from ui.controls import presenter, theme_toggle
-from ui.engine_link import worker_link
-from ui.figures import fig_roofline
-from ui.text import lab_text
+from ui.engine_link import lab_jobs, worker_link
+from ui.figures import fig_cards, fig_remedies, fig_roofline
+from ui.text import card_numbers as cn
+from ui.text import crossed_numbers, lab_text
 from ui.text import roofline_numbers as rn
 
 SOURCES = {
@@ -65,3 +66,26 @@ st.markdown(lab_text.budget_text(result))
 if source == "fable":
     st.markdown(lab_text.fable_text(rn.fable()))
 theme_toggle.plotly_chart(fig_roofline.budget_curve(share), width="stretch", theme=None)
+
+st.divider()
+st.subheader("The indicator lights as an experiment: each remedy on both kinds of request, measured here")
+st.markdown(crossed_numbers.INTRO)
+if worker_link.lab_notice():
+    row = st.container(horizontal=True)
+    rounds = int(row.number_input("Rounds", 1, 9, 3, key=state.CROSSED_ROUNDS, help=lab_text.ROUNDS_HELP))
+    start = row.button("▶ Measure the crossed remedies", type="primary", key=state.CROSSED_RUN)
+    row.button("■ Cancel", key=state.CROSSED_CANCEL, help=lab_text.CANCEL_HELP)
+    measured = worker_link.lab_run(state.CROSSED_JOB, start, lab_jobs.CROSSED, (rounds,), cancel_key=state.CROSSED_CANCEL,
+                                   label="Measuring each remedy on a valley-heavy and a bridge-heavy request…")
+    if measured is not None:
+        worker_link.store().labs[state.CROSSED_RESULT] = measured
+crossed = worker_link.store().labs.get(state.CROSSED_RESULT)
+if crossed is not None:
+    theme_toggle.plotly_chart(fig_remedies.crossed_figure(crossed), width="stretch", theme=None)
+    st.markdown(crossed_numbers.story(crossed))
+    st.dataframe(crossed_numbers.table(crossed), hide_index=True, width="stretch")
+
+st.subheader("H100 → H200: the same FLOP/s, 1.43× the bandwidth (the card model)")
+comparison = cn.compare_cards(cn.COMPARISON_MODEL)
+theme_toggle.plotly_chart(fig_cards.comparison_figure(comparison), width="stretch", theme=None)
+st.markdown(cn.comparison_words(comparison))

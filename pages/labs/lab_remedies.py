@@ -111,15 +111,16 @@ with tabs[6]:
 
 with tabs[7]:
     st.markdown("Rows: the remedies measured so far in this session; columns: their measured effect on each phase. "
-                "Green: faster in every measurement, by more than their spread; red: slower the same way; grey: no "
-                "verdict yet (measured once, or the measurements disagree). A remedy meant for one segment should "
-                "show no gain on the other: budget spent there buys nothing.")
+                "Green: faster in every run, by more than the runs' spread; red: slower the same way; grey: no "
+                "verdict (too few runs, or the runs disagree). A remedy meant for one segment should show no gain on "
+                "the other: budget spent there buys nothing. The Budget lab crosses them on purpose: a valley remedy "
+                "on a bridge-heavy request and bridge remedies on a valley-heavy one.")
     theme_toggle.plotly_chart(fr.indicator_matrix_figure(history), width="stretch", theme=None)
     table = fr.effects_table(history)
     if not table.empty:
         st.dataframe(table.style.format({"TTFT speed-up": "×{:.2f}", "TPOT speed-up": "×{:.2f}",
                                          "TTFT runs apart": "{:.0%}", "TPOT runs apart": "{:.0%}"}, na_rep="—"),
                      hide_index=True)
-    st.caption(f"Each cell: the median of the last {rt.HISTORY_KEEP} (at most) measurements of that remedy in this "
-               f"session, on this machine. {rt.NOISE_NOTE}")
+    st.caption(f"Each cell: the median over every run of the last {rt.HISTORY_KEEP} (at most) measurements of that "
+               f"remedy in this session, on this machine. {rt.NOISE_NOTE}")
     st.markdown(f"**{rt.LESSON}**")

@@ -19,7 +19,8 @@ store = worker_link.store()
 results: dict = store.labs.setdefault(state.SWEEP_RESULTS, {})  # {"prompt": SweepResult, "output": SweepResult}
 
 kind = st.radio("Sweep", list(KINDS), format_func=KINDS.get, horizontal=True, key=state.SWEEP_KIND)
-cols = st.columns([3, 1])
+cols = st.columns([3, 1, 1])
+rounds = int(cols[2].number_input("Rounds", 1, 9, 3, key=state.SWEEP_ROUNDS, help=lab_text.ROUNDS_HELP))
 if kind == "prompt":
     lengths = cols[0].multiselect("Prompt lengths (tokens)", PROMPT_CHOICES, default=[16, 32, 64, 128, 256, 512],
                                   key=state.SWEEP_PROMPT_LENGTHS)
@@ -44,6 +45,7 @@ if run and lm is not None:
     for message in refused:
         st.warning(f"Skipped: {message}")
     if args is not None:
+        args = (*args, rounds)
         start, running_kind = True, kind
         store.labs[state.SWEEP_RUNNING] = kind
         results.pop(kind, None)
@@ -65,6 +67,9 @@ result = results.get(kind)
 st.caption(fig_sweeps.sweep_status(result))
 if result is not None and result.points:
     points = result.points
+    if banner := lab_text.busy_banner(result.cpu_wait):
+        st.warning(banner)
+    st.caption(lab_text.cpu_wait_words(result.cpu_wait))
     if kind == "prompt":
         fit = sweep_numbers.ttft_fit(points)
         theme_toggle.plotly_chart(fig_sweeps.ttft_figure(points, fit), width="stretch", theme=None)
@@ -81,5 +86,5 @@ if result is not None and result.points:
     st.download_button("Download CSV", fig_sweeps.sweep_csv(points), file_name=f"two_bends_{kind}_sweep.csv",
                        mime="text/csv", key=state.SWEEP_CSV)
 elif lm is not None:
-    st.info("Pick the lengths and press **Run sweep**. The defaults took well under 30 s with SmolLM2 on the project's "
-            "2-core CPU.")
+    st.info("Pick the lengths and press **Run sweep**: every point runs once per round, so the time grows with "
+            "the rounds; a progress bar shows each run as it ends.")

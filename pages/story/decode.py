@@ -4,9 +4,9 @@ import streamlit as st
 from ui import state
 from ui.controls import demo_panel, presenter, stepper
 from ui.demo import recorded
-from ui.engine_link import local_replay, worker_link
+from ui.engine_link import lab_jobs, local_replay, worker_link
 from ui.figures import fig_attention, fig_kvcache
-from ui.text import phase_numbers, story_text
+from ui.text import bend_numbers, lab_text, phase_numbers, story_text
 
 presenting = presenter.active()
 if presenting:  # the title shares its row with the step controls: the projector's height goes to the figures
@@ -123,3 +123,36 @@ def presenter_view(view) -> None:
 
 
 step_view()
+if presenting or not bend_numbers.measured_here(trace):
+    st.stop()
+# --- MBU against this machine's measured peaks, where the bridge turns compute-bound, the KV-cache wall -------
+store = worker_link.store()
+peaks = worker_link.session_peaks(trace.device, trace.dtype)
+st.subheader("The bridge on this machine: MBU, where it turns compute-bound, the KV-cache wall")
+if peaks is None:
+    st.caption(bend_numbers.PEAKS_NEEDED)
+    peaks = worker_link.session_peaks(trace.device, trace.dtype,
+                                      st.button("Measure this machine's peaks", key=state.STORY_PEAKS_MEASURE))
+if (mbu := bend_numbers.utilisation(trace, peaks, "MBU")) is not None:
+    st.metric("MBU of this run's median decode step (measured here)", f"{mbu.value:.0%}")
+    st.caption(mbu.words)
+st.markdown(bend_numbers.bridge_measured(store.labs.get(state.BATCH_RESULT), trace.model))
+if peaks is not None:
+    st.dataframe(bend_numbers.crossovers_by_card(cfg, trace.model, trace.dtype, peaks, trace,
+                                                 trace.n_prompt + trace.n_output), hide_index=True, width="stretch")
+    st.caption(story_text.CROSSOVER_NOTE)
+start = st.button("▶ Measure decode steps up to the model's window", key=state.CONTEXT_MEASURE)
+measured = worker_link.lab_run(state.CONTEXT_JOB, start, lab_jobs.CONTEXT_SWEEP,
+                               label="Timing decode steps over KV caches of growing length…")
+if measured is not None:
+    store.labs[state.CONTEXT_RESULT] = measured
+sweep = store.labs.get(state.CONTEXT_RESULT)
+if sweep is not None and sweep.model == trace.model:
+    if banner := lab_text.busy_banner(sweep.cpu_wait):
+        st.warning(banner)
+    presenter.chart(fig_kvcache.context_figure(sweep), key="decode_context", name="decode_step_by_context")
+    st.markdown(bend_numbers.context_words(sweep))
+    st.caption(lab_text.cpu_wait_words(sweep.cpu_wait))
+st.dataframe(bend_numbers.wall_table(cfg, trace.model, trace.dtype, peaks, trace, cfg.max_seq_len), hide_index=True,
+             width="stretch")
+st.caption(bend_numbers.wall_words(cfg, trace.model, cfg.max_seq_len))

@@ -6,7 +6,7 @@ from ui.controls import demo_panel, presenter, stepper
 from ui.demo import recorded
 from ui.engine_link import local_replay, worker_link
 from ui.figures import fig_attention
-from ui.text import phase_numbers, story_text
+from ui.text import bend_numbers, phase_numbers, story_text
 
 st.title("Prefill — the valley of Longmen Bay")
 presenting = presenter.active()
@@ -43,6 +43,22 @@ st.caption(
     f"{phase_numbers.si(flops.attention, 'FLOP')} + LM head {phase_numbers.si(flops.lm_head, 'FLOP')}. "
     f"Time measured in this run on {trace.env.get('device_name', trace.device)} ({trace.dtype})."
 )
+if not presenting and bend_numbers.measured_here(trace):  # MFU against the measured peaks; where the valley turns
+    store = worker_link.store()
+    peaks = worker_link.session_peaks(trace.device, trace.dtype)
+    st.subheader("The valley on this machine: MFU, and where it turns compute-bound")
+    if peaks is None:
+        st.caption(bend_numbers.PEAKS_NEEDED)
+        peaks = worker_link.session_peaks(trace.device, trace.dtype,
+                                          st.button("Measure this machine's peaks", key=state.STORY_PEAKS_MEASURE))
+    if (mfu := bend_numbers.utilisation(trace, peaks, "MFU")) is not None:
+        st.metric("MFU of this prefill (measured here)", f"{mfu.value:.0%}")
+        st.caption(mfu.words)
+    st.markdown(bend_numbers.valley_measured(store.labs.get(state.SWEEP_RESULTS, {}).get("prompt"), trace.model))
+    if peaks is not None:
+        st.dataframe(bend_numbers.crossovers_by_card(cfg, trace.model, trace.dtype, peaks, trace,
+                                                     trace.n_prompt + trace.n_output), hide_index=True, width="stretch")
+        st.caption(story_text.CROSSOVER_NOTE)
 
 # --- layer / head pickers (redrawing never re-runs the model: everything comes from the trace) -------------
 layer_options = recorded.layer_choices(trace, cfg.n_layers)

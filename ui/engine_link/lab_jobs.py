@@ -6,6 +6,8 @@ and tests/engine/serving/scheduling/test_lab_jobs.py checks every target's signa
 from engine.serving.scheduling.lab_jobs import (
     ATTENTION_CAPTURE,
     BATCH_SWEEP,
+    CONTEXT_SWEEP,
+    CROSSED,
     CUDA_GRAPHS,
     DTYPES,
     HARDWARE_PEAKS,
@@ -25,7 +27,8 @@ from engine.serving.scheduling.lab_jobs import (
 )
 
 __all__ = [
-    "ATTENTION_CAPTURE", "BATCH_SWEEP", "CUDA_GRAPHS", "DTYPES", "HARDWARE_PEAKS", "INT8", "KERNELS", "KV_CACHE",
+    "ATTENTION_CAPTURE", "BATCH_SWEEP", "CONTEXT_SWEEP", "CROSSED",
+    "CUDA_GRAPHS", "DTYPES", "HARDWARE_PEAKS", "INT8", "KERNELS", "KV_CACHE",
     "MODEL_DESCRIBE", "OUTPUT_SWEEP", "OVERHEAD", "PREFIX_CACHE", "PROFILE", "PROMPT_SWEEP", "REFERENCE_RUN",
     "SPECULATIVE", "TRAFFIC", "LabJob",
 ]

@@ -200,6 +200,17 @@ def run_job(key: str, spec: ModelSpec, lab: LabJob, args: tuple = (), kwargs: di
     return None
 
 
+def session_peaks(device: str, dtype: str, measure: bool = False):
+    """This session's measured peaks for (device, dtype), kept in the browser's store as the Roofline lab keeps them;
+    measured now in the worker (HARDWARE_PEAKS, at the sidebar model's shapes) when `measure`; else None."""
+    kept = store().labs.setdefault(state.PEAKS, {})
+    if (device, dtype) not in kept and measure:
+        peaks = lab_run(state.PEAKS_JOB, True, jobs.HARDWARE_PEAKS, label="Measuring this machine's peaks…")
+        if peaks is not None:
+            kept[(peaks.device, peaks.dtype)] = peaks
+    return kept.get((device, dtype))
+
+
 def cancel_job(key: str) -> None:
     job = store().jobs.pop(key, None)
     if job is not None:

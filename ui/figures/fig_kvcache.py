@@ -2,7 +2,8 @@
 
 Streamlit-free Plotly builders. Cell colour = L2 norm of the cached key (or value) vector, from
 `trace.kv_key_norms` / `trace.kv_value_norms` (layers, kv_heads, tokens). Columns the cache does not
-hold yet at the chosen step are NaN (blank). Also: which query heads share which KV head (GQA).
+hold yet at the chosen step are NaN (blank). Also: which query heads share which KV head (GQA), and the decode step
+measured against the context (engine/labs/context_sweep.py), beside what its bytes alone would predict.
 """
 from __future__ import annotations
 
@@ -11,7 +12,15 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from ui.figures.attention_matrix import token_pieces
-from ui.figures.theme import DECODE_COLOR, FONT_SIZE, NEUTRAL_COLOR, PREFILL_COLOR, TITLE_SIZE, base_layout
+from ui.figures.theme import (
+    DECODE_COLOR,
+    ESTIMATE_DASH,
+    FONT_SIZE,
+    NEUTRAL_COLOR,
+    PREFILL_COLOR,
+    TITLE_SIZE,
+    base_layout,
+)
 from ui.text.phase_numbers import tick_labels
 
 KV_SCALE = "Viridis"
@@ -107,4 +116,28 @@ def gqa_figure(n_heads: int, n_kv_heads: int, height: int = 300) -> go.Figure:
     fig.update_layout(title=dict(font=dict(size=TITLE_SIZE - 2)))
     fig.update_xaxes(visible=False, range=[-0.08, 1.08])
     fig.update_yaxes(visible=False, range=[-0.6, 1.6])
+    return fig
+
+
+def context_figure(sweep, height: int = 420) -> go.Figure:
+    """Measured decode step (median of the rounds; bar: fastest to slowest round) against the tokens in the KV cache,
+    and the estimate from bytes alone: the shortest context's step scaled by (weights + cache) / (weights + its
+    cache), a straight line whose slope is the cache's bytes per token."""
+    pts = [p for p in sweep.points if p.step.n]
+    fig = go.Figure()
+    if pts:
+        x = [p.context for p in pts]
+        y = [p.step.median * 1e3 for p in pts]
+        fig.add_scatter(x=x, y=y, mode="markers+lines", name="decode step (measured, median)",
+                        marker=dict(size=11, color=DECODE_COLOR), line=dict(color=DECODE_COLOR, width=3),
+                        error_y=dict(type="data", symmetric=False, thickness=2,
+                                     array=[p.step.high * 1e3 - v for p, v in zip(pts, y)],
+                                     arrayminus=[v - p.step.low * 1e3 for p, v in zip(pts, y)]))
+        base = sweep.weight_bytes + pts[0].kv_bytes
+        fig.add_scatter(x=x, y=[y[0] * (sweep.weight_bytes + p.kv_bytes) / base for p in pts], mode="lines",
+                        name="if only the bytes counted (estimate)", line=dict(color=NEUTRAL_COLOR, dash=ESTIMATE_DASH,
+                                                                              width=2))
+    fig.update_layout(**base_layout("Each decode step reads the whole KV cache: its time grows with the context",
+                                    "tokens in the KV cache", "decode step (ms)", height=height))
+    fig.update_yaxes(rangemode="tozero")
     return fig

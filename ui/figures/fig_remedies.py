@@ -8,6 +8,7 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from ui.figures.theme import DECODE_COLOR, FONT_SIZE, NEUTRAL_COLOR, PREFILL_COLOR, base_layout
+from ui.text import crossed_numbers
 from ui.text.remedy_text import HELPS, MARKER_KEY, TITLES, Effect, effects
 
 REMEDY_COLOR = "#2E9E5B"  # the remedy's bars/lines; the baseline is grey
@@ -23,20 +24,34 @@ def kv_cache_figure(result) -> go.Figure:
     return fig
 
 
+def _run_bars(medians: list[float], runs: list[list[float]]) -> dict | None:
+    """Error bars from each bar's median (ms) to its fastest and slowest run; None when no row kept two runs."""
+    if not any(len(r) >= 2 for r in runs):
+        return None
+    return dict(type="data", symmetric=False, thickness=2,
+                array=[max(max(r) * 1e3 - m, 0.0) if len(r) >= 2 else 0.0 for m, r in zip(medians, runs)],
+                arrayminus=[max(m - min(r) * 1e3, 0.0) if len(r) >= 2 else 0.0 for m, r in zip(medians, runs)])
+
+
 def phase_pair_figure(rows, title: str) -> go.Figure:
-    """Two panels: TTFT (prefill, orange) and TPOT (decode, blue) for each configuration."""
+    """Two panels: TTFT (prefill, orange) and TPOT (decode, blue) for each configuration: the median of its runs,
+    with a bar from the fastest to the slowest run."""
     fig = make_subplots(rows=1, cols=2, subplot_titles=("TTFT — prefill (ms)", "TPOT — decode (ms per token)"))
     labels = [r.label for r in rows]
-    fig.add_bar(x=labels, y=[r.ttft_s * 1e3 for r in rows], marker_color=PREFILL_COLOR, name="TTFT",
-                text=[f"{r.ttft_s * 1e3:.1f}" for r in rows], textposition="outside", row=1, col=1)
-    fig.add_bar(x=labels, y=[r.tpot_s * 1e3 for r in rows], marker_color=DECODE_COLOR, name="TPOT",
-                text=[f"{r.tpot_s * 1e3:.1f}" for r in rows], textposition="outside", row=1, col=2)
+    ttft, tpot = [r.ttft_s * 1e3 for r in rows], [r.tpot_s * 1e3 for r in rows]
+    fig.add_bar(x=labels, y=ttft, marker_color=PREFILL_COLOR, name="TTFT", text=[f"{v:.1f}" for v in ttft],
+                textposition="outside", row=1, col=1,
+                error_y=_run_bars(ttft, [getattr(r, "ttft_runs", []) for r in rows]))
+    fig.add_bar(x=labels, y=tpot, marker_color=DECODE_COLOR, name="TPOT", text=[f"{v:.1f}" for v in tpot],
+                textposition="outside", row=1, col=2,
+                error_y=_run_bars(tpot, [getattr(r, "tpot_runs", []) for r in rows]))
     fig.update_layout(**base_layout(title, "", "milliseconds", height=440))
     fig.update_layout(showlegend=False)
     fig.update_yaxes(title_text="milliseconds", rangemode="tozero")
     fig.update_annotations(font_size=FONT_SIZE)
-    for ax in ("yaxis", "yaxis2"):
-        top = max([r.ttft_s if ax == "yaxis" else r.tpot_s for r in rows] + [1e-9]) * 1e3
+    for ax, name in (("yaxis", "ttft"), ("yaxis2", "tpot")):
+        values = [v for r in rows for v in (getattr(r, f"{name}_s"), *getattr(r, f"{name}_runs", [])) if v == v]
+        top = max(values + [1e-9]) * 1e3
         fig.layout[ax].range = [0, top * 1.25]
     return fig
 
@@ -92,8 +107,8 @@ def _effects(history: dict) -> list[dict]:
 
 
 def effects_table(history: dict) -> pd.DataFrame:
-    """The indicator lights as a table: each speed-up's median, how far apart its measurements lie, their number and
-    the verdict."""
+    """The indicator lights as a table: each speed-up's median, how far apart its runs lie, their number and the
+    verdict."""
     out = []
     for r in _effects(history):
         row = {"remedy": r["remedy"], "meant for": r["meant for"]}
@@ -102,10 +117,10 @@ def effects_table(history: dict) -> pd.DataFrame:
             row[f"{phase} speed-up"] = e.median
             row[f"{phase} runs apart"] = e.spread
             row[f"{phase} effect"] = e.verdict
-        row["measurements"] = max(len(r["TTFT"].measured), len(r["TPOT"].measured))
+        row["runs"] = max(len(r["TTFT"].measured), len(r["TPOT"].measured))
         out.append(row)
     columns = ["remedy", "meant for", "TTFT speed-up", "TTFT runs apart", "TTFT effect", "TPOT speed-up",
-               "TPOT runs apart", "TPOT effect", "measurements"]
+               "TPOT runs apart", "TPOT effect", "runs"]
     return pd.DataFrame(out, columns=columns)
 
 
@@ -135,6 +150,26 @@ def indicator_matrix_figure(history: dict) -> go.Figure:
     fig.add_heatmap(z=z, x=["TTFT (prefill)", "TPOT (decode)"], y=ylabels, text=text, texttemplate="%{text}",
                     textfont=dict(size=FONT_SIZE + 2), colorscale=scale, zmin=-1, zmax=1, showscale=False, xgap=4, ygap=4)
     fig.update_layout(**base_layout(f"Median speed-up this session: {MARKER_KEY}", "", "",
+                                    height=140 + 80 * len(rows)))
+    fig.update_yaxes(autorange="reversed", tickfont=dict(size=FONT_SIZE - 2))
+    fig.update_xaxes(side="top")
+    return fig
+
+
+def crossed_figure(result) -> go.Figure:
+    """The crossed experiment as indicator lights: remedies (with the segment each is for) by requests, each cell the
+    end-to-end speed-up measured here with its verdict in shape and word (▲ faster, ▼ slower, ● no change beyond the
+    rounds' spread, ○ too few rounds), coloured only where every round agreed."""
+    rows, cols, z, text = crossed_numbers.matrix(result)
+    fig = go.Figure()
+    if not rows:
+        fig.update_layout(**base_layout("Nothing measured yet", "", "", height=260))
+        return fig
+    scale = [[0.0, "#C0392B"], [0.4, "#E8B4AE"], [0.5, "#D9D9D9"], [0.6, "#A9DFBF"], [1.0, "#1E8449"]]
+    fig.add_heatmap(z=z, x=[f"{c} request" for c in cols], y=rows, text=text, texttemplate="%{text}",
+                    textfont=dict(size=FONT_SIZE + 2), colorscale=scale, zmin=-1, zmax=1, showscale=False, xgap=4,
+                    ygap=4)
+    fig.update_layout(**base_layout("End to end, measured here: each remedy on both kinds of request", "", "",
                                     height=140 + 80 * len(rows)))
     fig.update_yaxes(autorange="reversed", tickfont=dict(size=FONT_SIZE - 2))
     fig.update_xaxes(side="top")

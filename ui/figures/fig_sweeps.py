@@ -1,6 +1,7 @@
 """Figures and tables for the sweep and batch labs: TTFT grows with the prompt, a decode step with the context.
 
-Streamlit-free: every function takes engine results and returns a plotly Figure, a DataFrame or text.
+Streamlit-free: every function takes engine results and returns a plotly Figure, a DataFrame or text. A point is the
+median of its repeated runs; its error bar spans the fastest to the slowest run.
 """
 from __future__ import annotations
 
@@ -26,26 +27,51 @@ def _is_seconds(key: str) -> bool:
     return key.endswith("_s") and not key.endswith("_per_s")
 
 
-def sweep_table(points: list[SweepPoint]) -> pd.DataFrame:
-    """One row per measured point, times in milliseconds."""
+EXTRA = ("runs", "TTFT runs apart", "TPOT runs apart", "CPU wait", "decode path")
+
+
+def _apart(r) -> float:
+    return round(r.spread * 100, 1) if r.n >= 2 else float("nan")
+
+
+def sweep_table(points: list[SweepPoint], separate: list[SweepPoint] | None = None) -> pd.DataFrame:
+    """One row per measured point (medians; times in milliseconds), how far its runs lie apart (%), the share of its
+    timed work its runs waited for a CPU (%), and its decode path; `separate` points (another path) follow."""
     rows = []
-    for p in points:
+    for p in list(points) + list(separate or []):
         row = p.row()
-        rows.append({label: (row[key] * MS if _is_seconds(key) else row[key]) for key, label in COLUMNS.items()})
-    return pd.DataFrame(rows, columns=list(COLUMNS.values())).round(2)
+        out = {label: (row[key] * MS if _is_seconds(key) else row[key]) for key, label in COLUMNS.items()}
+        wait = p.cpu_wait
+        out.update({"runs": p.runs, "TTFT runs apart": _apart(p.ttft), "TPOT runs apart": _apart(p.tpot),
+                    "CPU wait": round(wait.share * 100, 1) if wait is not None and wait.measured else float("nan"),
+                    "decode path": p.decode_path})
+        rows.append(out)
+    return pd.DataFrame(rows, columns=[*COLUMNS.values(), *EXTRA]).round(2)
 
 
-def sweep_csv(points: list[SweepPoint]) -> bytes:
-    return sweep_table(points).to_csv(index=False).encode()
+def _bars(values: list[float], runs: list[list[float]]) -> dict | None:
+    """Plotly error bars from each point's median to its fastest and slowest run (None with single runs)."""
+    if not any(len(r) >= 2 for r in runs):
+        return None
+    hi = [max(max(r) - v, 0.0) if len(r) >= 2 else 0.0 for v, r in zip(values, runs)]
+    lo = [max(v - min(r), 0.0) if len(r) >= 2 else 0.0 for v, r in zip(values, runs)]
+    return dict(type="data", symmetric=False, array=hi, arrayminus=lo, thickness=2)
+
+
+def sweep_csv(points: list[SweepPoint], separate: list[SweepPoint] | None = None) -> bytes:
+    return sweep_table(points, separate).to_csv(index=False).encode()
 
 
 def sweep_status(result: SweepResult | None, interrupted: bool = False) -> str:
-    """'cancelled after N points' or 'N of M points measured' — what the table holds."""
+    """'cancelled after N points' or 'N of M points measured, R rounds' — what the table holds."""
     if result is None:
         return "No measurements yet."
+    rounds = getattr(result, "rounds_done", 1)
     if result.cancelled or interrupted:
-        return f"Cancelled after {result.done} of {len(result.planned)} points; the points measured so far are kept."
-    return f"{result.done} of {len(result.planned)} points measured on {result.model} ({result.device})."
+        return (f"Cancelled after {result.done} of {len(result.planned)} points ({rounds} full round(s) of "
+                f"{getattr(result, 'repeats', 1)}); the runs measured so far are kept.")
+    return (f"{result.done} of {len(result.planned)} points measured on {result.model} ({result.device}), "
+            f"{rounds} round(s): each point the median of its runs.")
 
 
 def ttft_figure(points: list[SweepPoint], fit: TTFTFit | None) -> go.Figure:
@@ -53,8 +79,9 @@ def ttft_figure(points: list[SweepPoint], fit: TTFTFit | None) -> go.Figure:
     t = np.array([p.prompt_tokens for p in points], dtype=float)
     y = np.array([p.ttft_s for p in points]) * MS
     fig = go.Figure()
-    fig.add_scatter(x=t, y=y, mode="markers+lines", name="measured TTFT", marker=dict(size=12, color=PREFILL_COLOR),
-                    line=dict(color=PREFILL_COLOR, width=2))
+    fig.add_scatter(x=t, y=y, mode="markers+lines", name="measured TTFT (median; bar: fastest to slowest run)",
+                    marker=dict(size=12, color=PREFILL_COLOR), line=dict(color=PREFILL_COLOR, width=2),
+                    error_y=_bars(list(y), [[v * MS for v in p.ttft_runs] for p in points]))
     if fit is not None and t.size:
         grid = np.linspace(0, t.max(), 100)
         fig.add_scatter(x=grid, y=fit.predict(grid) * MS, mode="lines", name="fit a + b·T + c·T²",
@@ -103,19 +130,25 @@ def phase_split_figure(points: list[SweepPoint], by: str = "prompt_tokens") -> g
 # ---- batch lab ------------------------------------------------------------------------------------
 
 
-def batch_throughput_figure(points: list[SweepPoint]) -> go.Figure:
-    """Tokens per second of each phase against batch size (log-log)."""
+def batch_throughput_figure(points: list[SweepPoint], separate: list[SweepPoint] | None = None) -> go.Figure:
+    """Tokens per second of each phase against batch size (log-log), medians with each point's fastest and slowest
+    run; a point on another decode path (a Run's fused batch-1 step) drawn apart, unjoined."""
     pts = sorted(points, key=lambda p: p.batch_size)
     b = [p.batch_size for p in pts]
     fig = go.Figure()
-    fig.add_scatter(x=b, y=[p.prefill_tokens_per_s for p in pts], mode="markers+lines", name="prefill tokens/s",
-                    marker=dict(size=12, color=PREFILL_COLOR), line=dict(color=PREFILL_COLOR, width=3))
-    fig.add_scatter(x=b, y=[p.decode_tokens_per_s for p in pts], mode="markers+lines", name="decode tokens/s",
-                    marker=dict(size=12, color=DECODE_COLOR), line=dict(color=DECODE_COLOR, width=3))
+    pre, dec = [p.prefill_tokens_per_s for p in pts], [p.decode_tokens_per_s for p in pts]
+    fig.add_scatter(x=b, y=pre, mode="markers+lines", name="prefill tokens/s", marker=dict(size=12, color=PREFILL_COLOR),
+                    line=dict(color=PREFILL_COLOR, width=3), error_y=_bars(pre, [p.prefill_rates() for p in pts]))
+    fig.add_scatter(x=b, y=dec, mode="markers+lines", name="decode tokens/s", marker=dict(size=12, color=DECODE_COLOR),
+                    line=dict(color=DECODE_COLOR, width=3), error_y=_bars(dec, [p.decode_rates() for p in pts]))
     if b:
         ideal = [pts[0].decode_tokens_per_s * x / b[0] for x in b]
         fig.add_scatter(x=b, y=ideal, mode="lines", name="decode if steps stayed flat",
                         line=dict(color=DECODE_COLOR, dash=ESTIMATE_DASH, width=2))
+    for p in separate or []:
+        fig.add_scatter(x=[p.batch_size], y=[p.decode_tokens_per_s], mode="markers",
+                        name=f"decode tokens/s on the {p.decode_path} (a Run's; another program)",
+                        marker=dict(size=14, symbol="diamond-open", color=DECODE_COLOR, line=dict(width=3)))
     fig.update_layout(**base_layout("Throughput against batch size (measured)", "batch size B", "tokens per second",
                                     height=460))
     fig.update_xaxes(type="log", tickvals=b)
@@ -124,17 +157,26 @@ def batch_throughput_figure(points: list[SweepPoint]) -> go.Figure:
 
 
 def batch_latency_figure(points: list[SweepPoint], measured_cross: int | None, predicted_cross: int | None,
-                         factor: float = 1.5) -> go.Figure:
-    """Decode step latency against batch size, with the measured and the predicted crossovers marked."""
+                         factor: float = 1.5, separate: list[SweepPoint] | None = None) -> go.Figure:
+    """Decode step latency against batch size, with the measured and the predicted crossovers marked; a point on
+    another decode path drawn apart."""
     pts = sorted(points, key=lambda p: p.batch_size)
     b = [p.batch_size for p in pts]
     fig = go.Figure()
-    fig.add_scatter(x=b, y=[p.itl_p50_s * MS for p in pts], mode="markers+lines", name="decode step (median)",
-                    marker=dict(size=12, color=DECODE_COLOR), line=dict(color=DECODE_COLOR, width=3))
+    steps = [p.itl_p50_s * MS for p in pts]
+    fig.add_scatter(x=b, y=steps, mode="markers+lines", name="decode step (median; bar: each run's TPOT)",
+                    marker=dict(size=12, color=DECODE_COLOR), line=dict(color=DECODE_COLOR, width=3),
+                    error_y=_bars(steps, [[t * MS for t in p.tpot_runs] for p in pts]))
+    for p in separate or []:
+        fig.add_scatter(x=[p.batch_size], y=[p.itl_p50_s * MS], mode="markers",
+                        name=f"{p.decode_path} (a Run's; another program)",
+                        marker=dict(size=14, symbol="diamond-open", color=NEUTRAL_COLOR, line=dict(width=3)))
     if pts:
         fig.add_hline(y=factor * pts[0].itl_p50_s * MS, line=dict(color=NEUTRAL_COLOR, dash="dot"),
                       annotation_text=f"{factor}× the B={b[0]} step")
-    top = max([p.itl_p50_s * MS for p in pts] + [factor * pts[0].itl_p50_s * MS if pts else 1.0]) * 1.1
+    runs = [t * MS for p in pts for t in p.tpot_runs if t == t]
+    top = max(steps + runs + [p.itl_p50_s * MS for p in separate or []]
+              + [factor * pts[0].itl_p50_s * MS if pts else 1.0]) * 1.1
     xs = [x for x in b + [measured_cross, predicted_cross] if x]
     lo, hi = np.log10(min(xs, default=1)), np.log10(max(xs, default=1))
     # each crossover's label low in the plot (the curve never goes below the B=1 step there), at its own height,

@@ -1,13 +1,16 @@
 """Words for the Remedies and Profile labs: which phase each remedy helps, and what the measurements say.
 
-A verdict (helps, hurts, too close to tell) comes from this session's repeated measurements of a remedy: their median
-speed-up against their own spread, never from a fixed noise band. One measurement gets no verdict.
+A verdict (helps, hurts, too close to tell) comes from every run this session made of a remedy (each measurement runs
+the baseline and the remedy several times, interleaved): the runs' speed-ups against their own spread
+(engine/labs/repeats.py), never a fixed noise band. Fewer than three runs get no verdict.
 """
 from __future__ import annotations
 
 import math
-import statistics
-from dataclasses import dataclass
+
+from engine.labs import repeats
+from engine.labs.repeats import MIN_REPEATS, Repeated, add_waits
+from ui.text.lab_text import busy_banner, cpu_wait_words
 
 HELPS = {  # remedy key -> (phase it is meant to help, one-line idea)
     "kv_cache": ("decode", "Keep every past token's keys and values so each step computes one token, not the whole text."),
@@ -30,10 +33,11 @@ TAB_LABELS = {  # short, so the whole strip (Indicator lights included) fits a 1
     "int8": "int8", "kernels": "Kernels", "overhead": "Step gap", "matrix": "Indicator lights",
 }
 HISTORY_KEEP = 5  # measurements of each remedy kept for its verdict (the latest ones)
-NOISE_NOTE = ("Verdicts come from this session's measurements of each remedy, here on this machine: **▲ helps** or "
-              "**▼ hurts** only when every measurement agreed on the direction and their median change is larger than "
-              "the spread between them; **● too close to tell** otherwise (the machine moved more than the remedy); "
-              "**○ once** after a single measurement (press Measure again: a verdict needs the spread of at least two).")
+NOISE_NOTE = ("Verdicts come from every run this session made of each remedy, here on this machine (each Measure runs "
+              "the baseline and the remedy in turn, three times): **▲ helps** or **▼ hurts** only when every run moved "
+              "the same way, each by more than the spread between the runs; **● too close to tell** otherwise (the "
+              f"machine moved more than the remedy); **○ too few runs** with fewer than {MIN_REPEATS} (press Measure "
+              "again).")
 COPY_PROMPT = ("Summarise the following text in one sentence, reusing its words.\n\n"
                "The single-plank bridge lets riders cross one at a time: each rider waits for the one before to reach the "
                "far bank. The wide valley lets the whole convoy ride side by side, so a thousand horses pass in the time of one.")
@@ -70,87 +74,84 @@ def ratio(baseline: float, remedy: float) -> float:
 
 # the indicator lights say their verdict in shape and word as well as colour: readable without telling red from
 # green (about 1 in 12 men cannot), on a washed-out projector, or printed in grey
-MARKERS = {"faster": "▲ helps", "slower": "▼ hurts", "noise": "● too close to tell", "once": "○ once"}
-MARKER_KEY = "▲ helps  ▼ hurts  ● too close to tell  ○ measured once"  # the key, in chart titles
+MARKERS = {repeats.FASTER: "▲ helps", repeats.SLOWER: "▼ hurts", repeats.NOISE: "● too close to tell",
+           repeats.FEW: "○ too few runs"}
+MARKER_KEY = "▲ helps  ▼ hurts  ● too close to tell  ○ too few runs"  # the key, in chart titles
 
 
-@dataclass(frozen=True)
-class Effect:
-    """One remedy's speed-up on one phase over this session's measurements of it (baseline time ÷ remedy time)."""
-    ratios: tuple[float, ...]
-
-    @property
-    def measured(self) -> tuple[float, ...]:
-        return tuple(x for x in self.ratios if x is not None and math.isfinite(x) and x > 0)
-
-    @property
-    def median(self) -> float:
-        xs = self.measured
-        return float(math.exp(statistics.median(math.log(x) for x in xs))) if xs else float("nan")
-
-    @property
-    def spread(self) -> float:
-        """How far apart the measurements lie, as a fraction: max / min − 1 (NaN with fewer than two)."""
-        xs = self.measured
-        return max(xs) / min(xs) - 1 if len(xs) >= 2 else float("nan")
-
-    @property
-    def verdict(self) -> str:
-        """"n/a", "once", "faster", "slower" or "noise": faster (slower) when every measurement was faster (slower)
-        and the median lies farther from ×1 than the measurements lie apart."""
-        xs = self.measured
-        if not xs:
-            return "n/a"
-        if len(xs) == 1:
-            return "once"
-        beyond = abs(math.log(self.median)) > math.log(1 + self.spread)
-        if min(xs) > 1 and beyond:
-            return "faster"
-        if max(xs) < 1 and beyond:
-            return "slower"
-        return "noise"
+class Effect(repeats.Effect):
+    """One remedy's speed-up on one phase over this session's runs of it (baseline time ÷ remedy time), in words."""
 
     def words(self) -> str:
-        """'×1.42 (faster; median of 3, spread ±6%)', '×1.42 (measured once: measure again for a verdict)', …"""
-        kind = self.verdict
-        if kind == "n/a":
+        """'×1.42 (faster; median of 3, 6% apart)', '×1.42 (1 run: a verdict needs 3)', …"""
+        kind, n = self.verdict, len(self.measured)
+        if kind == repeats.NONE:
             return "n/a"
-        if kind == "once":
-            return f"×{self.median:.2f} (measured once: measure again for a verdict)"
-        what = {"faster": "faster", "slower": "slower", "noise": "too close to tell"}[kind]
-        return f"×{self.median:.2f} ({what}; median of {len(self.measured)}, {self.spread:.0%} apart)"
+        if kind == repeats.FEW:
+            return f"×{self.median:.2f} ({n} run{'s' if n != 1 else ''}: a verdict needs {MIN_REPEATS})"
+        what = {repeats.FASTER: "faster", repeats.SLOWER: "slower", repeats.NOISE: "too close to tell"}[kind]
+        return f"×{self.median:.2f} ({what}; median of {n}, {self.spread:.0%} apart)"
 
     def marker(self) -> str:
-        """One indicator light's text: '▲ helps ×1.42', '○ once ×1.42', '● too close to tell ×1.08', 'not measured'."""
+        """One indicator light's text: '▲ helps ×1.42', '○ too few runs ×1.42', '● too close to tell ×1.08', …"""
         kind = self.verdict
-        return "not measured" if kind == "n/a" else f"{MARKERS[kind]} ×{self.median:.2f}"
+        return "not measured" if kind == repeats.NONE else f"{MARKERS[kind]} ×{self.median:.2f}"
 
 
-def speedups(key: str, result) -> tuple[float, float]:
-    """(TTFT, TPOT) speed-ups of one measurement of remedy `key` (NaN where it compares nothing)."""
+def _paired(base: list[float], alt: list[float], base_median: float, alt_median: float) -> list[float]:
+    """Per-run speed-ups base / alt where both rows kept their runs (run i against run i), else the medians'."""
+    if base and alt:
+        return [ratio(b, a) for b, a in zip(base, alt)]
+    return [ratio(base_median, alt_median)]
+
+
+def speedups(key: str, result) -> tuple[list[float], list[float]]:
+    """(TTFT, TPOT) speed-ups of one measurement of remedy `key`, one per run (NaN where it compares nothing)."""
+    nan = [float("nan")]
     if key == "kv_cache":
         if not result.cached.steps or not result.uncached.steps:
-            return float("nan"), float("nan")
+            return nan, nan
         mean = lambda t: sum(s.seconds for s in t.steps) / len(t.steps)  # noqa: E731
         # the first pass is the same full prefill with or without a cache: nothing to compare there
-        return float("nan"), ratio(mean(result.uncached), mean(result.cached))
+        return nan, [ratio(mean(result.uncached), mean(result.cached))]
     if key == "speculative":
-        row = result[0]
-        return ratio(row.greedy.ttft_s, row.speculative.ttft_s), row.speedup
-    if key == "prefix":
-        return ratio(result.full.ttft_s, result.reused.ttft_s), ratio(result.full.tpot_s, result.reused.tpot_s)
-    rows = getattr(result, "rows", result)  # dtype: a list of rows; int8 and kernels: a result holding them
-    if not rows or len(rows) < 2:
-        return float("nan"), float("nan")
-    return ratio(rows[0].ttft_s, rows[1].ttft_s), ratio(rows[0].tpot_s, rows[1].tpot_s)
+        g, p = result[0].greedy, result[0].speculative
+    elif key == "prefix":
+        g, p = result.full, result.reused
+    else:
+        rows = getattr(result, "rows", result)  # dtype: a list of rows; int8 and kernels: a result holding them
+        if not rows or len(rows) < 2:
+            return nan, nan
+        g, p = rows[0], rows[1]
+    return (_paired(g.ttft_runs, p.ttft_runs, g.ttft_s, p.ttft_s), _paired(g.tpot_runs, p.tpot_runs, g.tpot_s, p.tpot_s))
 
 
 def effects(key: str, history) -> tuple[Effect, Effect]:
     """The (TTFT, TPOT) Effects of remedy `key` over `history`: its measurements this session, oldest first (a single
-    result is taken as one measurement)."""
+    result is taken as one measurement), every run of each."""
     runs = history if isinstance(history, list) else [history]
     pairs = [speedups(key, r) for r in runs[-HISTORY_KEEP:]]
-    return Effect(tuple(p[0] for p in pairs)), Effect(tuple(p[1] for p in pairs))
+    return Effect(tuple(x for p in pairs for x in p[0])), Effect(tuple(x for p in pairs for x in p[1]))
+
+
+def rows_notes(rows) -> str:
+    """The runs' decode paths (where they differ) and CPU wait, in words, with the busy-machine banner first."""
+    rows = [r for r in rows if r is not None]
+    wait = add_waits(r.cpu_wait for r in rows if getattr(r, "cpu_wait", None) is not None)
+    parts = [busy_banner(wait) or ""]
+    paths = {r.label: r.path for r in rows if getattr(r, "path", "")}
+    if len(set(paths.values())) > 1:
+        parts.append("Decode paths: " + "; ".join(f"{label} ran the {path}" for label, path in paths.items())
+                     + ". Two programs, not only two settings: the comparison includes the difference of paths.")
+    parts.append(cpu_wait_words(wait))
+    return " ".join(p for p in parts if p)
+
+
+def spread_words(row) -> str:
+    """'TTFT 80.1 ms (3 runs, 4% apart)' for one row's median and its runs."""
+    t, d = Repeated.of(row.ttft_runs), Repeated.of(row.tpot_runs)
+    apart = lambda r: f", {r.n} runs {r.spread:.0%} apart" if r.n >= 2 else ""  # noqa: E731
+    return f"TTFT {ms(row.ttft_s)}{apart(t)}, TPOT {ms(row.tpot_s)}{apart(d)}"
 
 
 def keep(history: dict, key: str, result) -> list:
@@ -196,7 +197,7 @@ def phase_rows_summary(rows, history=None, key: str = "dtype") -> str:
     base, alt = rows[0], rows[1]
     ttft, tpot = effects(key, history or [rows])
     return (f"**{alt.label}** vs {base.label}: TTFT {ttft.words()}, TPOT {tpot.words()}  \n"
-            "(×>1 = faster, ×<1 = slower; each measurement takes the best of its repeated runs.)")
+            "(×>1 = faster, ×<1 = slower; each bar is the median of its runs.) " + rows_notes(rows))
 
 
 DTYPE_NOTE = ("bfloat16 halves the bytes per weight, which should help the bridge. But many CPUs have no native bfloat16 "
@@ -210,8 +211,9 @@ DTYPE_NOTE = ("bfloat16 halves the bytes per weight, which should help the bridg
 def _bridge_vs_valley(decode: Effect, prefill: Effect) -> str:
     """One sentence on what the measured speed-ups say about the two segments."""
     d, p = decode.verdict, prefill.verdict
-    if "once" in (d, p):
-        return "One measurement gives no verdict: press Measure again to see how much these numbers move."
+    if repeats.FEW in (d, p):
+        return (f"Fewer than {MIN_REPEATS} runs give no verdict: press Measure again to see how much these numbers "
+                "move.")
     if d == "faster" and p != "faster":
         return "The bridge gained and the valley did not: fewer or better-read bytes help the memory-bound segment."
     if d == "faster" and p == "faster":
@@ -236,6 +238,12 @@ def int8_summary(r, history=None) -> str:
              _bridge_vs_valley(decode, prefill)]
     if decode.verdict == "faster":
         lines.append("Decode gains less than the byte ratio because the KV cache's bytes and the per-step overhead stay.")
+    if getattr(r, "run_row", None) is not None:
+        lines.append(f"Both ran the same decode loop, so only the bytes differ. A Run here takes another path for "
+                     f"float: **{r.run_row.label}**, {spread_words(r.run_row)}; against it int8 is "
+                     f"{Effect(tuple(_paired(r.run_row.tpot_runs, q.tpot_runs, r.run_row.tpot_s, q.tpot_s))).words()} "
+                     "in TPOT.")
+    lines.append(rows_notes([*r.rows, getattr(r, "run_row", None)]))
     if prefill.verdict == "slower":
         lines.append("Weight-only int8 leaves prefill the same arithmetic, and here it also pays for turning int8 back "
                      "into float before each wide matmul.")
@@ -252,6 +260,7 @@ def kernels_summary(r, history=None) -> str:
     if decode.verdict == "faster":
         lines.append("A GEMV reads each weight once for one multiply-add, so a kernel that streams the matrix in the "
                      "order the cache lines and vector units want brings the bridge closer to the memory's own speed.")
+    lines.append(rows_notes(r.rows))
     return " ".join(lines)
 
 
@@ -270,4 +279,23 @@ def profile_summary(result) -> str:
     gemm = p.by_kind.get("GEMM (matrix × matrix)", 0.0) / p.wall_ms if p.wall_ms else 0.0
     gemv = d.by_kind.get("GEMV (matrix × vector)", 0.0) / d.wall_ms if d.wall_ms else 0.0
     return (f"Prefill of {result.n_prompt} tokens: {p.wall_ms:.1f} ms, {gemm:.0%} in GEMM. One decode step: {d.wall_ms:.1f} ms, "
-            f"{gemv:.0%} in GEMV. {result.note}")
+            f"{gemv:.0%} in GEMV. {result.note} {run_path_words(result)}")
+
+
+def run_path_words(result) -> str:
+    """The profiled request against the same request timed on a Run's path without the profiler (medians of its
+    runs, their spread and CPU wait); '' for a result without those runs."""
+    from engine.labs.timed_request import cpu_wait_of_timings
+
+    runs = getattr(result, "run_timings", None) or []
+    if not runs:
+        return ""
+    pre, step = Repeated.of([t.ttft_s for t in runs]), Repeated.of([t.tpot_s for t in runs])
+    apart = lambda r: f"{r.n} runs {r.spread:.0%} apart" if r.n >= 2 else "one run"  # noqa: E731
+    wait = cpu_wait_of_timings(runs)
+    return " ".join(x for x in (
+        f"The hooks that label attention and MLP make every profiled pass run through {result.profiled_path}; a Run "
+        f"here takes the {result.run_path}. The same request timed on a Run's path, without the profiler: prefill "
+        f"{pre.median * 1e3:,.1f} ms ({apart(pre)}), a decode step {step.median * 1e3:,.1f} ms ({apart(step)}). The "
+        "profile shows where the time goes; these are the times a Run gets.", busy_banner(wait) or "",
+        cpu_wait_words(wait)) if x)

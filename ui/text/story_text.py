@@ -47,3 +47,9 @@ def decode_why(bandwidth: str, bytes_per_weight: int, dtype: str, riders: int = 
     intensity = riders * lesson_physics.gemv_intensity(bytes_per_weight)
     return (f"Why memory-bound: this step {bandwidth}, for about 2 FLOPs {per}: {intensity:g} FLOP per byte of "
             f"{dtype} weights, less still with the cache's bytes counted.")
+
+
+CROSSOVER_NOTE = ("Each card's ridge (peak FLOP/s ÷ bandwidth) and the card model's crossovers (estimates): the prompt "
+                  "length where a prefill's arithmetic takes as long as its memory traffic, and the batch where a "
+                  "decode step's does, at this run's context. This machine's row uses the peaks measured here and this "
+                  "run's own MFU and MBU; the GPUs' come from their spec sheets, in bf16.")

@@ -42,11 +42,18 @@ def sweep_plan(lm, kind: str, lengths: list[int], fixed: int) -> tuple[tuple | N
     return (swept, fixed), refused
 
 
+def _fraction(partial: SweepResult) -> float:
+    """Runs done / runs planned (every point, the separate ones too, once per round)."""
+    per_round = max(len(partial.planned) + len(partial.separate), 1)
+    done = sum(p.runs for p in partial.points + partial.separate)
+    return min(done / (per_round * max(partial.repeats, 1)), 1.0)
+
+
 def sweep_progress(partial: SweepResult) -> tuple[str, float]:
-    """The progress bar's text and fraction after a sweep's latest point."""
+    """The progress bar's text and fraction after a sweep's latest run."""
     last = partial.points[-1]
-    return (f"{partial.done}/{len(partial.planned)}: {last.prompt_tokens} in, {last.output_tokens} out, "
-            f"TTFT {last.ttft_s * 1e3:.0f} ms", partial.done / len(partial.planned))
+    return (f"round {min(partial.rounds_done + 1, partial.repeats)} of {partial.repeats}: {last.prompt_tokens} in, "
+            f"{last.output_tokens} out, TTFT {last.ttft_s * 1e3:.0f} ms (median so far)", _fraction(partial))
 
 
 def ttft_fit(points: list[SweepPoint]) -> TTFTFit | None:
@@ -144,9 +151,10 @@ def batch_refusal(lm, sizes: list[int], prompt_tokens: int, output_tokens: int) 
 
 
 def batch_progress(partial: SweepResult) -> tuple[str, float]:
-    """The progress bar's text and fraction after a batch sweep's latest point."""
-    p = partial.points[-1]
-    return f"B = {p.batch_size}: step {p.itl_p50_s * 1e3:.0f} ms", partial.done / len(partial.planned)
+    """The progress bar's text and fraction after a batch sweep's latest run."""
+    p = (partial.points or partial.separate)[-1]
+    return (f"round {min(partial.rounds_done + 1, partial.repeats)} of {partial.repeats}: B = {p.batch_size}, step "
+            f"{p.itl_p50_s * 1e3:.0f} ms (median so far)", _fraction(partial))
 
 
 @dataclass(frozen=True)

@@ -123,19 +123,28 @@ ATTENTION_CAPTURE = LabJob("attention.capture", "engine.core.capture:capture_att
                            label="capturing attention")
 HARDWARE_PEAKS = LabJob("hardware.peaks", "engine.labs.hardware:peaks_of", label="measuring this machine's peaks")
 REFERENCE_RUN = LabJob("sweeps.reference_run", "engine.labs.sweeps:reference_run",
-                       (Arg("prompt_tokens", int, True), Arg("output_tokens", int, True)), label="a small reference run")
+                       (Arg("prompt_tokens", int, True), Arg("output_tokens", int, True), _REPEATS),
+                       label="a small reference run")
 PROMPT_SWEEP = LabJob("sweeps.prompt_lengths", "engine.labs.sweeps:sweep_prompt_lengths",
-                      (Arg("prompt_lengths", list[int]), Arg("output_tokens", int, True)), "on_point", "prompt-length sweep", sliced=True)
+                      (Arg("prompt_lengths", list[int]), Arg("output_tokens", int, True), _REPEATS), "on_point",
+                      "prompt-length sweep", sliced=True)
 OUTPUT_SWEEP = LabJob("sweeps.output_lengths", "engine.labs.sweeps:sweep_output_lengths",
-                      (Arg("output_lengths", list[int]), Arg("prompt_tokens", int, True)), "on_point", "output-length sweep", sliced=True)
+                      (Arg("output_lengths", list[int]), Arg("prompt_tokens", int, True), _REPEATS), "on_point",
+                      "output-length sweep", sliced=True)
 BATCH_SWEEP = LabJob("sweeps.batch_sizes", "engine.labs.sweeps:sweep_batch_sizes",
-                     (Arg("batch_sizes", list[int]), Arg("prompt_tokens", int, True), Arg("output_tokens", int, True)),
-                     "on_point", "batch-size sweep", sliced=True)
+                     (Arg("batch_sizes", list[int]), Arg("prompt_tokens", int, True), Arg("output_tokens", int, True),
+                      _REPEATS, Arg("fused_point", bool, True)), "on_point", "batch-size sweep", sliced=True)
+CONTEXT_SWEEP = LabJob("sweeps.contexts", "engine.labs.context_sweep:sweep_contexts",
+                       (Arg("contexts", list[int] | None, True), Arg("steps", int, True), _REPEATS), "progress",
+                       "decode steps against the context")
 PROFILE = LabJob("profiling.phases", "engine.labs.profiling:profile_phases",
-                 (Arg("n_prompt", int, True), Arg("decode_steps", int, True)), "progress", "profiling")
+                 (Arg("n_prompt", int, True), Arg("decode_steps", int, True), _REPEATS), "progress", "profiling")
+CROSSED = LabJob("remedies.crossed", "engine.labs.crossed_remedies:measure_crossed",
+                 (Arg("rounds", int, True), Arg("remedies", tuple[str, ...], True)), "progress",
+                 "valley and bridge remedies on both kinds of request")
 KV_CACHE = LabJob("remedies.kv_cache", "engine.labs.remedies:measure_kv_cache", (_PROMPT, _N_TOKENS, _CHAT), "progress")
 SPECULATIVE = LabJob("remedies.speculative", "engine.labs.remedies:measure_speculative",
-                     (Arg("prompts", dict[str, str]), _N_TOKENS, Arg("k", int, True), _CHAT), "progress")
+                     (Arg("prompts", dict[str, str]), _N_TOKENS, Arg("k", int, True), _CHAT, _REPEATS), "progress")
 PREFIX_CACHE = LabJob("remedies.prefix_cache", "engine.labs.remedies:measure_prefix_cache",
                       (Arg("user1", str), Arg("user2", str), Arg("answer_tokens", int, True), Arg("decode_tokens", int, True),
                        _REPEATS), "progress")
@@ -151,8 +160,9 @@ TRAFFIC = LabJob("traffic.run", "engine.labs.traffic:run_traffic",
                    Arg("max_batch", int, True), Arg("max_num_batched_tokens", int, True)), "progress", "traffic run")
 
 REGISTRY: dict[str, LabJob] = {job.name: job for job in (
-    MODEL_DESCRIBE, ATTENTION_CAPTURE, HARDWARE_PEAKS, REFERENCE_RUN, PROMPT_SWEEP, OUTPUT_SWEEP, BATCH_SWEEP, PROFILE,
-    KV_CACHE, SPECULATIVE, PREFIX_CACHE, DTYPES, INT8, KERNELS, OVERHEAD, CUDA_GRAPHS, TRAFFIC)}
+    MODEL_DESCRIBE, ATTENTION_CAPTURE, HARDWARE_PEAKS, REFERENCE_RUN, PROMPT_SWEEP, OUTPUT_SWEEP, BATCH_SWEEP,
+    CONTEXT_SWEEP, PROFILE, KV_CACHE, SPECULATIVE, PREFIX_CACHE, DTYPES, INT8, KERNELS, OVERHEAD, CUDA_GRAPHS, CROSSED,
+    TRAFFIC)}
 
 
 def lookup(name: str) -> LabJob:

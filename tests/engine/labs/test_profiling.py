@@ -31,3 +31,6 @@ def test_prefill_is_gemm_decode_is_gemv(request, name):
         assert abs(sum(ph.by_kind.values()) - sum(ph.by_part.values())) < 1e-6
         assert ph.ops == sorted(ph.ops, key=lambda o: o.self_ms, reverse=True)
     assert dec.passes == 2 and pre.rows_in == 32
+    # the same request timed again on a Run's path, without the profiler: 3 runs of one prefill and 2 steps
+    assert len(r.run_timings) == 3 and all(len(t.step_s) == 2 and t.reused_tokens == 0 for t in r.run_timings)
+    assert r.run_path and r.profiled_path

@@ -138,3 +138,13 @@ def test_overhead_skeleton_has_deterministic_finite_weights(tiny_llama):
     one, two = step_overhead.skeleton_of(tiny_llama), step_overhead.skeleton_of(tiny_llama)
     for p, q in zip(one.model.parameters(), two.model.parameters()):
         assert torch.isfinite(p).all() and torch.equal(p, q)
+
+
+def test_rows_are_medians_of_interleaved_runs_on_a_named_path(tiny_llama):
+    from engine.labs.decode_paths import decode_path
+
+    rows = remedies.measure_models({"a": tiny_llama, "b": tiny_llama}, "Hello bridge", 5, chat=False, repeats=3)
+    for r in rows:
+        assert len(r.ttft_runs) == len(r.tpot_runs) == 3
+        assert r.ttft_s == pytest.approx(sorted(r.ttft_runs)[1]) and r.tpot_s == pytest.approx(sorted(r.tpot_runs)[1])
+        assert r.cpu_wait.runs == 3 and r.path == decode_path(tiny_llama, 1)

@@ -12,8 +12,13 @@ def test_batch_page_runs_and_marks_the_crossover():
     at.number_input(key=state.BATCH_OUTPUT).set_value(3)
     at.button(key=state.BATCH_RUN).click().run()
     no_exception(at)
-    assert list(at.dataframe[0].value["batch"]) == [1, 2, 4]
+    table = at.dataframe[0].value
+    assert list(table["batch"]) == [1, 2, 4]
+    assert set(table["runs"]) == {4} and table["decode path"].nunique() == 1  # every size: 4 rounds, one path
     assert len(at.get("plotly_chart")) == 2
+    verdicts = ("paid the bridge more", "paid the valley more", "too busy to tell")
+    assert sum(any(v in m.value for m in at.markdown) for v in verdicts) == 1  # one verdict, or held back
+    assert any("same decode path" in c.value for c in at.caption)
     assert any("ridge point" in m.value for m in at.markdown)  # explained with arithmetic intensity
     assert at.session_state[state.STORE].labs[state.PEAKS]  # measured once, kept for the session
 

@@ -37,3 +37,19 @@ def test_fable_share_is_said_as_a_fifth():
     no_exception(at)
     line = next(m.value for m in at.markdown if "Prefill share p" in m.value)
     assert "p = 20.0%" in line and "a fifth of the journey" in line and "under" not in line
+
+
+def test_the_crossed_remedies_are_measured_and_the_cards_compared():
+    """Each remedy on both requests (tiny model, one round: no verdict yet), the lights, the table; H100 -> H200."""
+    at = open_lab("lab_budget")
+    no_exception(at)
+    assert any("only the bridge gets faster" in m.value for m in at.markdown)  # the card model, always shown
+    at.number_input(key=state.CROSSED_ROUNDS).set_value(1)
+    at.button(key=state.CROSSED_RUN).click().run()
+    no_exception(at)
+    result = at.session_state[state.STORE].labs[state.CROSSED_RESULT]
+    assert result.rounds == 1 and set(result.requests) == {"valley-heavy", "bridge-heavy"}
+    table = at.dataframe[-1].value
+    assert set(table["request"]) == {"valley-heavy", "bridge-heavy"} and (table["rounds"] == 1).all()
+    assert all("too few rounds" in cell for cell in table["end to end"])  # one round: no verdict
+    assert any("Not measured here: fused" in m.value for m in at.markdown)  # the tiny model has no fused step

@@ -13,3 +13,5 @@ def test_profile_page_profiles():
     result = at.session_state[state.STORE].labs[state.PROFILE_RESULT]
     assert result.prefill.by_kind["GEMM (matrix × matrix)"] > 0
     assert len(at.get("plotly_chart")) == 2 and len(at.dataframe) == 3
+    assert len(result.run_timings) == 3  # the same request on a Run's path, without the profiler
+    assert any("these are the times a Run gets" in m.value for m in at.markdown)

@@ -1,5 +1,5 @@
-"""The indicator lights are coloured by the verdict over this session's measurements: grey without one (measured once,
-or the runs disagree), red only when every run was slower by more than their spread, green only when faster."""
+"""The indicator lights are coloured by the verdict over this session's runs: grey without one (too few runs, or the
+runs disagree), red only when every run was slower by more than their spread, green only when faster."""
 from engine.labs.remedies import KernelsResult, PhaseRow, PrefixResult
 from ui.figures import fig_remedies as fr
 from ui.text.remedy_text import Effect
@@ -16,8 +16,9 @@ def kern(ttft_fast: float, tpot_fast: float) -> KernelsResult:
 
 
 def history():
-    return {"prefix": [prefix(0.054, 0.05), prefix(0.050, 0.053)],  # TTFT x4.00 both times; TPOT x1.08 then x0.94
-            "kernels": [kern(0.100, 0.075), kern(0.101, 0.064)]}  # TTFT x0.83, x0.82; TPOT x0.88 then x1.03
+    """Three measurements of each (one run apiece, kept from before rows held their runs)."""
+    return {"prefix": [prefix(0.054, 0.05), prefix(0.050, 0.053), prefix(0.052, 0.05)],  # TTFT x4.00; TPOT both ways
+            "kernels": [kern(0.100, 0.075), kern(0.101, 0.064), kern(0.100, 0.070)]}  # TTFT x0.83; TPOT both ways
 
 
 def test_colours_follow_the_verdict_over_the_measurements():
@@ -38,18 +39,19 @@ def test_each_light_says_its_verdict_in_shape_and_word_not_only_colour():
     assert all(mark in fig.layout.title.text for mark in ("▲ helps", "▼ hurts", "● too close to tell", "○"))
 
 
-def test_a_single_measurement_is_grey_and_says_once():
+def test_a_single_run_is_grey_and_says_too_few():
     fig = fr.indicator_matrix_figure({"kernels": kern(0.100, 0.075)})
     assert list(fig.data[0].z[0]) == [0.0, 0.0]
-    assert all(cell.startswith("○ once") for cell in fig.data[0].text[0])
+    assert all(cell.startswith("○ too few runs") for cell in fig.data[0].text[0])
 
 
 def test_a_small_measured_gain_is_never_grey():
-    assert fr._cell_color(Effect((1.2, 1.21))) >= 0.25 and fr._cell_color(Effect((1 / 1.2, 1 / 1.21))) <= -0.25
+    assert fr._cell_color(Effect((1.2, 1.21, 1.2))) >= 0.25
+    assert fr._cell_color(Effect((1 / 1.2, 1 / 1.21, 1 / 1.2))) <= -0.25
     assert fr._cell_color(Effect(())) == 0.0
 
 
 def test_effects_table_names_each_verdict_and_spread():
     table = fr.effects_table(history())
     assert list(table["TTFT effect"]) == ["faster", "slower"] and list(table["TPOT effect"]) == ["noise", "noise"]
-    assert list(table["measurements"]) == [2, 2] and (table["TPOT runs apart"] > 0).all()
+    assert list(table["runs"]) == [3, 3] and (table["TPOT runs apart"] > 0).all()

@@ -1,6 +1,6 @@
-"""The Remedies lab's words follow what was measured: a verdict comes from this session's repeated measurements of a
-remedy (their median against their own spread), never from a fixed noise band; one measurement gets no verdict; slower
-says slower, and only a measured gain earns the 'closer to memory speed' explanation."""
+"""The Remedies lab's words follow what was measured: a verdict comes from this session's runs of a remedy (each
+against its own spread), never from a fixed noise band; fewer than three runs get no verdict; slower says slower, and
+only a measured gain earns the 'closer to memory speed' explanation."""
 import math
 
 import pytest
@@ -8,25 +8,32 @@ import pytest
 from engine.labs.remedies import KernelsResult, PhaseRow, PrefixResult
 from ui.text import remedy_text as rt
 
-
-def kernels(ttft_plain, tpot_plain, ttft_fast, tpot_fast) -> KernelsResult:
-    return KernelsResult([PhaseRow("plain (nn.Linear)", ttft_plain, tpot_plain, 24, 24, 500_000_000),
-                          PhaseRow("fast kernels", ttft_fast, tpot_fast, 24, 24, 500_000_000)], "oneDNN", True)
+JITTER = (1.0, 1.01, 0.99)  # three runs of one measurement, 2 % apart
 
 
-def test_one_measurement_gets_no_verdict():
+def row(label, ttft, tpot, runs=JITTER, path="") -> PhaseRow:
+    return PhaseRow(label, ttft, tpot, 24, 24, 500_000_000, [ttft * j for j in runs], [tpot * j for j in runs],
+                    path=path)
+
+
+def kernels(ttft_plain, tpot_plain, ttft_fast, tpot_fast, runs=JITTER) -> KernelsResult:
+    return KernelsResult([row("plain (nn.Linear)", ttft_plain, tpot_plain, runs),
+                          row("fast kernels", ttft_fast, tpot_fast, runs[::-1])], "oneDNN", True)
+
+
+def test_too_few_runs_get_no_verdict():
     e = rt.Effect((1.5,))
-    assert e.verdict == "once" and "measured once" in e.words() and e.marker() == "○ once ×1.50"
-    assert math.isnan(e.spread)
+    assert e.verdict == "few" and "1 run: a verdict needs 3" in e.words() and e.marker() == "○ too few runs ×1.50"
+    assert math.isnan(e.spread) and rt.Effect((1.5, 1.6)).verdict == "few"
     assert rt.Effect(()).verdict == "n/a" and rt.Effect((float("nan"),)).marker() == "not measured"
 
 
 @pytest.mark.parametrize("ratios, verdict", [
-    ((1.40, 1.50, 1.45), "faster"),  # every run faster, median far beyond the spread
-    ((0.80, 0.85), "slower"),
-    ((0.95, 1.10), "noise"),  # the runs disagree on the direction
-    ((1.02, 1.60), "noise"),  # both faster, but 57 % apart: more than the median's gain (×1.28)
-    ((1.02, 1.03), "faster"),  # a small gain, measured tightly: the band is the runs' own, not a constant
+    ((1.40, 1.50, 1.45), "faster"),  # every run faster, even the weakest far beyond the spread
+    ((0.80, 0.85, 0.82), "slower"),
+    ((0.95, 1.10, 1.20), "noise"),  # the runs disagree on the direction
+    ((1.02, 1.60, 1.30), "noise"),  # all faster, but 57 % apart: more than the weakest gain (×1.02)
+    ((1.02, 1.03, 1.025), "faster"),  # a small gain, measured tightly: the band is the runs' own, not a constant
 ])
 def test_the_verdict_comes_from_the_measurements_spread(ratios, verdict):
     assert rt.Effect(ratios).verdict == verdict
@@ -41,28 +48,33 @@ def test_words_state_the_median_the_count_and_the_spread():
     assert words.startswith("×1.45 (faster; median of 3, 7% apart)")
 
 
-def test_kernels_measured_slower_twice_says_so():
-    runs = [kernels(0.083, 0.066, 0.100, 0.075), kernels(0.083, 0.066, 0.101, 0.074)]  # TTFT ×0.83, TPOT ×0.89 twice
-    text = rt.kernels_summary(runs[-1], runs)
+def test_kernels_measured_slower_in_every_run_says_so():
+    text = rt.kernels_summary(kernels(0.083, 0.066, 0.100, 0.075))  # TTFT ×0.83, TPOT ×0.88, runs 2 % apart
     assert "prefill TTFT ×0.83 (slower" in text and "Measured slower for decode and prefill" in text
     assert "closer to the memory's own speed" not in text
 
 
-def test_kernels_measured_once_holds_its_verdict_back():
-    text = rt.kernels_summary(kernels(0.083, 0.066, 0.100, 0.075))
-    assert "measured once" in text and "One measurement gives no verdict" in text and "slower for" not in text
+def test_kernels_measured_in_too_few_runs_hold_the_verdict_back():
+    text = rt.kernels_summary(kernels(0.083, 0.066, 0.100, 0.075, runs=(1.0,)))
+    assert "1 run: a verdict needs 3" in text and "Fewer than 3 runs give no verdict" in text and "slower for" not in text
 
 
 def test_kernels_measured_faster_explains_why():
-    runs = [kernels(0.100, 0.080, 0.095, 0.050), kernels(0.100, 0.081, 0.096, 0.052)]
-    text = rt.kernels_summary(runs[-1], runs)
-    assert "Decode TPOT ×1.58 (faster" in text and "closer to the memory's own speed" in text
+    text = rt.kernels_summary(kernels(0.100, 0.080, 0.095, 0.050))
+    assert "Decode TPOT ×1.60 (faster" in text and "closer to the memory's own speed" in text
+
+
+def test_runs_on_different_paths_are_named():
+    rows = [row("float32", 0.1, 0.02, path="fused C step (batch 1 only)"),
+            row("bfloat16", 0.2, 0.03, path="flat batched loop (any batch)")]
+    text = rt.phase_rows_summary(rows)
+    assert "float32 ran the fused C step (batch 1 only); bfloat16 ran the flat batched loop" in text
 
 
 def test_prefix_tpot_that_moves_both_ways_is_too_close_to_tell():
-    a = PrefixResult(PhaseRow("from scratch", 0.2, 0.054, 40, 8), PhaseRow("prefix reused", 0.05, 0.05, 40, 8), 40, 30, 10, 1e-6)
-    b = PrefixResult(PhaseRow("from scratch", 0.2, 0.050, 40, 8), PhaseRow("prefix reused", 0.05, 0.053, 40, 8), 40, 30, 10, 1e-6)
-    text = rt.prefix_summary(b, [a, b])
+    full = PhaseRow("from scratch", 0.2, 0.052, 40, 8, 0, [0.2, 0.2, 0.2], [0.054, 0.050, 0.052])
+    reused = PhaseRow("prefix reused", 0.05, 0.052, 40, 8, 0, [0.05, 0.05, 0.05], [0.050, 0.053, 0.052])
+    text = rt.prefix_summary(PrefixResult(full, reused, 40, 30, 10, 1e-6))
     assert "TTFT 200.0 ms → 50.0 ms (×4.00 (faster" in text and "too close to tell" in text
 
 

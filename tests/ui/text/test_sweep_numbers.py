@@ -18,11 +18,11 @@ def test_sweep_plan_keeps_the_lengths_that_fit_and_says_why_others_do_not(tiny_l
     assert args is None and refused
 
 
-def test_progress_texts_follow_the_latest_point():
-    result = SweepResult("prompt", planned=[8, 16], points=[point(1, 0.01)])
-    assert sweep_numbers.sweep_progress(result) == ("1/2: 8 in, 3 out, TTFT 20 ms", 0.5)
-    batch = SweepResult("batch", planned=[1, 2, 4], points=[point(1, 0.01), point(2, 0.012)])
-    assert sweep_numbers.batch_progress(batch) == ("B = 2: step 12 ms", 2 / 3)
+def test_progress_texts_follow_the_latest_run():
+    result = SweepResult("prompt", planned=[8, 16], points=[point(1, 0.01)], repeats=2)
+    assert sweep_numbers.sweep_progress(result) == ("round 1 of 2: 8 in, 3 out, TTFT 20 ms (median so far)", 0.25)
+    batch = SweepResult("batch", planned=[1, 2, 4], points=[point(1, 0.01), point(2, 0.012)], repeats=1)
+    assert sweep_numbers.batch_progress(batch) == ("round 1 of 1: B = 2, step 12 ms (median so far)", 2 / 3)
 
 
 def test_batch_memory_is_worded_and_an_absurd_batch_refused(tiny_llama):

@@ -63,7 +63,7 @@ def test_unknown_names_are_refused_with_the_known_ones():
     ((8,), {}, r"'prompt_lengths' must be list\[int\], not int"),
     (([8],), {"output_tokens": True}, r"'output_tokens' must be int, not bool"),
     (([8],), {"output_tokens": 2.0}, r"'output_tokens' must be int, not float"),
-    (([8], 4, 5), {}, r"takes at most 2 argument\(s\) \(prompt_lengths, output_tokens\), got 3"),
+    (([8], 4, 5, 6), {}, r"takes at most 3 argument\(s\) \(prompt_lengths, output_tokens, repeats\), got 4"),
     (([8],), {"on_point": print}, r"has no argument 'on_point'"),
     (([8],), {"prompt_lengths": [8]}, r"got 'prompt_lengths' twice"),
 ])
@@ -111,12 +111,14 @@ def test_the_scheduler_refuses_unknown_names_and_mistyped_arguments(scheduler):
 
 def test_the_scheduler_passes_the_declared_on_point_protocol(scheduler):
     """Each point arrives as a payload (the partial result), never read as a (message, fraction) pair."""
-    job = scheduler.submit(Job(model=TINY, name=jobs.PROMPT_SWEEP.name, args=([4, 8],), kwargs={"output_tokens": 2}))
+    job = scheduler.submit(Job(model=TINY, name=jobs.PROMPT_SWEEP.name, args=([4, 8],),
+                               kwargs={"output_tokens": 2, "repeats": 2}))
     events = list(drain(job, timeout=120))
     points = [e.payload for e in events if isinstance(e, Progress) and e.payload is not None]
-    assert len(points) == 2 and all(isinstance(p, SweepResult) for p in points)  # one per point (shared in thread mode)
+    assert len(points) == 4 and all(isinstance(p, SweepResult) for p in points)  # one per run (shared in thread mode)
     assert isinstance(events[-1], Done)
     assert [p.prompt_tokens for p in events[-1].result.points] == [4, 8]
+    assert [p.runs for p in events[-1].result.points] == [2, 2]
 
 
 def test_the_scheduler_passes_the_declared_progress_protocol(scheduler):
