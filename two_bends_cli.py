@@ -47,7 +47,7 @@ Serve the Two Bends dashboard (Streamlit on app.py) on http://127.0.0.1:8501, to
 An explicit --server.address ADDR (after the options above) is kept; --room and --server.address together are refused.
 Guide: docs/teacher-guide.md."""
 
-# option -> the environment variable the dashboard reads (ui/engine_link/server_link.py, ui/classroom/config.py)
+# option -> the environment variable the dashboard reads (ui/engine_link/server_link.py, ui/room/config.py)
 VALUED = {"--mode": "TWO_BENDS_MODE", "--max-queue": "TWO_BENDS_MAX_QUEUE", "--max-new-tokens": "TWO_BENDS_MAX_NEW_TOKENS",
           "--max-batch": "TWO_BENDS_MAX_BATCH", "--max-num-batched-tokens": "TWO_BENDS_MAX_NUM_BATCHED_TOKENS",
           "--model-threads": "TWO_BENDS_THREADS", "--code": "TWO_BENDS_JOIN_CODE",
@@ -103,7 +103,7 @@ def bind_address(env: dict, streamlit_args: list[str]) -> str | None:
         raise Refused("give --room or --server.address, not both")
     for flag, name in (("--code", "TWO_BENDS_JOIN_CODE"), ("--teacher-code", "TWO_BENDS_TEACHER_CODE")):
         code = env.get(name, "")
-        bare = "".join(ch for ch in code if ch not in " \t-")  # as ui/classroom/config.py reads it
+        bare = "".join(ch for ch in code if ch not in " \t-")  # as ui/room/config.py reads it
         if code and not 4 <= len(bare) <= 64:
             raise Refused(f"{flag} needs 4 to 64 letters or digits (got {len(bare)})")
     return "0.0.0.0"

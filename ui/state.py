@@ -165,6 +165,7 @@ TIMING_HANDOUT = "timing_handout_html"  # the handout: the HTML report of every 
 
 # room mode (ui/room/): the session's admitted role and the join form
 ROOM_ROLE = "room_role"  # "teacher" or "student" once the session entered a code
+ROOM_RULES = "room_rules"  # the room's rules for this session, asked by the engine link (ui/room/admission.py)
 ROOM_FORM = "room_form"
 ROOM_CODE = "room_code"
 ROOM_CODE_SHOWN = "room_code_shown"  # presenter mode shows the join code large until the teacher hides it

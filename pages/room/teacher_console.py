@@ -2,13 +2,13 @@
 import streamlit as st
 
 from ui.controls.widgets import MODEL_CHOICES
-from ui.room import console, gate
+from ui.room import console, current
 
 st.title("Teacher console")
-if not gate.is_teacher():
+if not current.is_teacher():
     st.error("This page is the teacher's: enter the teacher code to open it.")
     st.stop()
-if gate.role() == "solo":
+if current.role() == "solo":
     st.info("Room mode is off: one person on one machine. Start the dashboard with `--room` to run a class.")
     st.stop()
 

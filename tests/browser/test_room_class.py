@@ -25,7 +25,7 @@ STUDENTS = int(os.environ.get("TWO_BENDS_ROOM_STUDENTS", "8"))
 ROOM = dict(TWO_BENDS_MODEL="tiny-llama", TWO_BENDS_ROOM="1", TWO_BENDS_JOIN_CODE="BRIDGE",
             TWO_BENDS_TEACHER_CODE="VALLEY9", TWO_BENDS_WORKER="process")
 WAIT_MS = 240_000  # a shared 2-core machine: nine Chromium sessions load slowly
-REFUSAL = "the lab measurements are the teacher's"  # ui/engine_link/room_slots.py's LAB_REFUSALS["teacher"]
+REFUSAL = "the lab measurements are the teacher's"  # ui/room/slots.py's LAB_REFUSALS["teacher"]
 TWICE, FOUR = "×2 — it grows with the prompt (×1.4 to ×2.8)", "×4 — four times: attention is quadratic (×2.8 or more)"
 ANSWERS = ([TWICE, TWICE, FOUR] * 3)[:STUDENTS]  # assets/polls/1-double-the-prompt.json
 

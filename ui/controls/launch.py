@@ -103,7 +103,7 @@ def main() -> None:
     from streamlit.runtime.pages_manager import PagesManager
     from streamlit.web import cli
 
-    from ui.classroom import config
+    from ui.room import config
 
     early_start.mark("streamlit imported")
     import_app_modules_soon()
@@ -147,7 +147,7 @@ def room_url(args: list[str]) -> str:
 
 def open_room(args: list[str]) -> None:
     """Fix both codes (a chosen one is checked, a missing one generated), then print them, the URL and its QR code."""
-    from ui.classroom import config
+    from ui.room import config
     from ui.room import qr
 
     for name, what in ((config.ENV_JOIN, "join code"), (config.ENV_TEACHER, "teacher code")):

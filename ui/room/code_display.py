@@ -9,8 +9,7 @@ from __future__ import annotations
 import streamlit as st
 
 from ui import state
-from ui.classroom import config
-from ui.room import gate, qr
+from ui.room import config, current, qr
 
 BIG_STYLE = """
 <style>
@@ -23,8 +22,8 @@ BIG_STYLE = """
 
 def _shown() -> config.RoomConfig | None:
     """The room's settings when this session may see its codes (room mode, the teacher); else None."""
-    cfg = gate.settings()
-    return cfg if cfg.enabled and gate.role() == "teacher" else None
+    cfg = current.settings()
+    return cfg if cfg.enabled and current.role() == "teacher" else None
 
 
 @st.cache_data(show_spinner=False)

@@ -1,7 +1,7 @@
 """The teacher console's parts: who is in the room and what each waits for, cancel, locks, follow-me, clear.
 
 Drawn by pages/room/teacher_console.py (the teacher's only). The status refreshes itself every few seconds
-(st.fragment(run_every=...)); it reads the Room (ui/classroom/registry.py) and every session's work in flight
+(st.fragment(run_every=...)); it reads the Room (ui/room/registry.py) and every session's work in flight
 (ui/engine_link/worker_link.py), never another session's page state.
 """
 from __future__ import annotations
@@ -10,9 +10,9 @@ import time
 
 import streamlit as st
 
-from ui.classroom.registry import LAB_POLICIES
-from ui.engine_link import room_sessions, worker_link
-from ui.room import follow, gate
+from ui.engine_link import worker_link
+from ui.room import current, follow, sessions
+from ui.room.registry import LAB_POLICIES
 
 REFRESH_S = 2.0
 CANCEL_PICK, CANCEL_ONE, CANCEL_ALL = "room_cancel_pick", "room_cancel_one", "room_cancel_all"
@@ -28,8 +28,8 @@ LAB_WORDS = {"teacher": "teacher only", "all": "everyone", "none": "no one (labs
 def rows() -> tuple[list[dict], list[tuple[str, int, str]]]:
     """One row per member (name, role, page, state, request, queue wait) and the cancellable work:
     (session id, work id, words) for each request or job in flight."""
-    members = room_sessions.present()
-    work = room_sessions.sessions_work()
+    members = sessions.present()
+    work = sessions.sessions_work()
     now = time.perf_counter()
     out, cancellable = [], []
     for m in members:
@@ -78,38 +78,38 @@ def status() -> None:
     pick = row.selectbox("Run or job in flight", list(labels), format_func=labels.get, key=CANCEL_PICK)
     if row.button("Cancel it", key=CANCEL_ONE, icon=":material/cancel:"):
         sid, wid = pick.rsplit(":", 1)
-        done = room_sessions.cancel_work(sid, int(wid))
+        done = sessions.cancel_work(sid, int(wid))
         st.toast(f"Cancelled: {labels[pick]}." if done else "It had already finished.")
     if row.button("Cancel everything in flight", key=CANCEL_ALL, icon=":material/block:"):
-        n = sum(room_sessions.cancel_session(sid) for sid in {sid for sid, _, _ in cancellable})
+        n = sum(sessions.cancel_session(sid) for sid in {sid for sid, _, _ in cancellable})
         st.toast(f"Cancelled {n} run{'s' if n != 1 else ''} and job{'s' if n != 1 else ''}.")
 
 
 def locks(model_choices: dict) -> None:
     """The room's settings: what students may not change (model, device and dtype are always the teacher's)."""
-    room = gate.room()
-    current = room.locks
+    room = current.room()
+    now = room.locks
     mode = worker_link.status().get("mode", "queue")
     with st.form(key=LOCKS_FORM, border=True):
         cols = st.columns(4)
         model = cols[0].selectbox("Model", [None, *model_choices], key=LOCK_MODEL,
-                                  index=[None, *model_choices].index(current.model) if current.model in model_choices else 0,
+                                  index=[None, *model_choices].index(now.model) if now.model in model_choices else 0,
                                   format_func=lambda v: TEACHERS if v is None else model_choices[v])
         device = cols[1].selectbox("Device", [None, "auto", "cpu", "cuda", "mps"], key=LOCK_DEVICE,
-                                   index=[None, "auto", "cpu", "cuda", "mps"].index(current.device),
+                                   index=[None, "auto", "cpu", "cuda", "mps"].index(now.device),
                                    format_func=lambda v: TEACHERS if v is None else v)
         dtype = cols[2].selectbox("Dtype", [None, "float32", "bfloat16", "float16"], key=LOCK_DTYPE,
-                                  index=[None, "float32", "bfloat16", "float16"].index(current.dtype),
+                                  index=[None, "float32", "bfloat16", "float16"].index(now.dtype),
                                   format_func=lambda v: TEACHERS if v is None else v)
         kernels = cols[3].selectbox("Matmul kernels", [None, "fast", "plain"], key=LOCK_KERNELS,
-                                    index=[None, "fast", "plain"].index(current.kernels),
+                                    index=[None, "fast", "plain"].index(now.kernels),
                                     format_func=lambda v: FREE if v is None else v)
         cols = st.columns(3)
         prompt = cols[0].number_input("Maximum prompt tokens (0 = no cap)", 0, 1024, key=LOCK_PROMPT,
-                                      value=current.max_prompt_tokens or 0, step=16)
+                                      value=now.max_prompt_tokens or 0, step=16)
         output = cols[1].number_input("Maximum output tokens (0 = no cap)", 0, 512, key=LOCK_OUTPUT,
-                                      value=current.max_output_tokens or 0, step=16)
-        labs = cols[2].radio("Who may run labs", LAB_POLICIES, key=LOCK_LABS, index=LAB_POLICIES.index(current.labs),
+                                      value=now.max_output_tokens or 0, step=16)
+        labs = cols[2].radio("Who may run labs", LAB_POLICIES, key=LOCK_LABS, index=LAB_POLICIES.index(now.labs),
                              format_func=LAB_WORDS.get, horizontal=True)
         st.caption(f"Scheduling mode: **{mode}**. It is set when the server starts (`dashboard.sh --room --mode "
                    f"queue|batch`) and cannot change while the room runs: a restart would end every run and "
@@ -126,28 +126,28 @@ def locks(model_choices: dict) -> None:
 
 def follow_me() -> None:
     """Students' pages follow the teacher's page and request settings while this is on."""
-    room = gate.room()
+    room = current.room()
     on = st.toggle("Follow me: students' pages show my page and my request settings", key=FOLLOW_TOGGLE,
                    value=room.following()[1] is not None)
-    _, current = room.following()
-    if on and current is None:
+    _, shown_now = room.following()
+    if on and shown_now is None:
         follow.push(room)
-    elif not on and current is not None:
+    elif not on and shown_now is not None:
         room.set_follow(None, None)
-    _, current = room.following()
-    if current is not None:
-        shown = ", ".join(f"{k}={v}" for k, v in current["params"].items()) or "the default settings"
-        st.caption(f"Students follow **{current['page']}** with {shown}. Open any page to take them there; "
+    _, shown_now = room.following()
+    if shown_now is not None:
+        shown = ", ".join(f"{k}={v}" for k, v in shown_now["params"].items()) or "the default settings"
+        st.caption(f"Students follow **{shown_now['page']}** with {shown}. Open any page to take them there; "
                    "a student's page follows within a few seconds. Presenter mode stays each screen's own.")
 
 
 def _clear() -> None:
     """The button's callback (before the script runs): the room cleared, the box unticked, the outcome kept in
     this session so that it stays on screen through the console's later reruns."""
-    room_sessions.present()  # closed tabs out first: the count says how many students were really in the room
-    gone = gate.room().clear()
+    sessions.present()  # closed tabs out first: the count says how many students were really in the room
+    gone = current.room().clear()
     for sid in gone:
-        room_sessions.drop_session(sid)
+        sessions.drop_session(sid)
     st.session_state[CLEAR_SURE] = False
     st.session_state[CLEARED] = (f"Cleared: {len(gone)} student session{'s' if len(gone) != 1 else ''} out of the "
                                  "room, their work cancelled and their runs dropped. Locks and follow-me stay as they "

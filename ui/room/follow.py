@@ -1,6 +1,6 @@
 """A session's place in the room, once per script run: presence, the teacher's locks, follow-me, eviction.
 
-app.py calls `presence(page, pages)` right after st.navigation: it tells the Room (ui/classroom/registry.py) this
+app.py calls `presence(page, pages)` right after st.navigation: it tells the Room (ui/room/registry.py) this
 session's page and what it runs or waits for; a student cleared out of the room goes back to the join form; a
 student's model, device and dtype become the teacher's (locked); with follow-me on, a student's page and request
 settings (the shareable-link parameters of ui/demo/links.py) follow the teacher's, each push applied once. A small
@@ -18,7 +18,7 @@ from streamlit.runtime.scriptrunner_utils.exceptions import StopException
 from ui import state
 from ui.demo import links
 from ui.engine_link import worker_link
-from ui.room import gate
+from ui.room import current
 from ui.text import prompts
 
 CONSOLE_PATH = "console"  # the teacher console's URL path: never a page students follow
@@ -45,10 +45,10 @@ def _path(page) -> str:
 
 
 def presence(page, pages: list) -> None:
-    role = gate.role()
+    role = current.role()
     if role not in ("teacher", "student"):
         return
-    room, sid = gate.room(), gate.session_id()
+    room, sid = current.room(), current.session_id()
     if role == "student" and room.is_evicted(sid):
         room.readmit(sid)
         st.session_state.pop(state.ROOM_ROLE, None)  # back to the join form
@@ -74,7 +74,7 @@ def presence(page, pages: list) -> None:
 
 def push(room=None) -> None:
     """The teacher's current page (not the console) and request settings become what students follow."""
-    room = room or gate.room()
+    room = room or current.room()
     ss = st.session_state
     params = links.build({links.PARAMS[n].key: ss[links.PARAMS[n].key] for n in FOLLOWED if links.PARAMS[n].key in ss})
     room.set_follow(room.teacher_page or links.HOME, params)
@@ -82,10 +82,10 @@ def push(room=None) -> None:
 
 def enforce_locks() -> None:
     """A student's model settings are the teacher's; its lengths stay under the teacher's caps."""
-    if gate.role() != "student":
+    if current.role() != "student":
         return
     ss = st.session_state
-    for name, value in gate.room().student_spec(_server_spec()).items():
+    for name, value in current.room().student_spec(_server_spec()).items():
         ss[SPEC_KEYS[name]] = value
     caps = length_caps()
     for key, cap in ((state.PROMPT_TOKENS, caps[0]), (state.MAX_NEW_TOKENS, caps[1])):
@@ -95,16 +95,16 @@ def enforce_locks() -> None:
 
 def locked_keys() -> set[str]:
     """The sidebar keys a student may not change (empty for the teacher and outside room mode)."""
-    if gate.role() != "student":
+    if current.role() != "student":
         return set()
-    return {SPEC_KEYS[name] for name in gate.room().student_spec(_server_spec())}
+    return {SPEC_KEYS[name] for name in current.room().student_spec(_server_spec())}
 
 
 def length_caps() -> tuple[int | None, int | None]:
     """The teacher's maximum prompt and output lengths for this session (None: no cap)."""
-    if gate.role() != "student":
+    if current.role() != "student":
         return None, None
-    locks = gate.room().locks
+    locks = current.room().locks
     return locks.max_prompt_tokens, locks.max_output_tokens
 
 
@@ -113,7 +113,7 @@ def _apply_follow(page, pages: list, sid: str) -> None:
     page has drawn it to its end (`drawing`): a rerun the browser asks for meanwhile (a fragment's timer) replaces a
     pending page switch with its own page (Streamlit keeps the newest request's page), or cuts the new page's run
     short, and the next look (`_watch`) must then switch or draw again."""
-    version, follow = gate.room().following()
+    version, follow = current.room().following()
     ss = st.session_state
     if follow is None or ss.get(FOLLOW_SEEN) == version:
         return
@@ -135,7 +135,7 @@ def drawing() -> Iterator[None]:
     """Around app.py's page.run(): a push whose page ran to its end (or to its own st.stop()) counts as seen at the
     session's next run. A run cut short by another rerun leaves it unseen, so the student's next look reruns the app
     and draws the page whole. Outside room mode and for the teacher: nothing."""
-    sid = gate.session_id() if gate.role() == "student" else None
+    sid = current.session_id() if current.role() == "student" else None
     try:
         yield
     except StopException:
@@ -176,7 +176,7 @@ def activity() -> dict:
 @st.fragment(run_every=WATCH_EVERY_S)
 def _watch() -> None:
     """A student's page looks for a new push or an eviction every few seconds, and reruns the app for it."""
-    room, sid = gate.room(), gate.session_id()
+    room, sid = current.room(), current.session_id()
     version, follow = room.following()
     with _LOCK:
         drawing_now = _DRAWING.get(sid) == version  # this very run draws the push's page

@@ -4,9 +4,8 @@ from streamlit.testing.v1 import AppTest
 
 from tests import ROOT
 from ui import state
-from ui.classroom import config
 from ui.engine_link import worker_link
-from ui.room import gate
+from ui.room import config, current
 
 APP = str(ROOT / "app.py")
 
@@ -16,9 +15,9 @@ def room_env(monkeypatch):
     monkeypatch.setenv(config.ENV_ROOM, "1")
     monkeypatch.setenv(config.ENV_JOIN, "BRIDGE")
     monkeypatch.setenv(config.ENV_TEACHER, "VALLEY9")
-    gate.throttle.clear()  # one Throttle per server: each test starts with a clean record
+    current.throttle.clear()  # one Throttle per server: each test starts with a clean record
     yield
-    gate.throttle.clear()
+    current.throttle.clear()
 
 
 def submit(at, code):

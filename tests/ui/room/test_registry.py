@@ -4,7 +4,7 @@ import threading
 
 import pytest
 
-from ui.classroom.registry import Room
+from ui.room.registry import Room
 
 SERVER = {"model": "tiny-llama", "device": "auto", "dtype": "float32"}
 

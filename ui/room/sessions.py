@@ -3,8 +3,9 @@ from __future__ import annotations
 
 from streamlit.runtime import Runtime
 
-from ui.classroom.registry import Member
-from ui.engine_link import room_link, worker_link
+from ui.engine_link import worker_link
+from ui.room import current
+from ui.room.registry import Member
 
 
 def sessions_alive(session_ids) -> set[str]:
@@ -19,7 +20,7 @@ def present() -> list[Member]:
     """The room's members whose tab is still open (the teacher first); members whose session is gone are dropped.
     The console's table and the poll's "answers from N students" both count from here, so a closed tab counts
     in neither."""
-    room = room_link.room()
+    room = current.room()
     room.keep_only(sessions_alive([m.session_id for m in room.snapshot()]))
     return room.snapshot()
 

@@ -1,6 +1,6 @@
-"""The room's server-wide state as the engine link and the room's pages both reach it: the one Room and Throttle per
-server, the room's settings and this session's role. Lives below ui/room (the gate, console, follow-me) and beside
-worker_link, which needs the role and the roster for its one-request-each rule and lab policy.
+"""The room this server holds and this session's place in it: the one Room, Throttle and Slots per server
+(st.cache_resource), the room's settings, this session's id and admitted role. Every Streamlit part of the room
+(gate, console, follow-me, polls) reaches them here.
 """
 from __future__ import annotations
 
@@ -8,9 +8,10 @@ import streamlit as st
 from streamlit.runtime.scriptrunner_utils.script_run_context import get_script_run_ctx
 
 from ui import state
-from ui.classroom import config
-from ui.classroom.registry import Room
-from ui.classroom.throttle import Throttle
+from ui.room import config
+from ui.room.registry import Room
+from ui.room.slots import Slots
+from ui.room.throttle import Throttle
 
 
 @st.cache_resource
@@ -21,6 +22,12 @@ def room() -> Room:
 @st.cache_resource
 def throttle() -> Throttle:
     return Throttle()
+
+
+@st.cache_resource
+def slots() -> Slots:
+    """Which session holds which work in the engine: one run in flight each (ui/room/slots.py)."""
+    return Slots()
 
 
 def settings() -> config.RoomConfig:

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 ENV_ROOM, ENV_JOIN, ENV_TEACHER = "TWO_BENDS_ROOM", "TWO_BENDS_JOIN_CODE", "TWO_BENDS_TEACHER_CODE"
 ENV_URL = "TWO_BENDS_ROOM_URL"  # the room's address as students type it (set by ui/controls/launch.py)
 CODE_ALPHABET = "ABCDEFGHJKLMNPQRSTUVWXYZ23456789"  # no 0/O, 1/I: read aloud and typed from a projector
-MIN_CODE_LEN = 4  # a shorter chosen code falls to guessing even at the throttle's pace (ui/classroom/throttle.py)
+MIN_CODE_LEN = 4  # a shorter chosen code falls to guessing even at the throttle's pace (ui/room/throttle.py)
 MAX_CODE_LEN = 64
 
 
