@@ -44,7 +44,9 @@ elif role == "student":
 if recorded.replay_only():
     PAGES.pop("Labs")  # labs measure live on this machine: replay-only mode has no model to measure with
 page = st.navigation(PAGES)
-follow.presence(page, [p for group in PAGES.values() for p in group])  # room mode: page, activity, locks, follow-me
+gate.land(page, [p for group in PAGES.values() for p in group])  # room mode: a deep link opened before the code, once
+gate.remember()  # room mode: this browser stays signed in (a cookie) across reloads, links and the server's restart
+follow.presence(page, [p for group in PAGES.values() for p in group])  # room mode: page, locks, follow-me, notices
 demo_panel.restore(page, [p for group in PAGES.values() for p in group])  # a shared link's settings, once
 request = widgets.sidebar()
 presenter.apply(PAGES, request)  # presenter mode: its own bar (every page, Run, lengths, glossary)

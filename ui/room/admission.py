@@ -3,7 +3,8 @@
 The gate (ui/room/gate.py) gives every admitted session an Admission in its session state; ui/engine_link/worker_link.py
 asks it before it submits work and tells it what was sent, without knowing what a room is (so the engine link never
 imports the room: the room sits above it). Outside room mode a session has none and everything is open.
-The rules: one run in flight per session, lab jobs by the teacher's policy (ui/room/slots.py).
+The rules: one run in flight per session, lab jobs by the teacher's policy (ui/room/slots.py). What the engine takes
+is also noted in the room's file until its result is saved (ui/room/saver.py), so a restart shows it interrupted.
 """
 from __future__ import annotations
 
@@ -13,8 +14,8 @@ from ui.room.slots import Slots, is_lab, lab_refusal
 
 
 class Admission:
-    def __init__(self, room: Room, slots: Slots, session_id: str, role: str):
-        self.room, self.slots, self.session_id, self.role = room, slots, session_id, role
+    def __init__(self, room: Room, slots: Slots, session_id: str, role: str, saver=None):
+        self.room, self.slots, self.session_id, self.role, self.saver = room, slots, session_id, role, saver
 
     def check(self, work: Work) -> str | None:
         """None when `work` may go to the engine (its events are then watched, so its slot frees itself when it
@@ -25,9 +26,12 @@ class Admission:
             Slots.watch(work)
         return refused
 
-    def sent(self, work: Work) -> None:
-        """The engine took `work`: it holds this session's slot until it ends."""
+    def sent(self, work: Work, browser=None) -> None:
+        """The engine took `work` for `browser` (its Runs, ui/engine_link/run_store.py): it holds this session's slot
+        until it ends, and is noted in the room's file until its result is saved."""
         self.slots.hold(self.session_id, work)
+        if self.saver is not None and getattr(browser, "token", ""):
+            self.saver.flight(work, browser.token)
 
     def busy(self) -> str | None:
         """The line to show when this session already has work in the engine; None when it has none."""

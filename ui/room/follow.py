@@ -1,14 +1,16 @@
 """A session's place in the room, once per script run: presence, the teacher's locks, follow-me, eviction.
 
 app.py calls `presence(page, pages)` right after st.navigation: it tells the Room (ui/room/registry.py) this
-session's page and what it runs or waits for; a student cleared out of the room goes back to the join form; a
-student's model, device and dtype become the teacher's (locked); with follow-me on, a student's page and request
-settings (the shareable-link parameters of ui/demo/links.py) follow the teacher's, each push applied once. A small
-fragment re-checks every few seconds, so a push reaches a student who is only watching. Outside room mode: nothing.
+session's page and says which of this browser's runs the server's restart cut short; a student cleared out of the
+room goes back to the join form; a student's model, device and dtype become the teacher's (locked); with follow-me
+on, a student's page and request settings (the shareable-link parameters of ui/demo/links.py) follow the teacher's,
+each push applied once. A small fragment re-checks every few seconds, so a push reaches a student who is only
+watching. Outside room mode: nothing.
 """
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 
@@ -66,7 +68,8 @@ def presence(page, pages: list) -> None:
             ss[FOLLOW_SEEN] = drawn
         enforce_locks()
         _apply_follow(page, pages, sid)
-    room.touch(sid, page=_path(page), **activity())
+    room.touch(sid, page=_path(page), browser=worker_link.store().runs.token)
+    interrupted_notice()
     if role == "student":
         with st.sidebar:  # the sidebar's first element on every page: a fixed place, never where a page draws
             _watch()  # (in the main area a timer run of the old page's fragment once overwrote the new page's title)
@@ -161,16 +164,22 @@ def _seen(sid: str) -> int | None:
     return drawn if drawn is not None else st.session_state.get(FOLLOW_SEEN)
 
 
-def activity() -> dict:
-    """What this session runs or waits for, in the Member's words (its own store: no other session's)."""
-    store = worker_link.store()
-    live = store.live if store.live is not None and not store.live.finished else None
-    if live is not None:
-        return dict(activity="waiting" if live.queue_seconds is None else "running",
-                    request=f"{live.n_prompt} → {live.max_new_tokens} tokens")
-    if store.jobs:
-        return dict(activity="lab", request=", ".join(job.label for job in store.jobs.values()))
-    return dict(activity="idle", request="")
+def interrupted_notice() -> None:
+    """Runs of this browser that the server's restart cut short: said once per session, and until a run finishes."""
+    ss, store = st.session_state, worker_link.store()
+    runs = store.runs
+    if runs.interrupted:
+        lines = [f"{what} (sent at {time.strftime('%H:%M', time.localtime(since))})" for _, what, since in runs.interrupted]
+        ss[state.ROOM_INTERRUPTED] = (len(store.history), "The room's server stopped while it ran this browser's "
+                                      + ("runs " if len(lines) > 1 else "run ") + "; ".join(lines)
+                                      + ": it did not finish and nothing of it is shown as finished. Press Run again.")
+        current.saver().seen_interrupted(runs)
+    shown = ss.get(state.ROOM_INTERRUPTED)
+    if shown is not None:
+        if len(store.history) > shown[0]:
+            del ss[state.ROOM_INTERRUPTED]  # a run finished since: the note has done its work
+        else:
+            st.warning(shown[1], icon=":material/restart_alt:")
 
 
 @st.fragment(run_every=WATCH_EVERY_S)

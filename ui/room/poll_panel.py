@@ -33,11 +33,14 @@ def the_poll() -> polls.Poll | None:
 def _open(poll: polls.Poll) -> None:
     if solo():
         st.session_state[state.POLL_SOLO] = poll
+        st.session_state.setdefault(state.POLL_HISTORY, []).append(poll)
     else:
-        room = current.room()
-        with room.lock:
-            room.poll = poll
-    st.session_state.setdefault(state.POLL_HISTORY, []).append(poll)
+        current.room().open_poll(poll)  # the room's round from now on, kept in the room's file as it changes
+
+
+def history() -> list[polls.Poll]:
+    """Every round so far: the room's (kept across a restart), or this session's own outside room mode."""
+    return list(st.session_state.get(state.POLL_HISTORY, [])) if solo() else current.room().all_rounds()
 
 
 def _record(poll: polls.Poll, key: str, labels: list[str]) -> None:
@@ -45,7 +48,7 @@ def _record(poll: polls.Poll, key: str, labels: list[str]) -> None:
     st.session_state.pop(state.POLL_ERROR, None)
     if choice in labels:
         try:
-            poll.answer(current.session_id(), labels.index(choice))
+            poll.answer(current.member_id(), labels.index(choice))
         except polls.PollError as exc:
             st.session_state[state.POLL_ERROR] = str(exc)
 
@@ -58,12 +61,12 @@ def answer_widget(poll: polls.Poll, label: str = "Your prediction") -> None:
     """This session's one answer (it may change it until the answers lock)."""
     ss, labels = st.session_state, [o.label for o in poll.question.options]
     key = f"{state.POLL_CHOICE}{poll.serial}"
-    mine = poll.answer_of(current.session_id())
+    mine = poll.answer_of(current.member_id())
     st.radio(f"**{label}{_round(poll)}:** {poll.question.question}", labels, index=mine if key not in ss else None,
              key=key, on_change=_record, args=(poll, key, labels), disabled=not poll.open)
     if ss.get(state.POLL_ERROR):
         st.error(ss[state.POLL_ERROR])
-    mine = poll.answer_of(current.session_id())
+    mine = poll.answer_of(current.member_id())
     if mine is not None:
         more = (" You may change it until the answers lock." if poll.open else
                 " The answers are locked: this is the one that counts.")
@@ -122,6 +125,8 @@ def _projector() -> None:
         return
     st.subheader(poll.question.question)
     status_line(poll)
+    if poll.interrupted:
+        st.warning(poll.interrupted, icon=":material/restart_alt:")
     if solo():
         answer_widget(poll)
     if poll.revealed or (solo() and poll.measuring_since is not None):
@@ -189,10 +194,9 @@ def teacher_controls(questions: list[polls.Question], problems: list[str]) -> No
                         "The first round's answers stay as they were given."):
         _open(poll.revote())
         st.rerun()
-    history = st.session_state.get(state.POLL_HISTORY, [poll])
-    c[5].download_button("Results (CSV)", data=lambda: polls.to_csv(history), file_name="two_bends_polls.csv",
+    c[5].download_button("Results (CSV)", data=lambda: polls.to_csv(history() or [poll]), file_name="two_bends_polls.csv",
                          mime="text/csv", key=state.POLL_CSV, on_click="ignore",
-                         help="Every round of this session's polls, as they stand when you click.")
+                         help="Every round so far, with its answers and what was measured, as they stand when you click.")
     if poll.question.id == "written":
         st.download_button("Save my question as a file for assets/polls/", poll.question.to_json(),
                            file_name="my_question.json", mime="application/json", key=state.POLL_SAVE)

@@ -10,9 +10,10 @@ from __future__ import annotations
 
 import queue
 import threading
+import time
 
 from engine.serving.scheduling import lab_jobs
-from engine.serving.scheduling.work import FINAL, Job, Request, Work
+from engine.serving.scheduling.work import FINAL, Job, Request, Started, Work
 
 ONE_AT_A_TIME = ("Your earlier run is still in the engine (waiting or running): one run at a time per student keeps "
                  "the room fair. Wait for it to finish, or cancel it, then run again.")
@@ -25,15 +26,22 @@ NOT_LABS = (lab_jobs.MODEL_DESCRIBE.name, lab_jobs.ATTENTION_CAPTURE.name)  # wh
 
 
 class Watched(queue.Queue):
-    """A work item's event queue that remembers whether the final event arrived (whoever reads the events)."""
+    """A work item's event queue that notes, as the engine sends them (whoever reads the events), when the engine
+    started the work and when its final event arrived: the teacher console's waiting and running counts come from
+    here, the engine's own events, not from what each page has read so far."""
 
     def __init__(self):
         super().__init__()
         self.ended = threading.Event()
+        self.started: Started | None = None  # the engine's Started event (its queue_seconds), once it came
+        self.ended_at: float | None = None  # time.monotonic() at the final event
 
     def put(self, item, *args, **kwargs):
+        if isinstance(item, Started):
+            self.started = item
         super().put(item, *args, **kwargs)
         if isinstance(item, FINAL):
+            self.ended_at = time.monotonic()
             self.ended.set()
 
 

@@ -35,15 +35,16 @@ SID = "test_session_id"  # AppTest gives every session the same id: a test names
 
 
 @pytest.fixture
-def room_env(monkeypatch):
+def room_env(monkeypatch, tmp_path):
     import streamlit as st
     monkeypatch.setattr(current, "session_id", lambda: st.session_state.get(SID, "test session id"))
     monkeypatch.setenv(config.ENV_ROOM, "1")
     monkeypatch.setenv(config.ENV_JOIN, "BRIDGE")
     monkeypatch.setenv(config.ENV_TEACHER, "VALLEY9")
-    current.room.clear()  # the Room is one per server (cache_resource): each test starts from an empty room
-    yield
-    current.room.clear()
+    monkeypatch.setenv(config.ENV_DATA_DIR, str(tmp_path))  # the room's file: this test's own
+    current.held.clear()  # the Room is one per server (cache_resource): each test starts from an empty room
+    yield tmp_path
+    current.held.clear()
 
 
 def test_alone_predict_then_measure_for_yourself(monkeypatch, navigation_only):
@@ -132,8 +133,8 @@ def test_reveal_then_revote_is_a_new_round_and_the_first_round_stays(room_env, n
     assert second is not first and second.round == 2 and second.counts() == [0, 0, 0] and not second.revealed
     answer(students[0], labels[1])
     assert first.counts() == [1, 0, 1] and second.counts() == [0, 1, 0]
-    assert teacher.session_state[state.POLL_HISTORY][-2:] == [first, second]
-    rows = polls.csv_rows(teacher.session_state[state.POLL_HISTORY])
+    assert current.room().all_rounds()[-2:] == [first, second]  # the room's rounds, whichever tab opened them
+    rows = polls.csv_rows(current.room().all_rounds())
     assert {r["round"] for r in rows} == {1, 2}
 
 
@@ -148,7 +149,8 @@ def test_a_student_whose_tab_closed_is_not_counted_in_the_room(room_env, navigat
     monkeypatch.setattr(sessions, "sessions_alive", lambda ids: set(ids) - {"student-1"})  # that tab closed
     teacher.run()
     assert any("**0** answers from 2 students" in c.value for c in teacher.caption)
-    assert "student-1" not in {m.session_id for m in current.room().snapshot()}
+    assert "student-1" not in {sid for m in current.room().present() for sid in m.sessions}
+    assert len(current.room().snapshot()) == 4  # the student is away, still a member (a reload brings them back)
 
 
 def test_a_second_measure_while_one_runs_gets_one_clear_line(room_env, navigation_only):

@@ -16,11 +16,12 @@ _ids = itertools.count()
 
 
 @pytest.fixture
-def room_env(monkeypatch, navigation_only):
+def room_env(monkeypatch, navigation_only, tmp_path):
     monkeypatch.setenv(config.ENV_ROOM, "1")
     monkeypatch.setenv(config.ENV_JOIN, "BRIDGE")
     monkeypatch.setenv(config.ENV_TEACHER, "VALLEY9")
-    current.room.clear()  # a fresh Room for each test (st.cache_resource lives as long as the process)
+    monkeypatch.setenv(config.ENV_DATA_DIR, str(tmp_path))  # the room's file: this test's own
+    current.held.clear()  # a fresh Room for each test (st.cache_resource lives as long as the process)
     monkeypatch.setattr(current, "session_id", lambda: st.session_state.get(SID, "no-session"))
 
 
@@ -111,7 +112,12 @@ def test_clearing_the_room_sends_students_back_to_the_code(room_env):
     student.run()
     assert not student.exception
     assert [t.value for t in student.title] == ["Two Bends — join the room"]
-    student.text_input(key=state.ROOM_CODE).set_value("bridge")
+    new_code = current.room().join_code
+    assert new_code != "BRIDGE" and any(config.display(new_code) in s.value for s in teacher.success)
+    student.text_input(key=state.ROOM_CODE).set_value("bridge")  # the old code no longer opens the room
+    student.button[0].click().run()
+    assert any("not this room's" in e.value for e in student.error)
+    student.text_input(key=state.ROOM_CODE).set_value(new_code)
     student.button[0].click().run()
     assert not student.exception and student.session_state[state.ROOM_ROLE] == "student"
     assert len(current.room().snapshot()) == 2
