@@ -206,7 +206,7 @@ def after_class() -> None:
     row.download_button("The class's runs (session file)", data=_session_file, disabled=not runs,
                         file_name="two_bends_room_session.json", mime="application/json", key=RUNS_FILE,
                         on_click="ignore", icon=":material/download:",
-                        help="Opens again in the dashboard's sidebar (Open a session file): every run, timings only.")
+                        help="Opens again in the dashboard's sidebar (Open a session): every run, timings only.")
 
 
 def _clear() -> None:
