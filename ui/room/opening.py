@@ -35,8 +35,9 @@ def open_room(url: str, env=None, say=None) -> None:
         saved = keeper.saved_room()
         fresh = env.get(config.ENV_NEW_CODE) == "1"
         join = given_join or (saved.join_code if saved is not None and not fresh else config.new_code(6))
-        if given_teacher.strip():
-            teacher_hash, made = signing.hash_code(given_teacher), None
+        if given_teacher.strip():  # the same code as the saved one keeps its hash: teachers stay signed in
+            same = saved is not None and signing.code_matches(given_teacher, saved.teacher_hash)
+            teacher_hash, made = saved.teacher_hash if same else signing.hash_code(given_teacher), None
             teacher_line = f"teacher code (as given): {config.display(config.normalise(given_teacher))}"
         elif saved is not None and saved.teacher_hash:
             teacher_hash, made = saved.teacher_hash, None

@@ -42,6 +42,8 @@ def test_new_code_or_a_given_code_changes_only_the_join_code(tmp_path):
     assert given[config.ENV_JOIN] == "BRIDGE" and signing.code_matches("valley9", given[config.ENV_TEACHER_HASH])
     assert any("teacher code (as given): VAL-LEY-9" in line for line in printed)
     assert start(tmp_path)[0][config.ENV_JOIN] == "BRIDGE"  # the given code is the room's from now on
+    same, _ = start(tmp_path, **{config.ENV_TEACHER: "valley-9"})  # the same teacher code given again: the same
+    assert same[config.ENV_TEACHER_HASH] == given[config.ENV_TEACHER_HASH]  # hash, so teachers stay signed in
 
 
 def test_bad_codes_are_refused_before_anything_starts(tmp_path):
