@@ -8,7 +8,7 @@ is also noted in the room's file until its result is saved (ui/room/saver.py), s
 """
 from __future__ import annotations
 
-from engine.serving.scheduling.work import Work
+from engine.serving.scheduling.work import Request, Work
 from ui.room.registry import Room
 from ui.room.slots import Slots, is_lab, lab_refusal
 
@@ -30,8 +30,8 @@ class Admission:
         """The engine took `work` for `browser` (its Runs, ui/engine_link/run_store.py): it holds this session's slot
         until it ends, and is noted in the room's file until its result is saved."""
         self.slots.hold(self.session_id, work)
-        if self.saver is not None and getattr(browser, "token", ""):
-            self.saver.flight(work, browser.token)
+        if self.saver is not None and getattr(browser, "token", "") and (isinstance(work, Request) or is_lab(work)):
+            self.saver.flight(work, browser.token)  # a run or a lab (not a model's description: nothing to lose)
 
     def busy(self) -> str | None:
         """The line to show when this session already has work in the engine; None when it has none."""

@@ -145,8 +145,9 @@ def locks(model_choices: dict) -> None:
         labs = cols[2].radio("Who may run labs", LAB_POLICIES, key=LOCK_LABS, index=LAB_POLICIES.index(now.labs),
                              format_func=LAB_WORDS.get, horizontal=True)
         st.caption(f"Scheduling mode: **{mode}**. It is set when the server starts (`dashboard.sh --room --mode "
-                   f"queue|batch`) and cannot change while the room runs: a restart would end every run and "
-                   f"every student would enter the code again.")
+                   f"queue|batch`) and cannot change while the room runs: a restart with another mode keeps the "
+                   f"room (code, members, rounds, runs) but ends the runs in flight, shown to their students as "
+                   f"interrupted.")
         if st.form_submit_button("Apply to the room", type="primary"):
             try:
                 room.set_locks(model=model, device=device, dtype=dtype, kernels=kernels,

@@ -53,7 +53,8 @@ def presence(page, pages: list) -> None:
     room, sid = current.room(), current.session_id()
     if role == "student" and room.is_evicted(sid):
         room.readmit(sid)
-        st.session_state.pop(state.ROOM_ROLE, None)  # back to the join form
+        st.session_state.pop(state.ROOM_ROLE, None)  # back to the join form (its browser's sign-in no longer admits it)
+        st.session_state.pop(state.ROOM_SIGN_IN, None)
         st.rerun()
     ss = st.session_state
     if role == "teacher":

@@ -11,7 +11,10 @@ from streamlit.testing.v1 import AppTest
 
 from tests import ROOT
 from ui import state
+from ui.engine_link import browser_runs
 from ui.room import config, console, current, gate
+from ui.room.keeper import Keeper
+from ui.room.registry import Room
 from ui.room.store import FILE_NAME
 
 APP = str(ROOT / "app.py")
@@ -126,3 +129,22 @@ def test_a_room_file_that_cannot_be_used_is_a_banner_for_the_teacher_and_the_roo
     teacher = enter(browser(landing="console"), "valley9")
     banner = [e.value for e in teacher.error if "not being saved" in e.value]
     assert len(banner) == 1 and str(room_env / FILE_NAME) in banner[0]
+
+
+def test_a_run_in_flight_when_the_server_died_is_told_interrupted_once_never_shown_finished(room_env, monkeypatch):
+
+    token = "a-browser-token-from-before-the-restart-0123456789abcdef"
+    keeper = Keeper(room_env)  # what the killed server left in the room's file: one run noted, never saved
+    keeper.load(Room("BRIDGE"))
+    keeper.flight_started("old-start:7", token, "64 → 32 tokens", since=1_000_000.0)
+    keeper.close()
+    current.held.clear()
+    monkeypatch.setattr(browser_runs, "sent_token", lambda: token)  # this browser's runs cookie
+    student = enter(browser(), "bridge")
+    said = [w.value for w in student.warning if "stopped while it ran" in w.value]
+    assert len(said) == 1 and "64 → 32 tokens" in said[0] and "Press Run again" in said[0]
+    assert student.session_state[state.STORE].history == []  # nothing of it shown as finished
+    assert current.keeper().flights() == []  # told: its note has left the file
+    student.run()
+    assert any("stopped while it ran" in w.value for w in student.warning)  # this session keeps saying it
+    assert not any("stopped while it ran" in w.value for w in enter(browser(), "bridge").warning)  # said once
