@@ -17,6 +17,7 @@ import io
 import json
 import pickle
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -67,6 +68,7 @@ class Keeper:
         self.path = Path(data_dir) / FILE_NAME if data_dir else None
         self.store: RoomStore | None = None
         self.problem: str | None = None
+        self._lock = threading.RLock()  # one use of the file at a time (the saver's thread, sessions, a clear)
         self.room = None  # the Room this keeper writes (set by load)
         self.notes: list[str] = []  # what could not be read back, one line each
         if self.path is None:
@@ -82,24 +84,27 @@ class Keeper:
         return self.store is not None
 
     def fail(self, problem: str) -> None:
-        if self.problem is None:
-            self.problem = problem
-            self.say(f"[room] the room is not being saved: {problem}. It keeps working in memory; fix it and restart "
-                     "to save again.")
-        if self.store is not None:
-            self.store.close()
-            self.store = None
+        """Saving stops here, said once (the terminal's line, the teacher's banner); the room goes on in memory."""
+        with self._lock:
+            if self.problem is None:
+                self.problem = problem
+                self.say(f"[room] the room is not being saved: {problem}. It keeps working in memory; fix it and "
+                         "restart to save again.")
+            if self.store is not None:
+                self.store.close()
+                self.store = None
 
     def _do(self, fn, default=None):
-        if self.store is None:
+        with self._lock:
+            if self.store is None:
+                return default
+            try:
+                return fn(self.store)
+            except StoreError as exc:
+                self.fail(str(exc))
+            except Exception as exc:  # noqa: BLE001 - whatever else goes wrong with the file, the room goes on in memory
+                self.fail(why(exc, self.path))
             return default
-        try:
-            return fn(self.store)
-        except StoreError as exc:
-            self.fail(str(exc))
-        except Exception as exc:  # noqa: BLE001 - whatever else goes wrong with the file, the room goes on in memory
-            self.fail(why(exc, self.path))
-        return default
 
     def close(self) -> None:
         if self.store is not None:
@@ -133,7 +138,7 @@ class Keeper:
             try:
                 question = polls.parse_question(json.loads(r.question), "saved")
             except (ValueError, polls.PollError) as exc:
-                self.notes.append(f"poll round {r.serial} could not be read back ({exc}); left out")
+                self.note(f"poll round {r.serial} could not be read back ({exc}); left out")
                 continue
             earlier = [p for p in by_serial.values() if p.first_serial == r.first_serial and p.round < r.round]
             poll = polls.Poll(question, serial=r.serial, answers=dict(r.answers), open=r.open, revealed=r.revealed,
@@ -187,15 +192,16 @@ class Keeper:
     def restart(self, room) -> None:
         """The room was cleared: its file is deleted from disk and a new one holds only the room (its new join code,
         the teacher code's hash, the teacher's decisions) and its teachers."""
-        if self.store is None:
-            return
-        try:
-            self.store.delete()
-            self.store = RoomStore(self.path)
-        except StoreError as exc:
-            self.store = None
-            self.fail(str(exc))
-            return
+        with self._lock:
+            if self.store is None:
+                return
+            try:
+                self.store.delete()
+                self.store = RoomStore(self.path)
+            except StoreError as exc:
+                self.store = None
+                self.fail(str(exc))
+                return
         self.save_room(room)
         for member in room.snapshot():
             self.save_member(member)
@@ -208,23 +214,26 @@ class Keeper:
             try:
                 out.append((token, loads(blob), seen))
             except Exception as exc:  # noqa: BLE001 - a damaged or foreign blob: that browser's runs are not read
-                self.notes.append(f"one browser's kept runs could not be read back ({str(exc)[:80]}); left out")
+                self.note(f"one browser's kept runs could not be read back ({str(exc)[:80]}); left out")
         return out
 
-    def save_runs(self, token: str, runs, seen: float) -> int:
-        """One browser's runs (already fitted to their budget by the caller); their size in bytes (0: not saved).
-        Runs that cannot be pickled (a lab result holding something live) stay in memory only, said once."""
+    def save_runs(self, token: str, runs, seen: float) -> int | None:
+        """One browser's runs (already fitted to their budget by the caller): their size in bytes (0: the room is not
+        being saved), None when they cannot be pickled (a lab result holding something live, or changing right now):
+        that browser only, the room goes on being saved."""
         if self.store is None:
             return 0
         try:
             blob = dumps(runs)
-        except Exception as exc:  # noqa: BLE001 - that browser's runs only: the room goes on being saved
-            note = f"a browser's runs could not be saved ({type(exc).__name__}); they stay in memory only"
-            if note not in self.notes:
-                self.notes.append(note)
-            return 0
+        except Exception:  # noqa: BLE001 - see above; the saver retries and says so if it keeps failing
+            return None
         self._do(lambda s: s.save_runs(token, blob, seen))
         return len(blob) if self.store is not None else 0
+
+    def note(self, line: str) -> None:
+        """Something the teacher should know about what is saved (shown on the console), once."""
+        if line not in self.notes:
+            self.notes.append(line)
 
     def forget_runs(self, tokens: list[str]) -> None:
         if tokens:

@@ -19,6 +19,7 @@ from ui.room.slots import describe
 
 SAVE_EVERY_S = 1.0
 SETTLE_S = 1.0  # a run's result is in its browser's runs within this after the engine's final event
+GIVE_UP_AFTER = 3  # looks in a row a browser's runs could not be pickled before it is said (and not retried)
 SERVER_START = f"{os.getpid()}-{time.time():.0f}"  # work ids restart at every start: keys carry the start
 
 
@@ -33,6 +34,7 @@ class RunSaver:
         self.keeper, self.browsers = keeper, browsers
         self.kept_bytes, self.total_bytes = kept_bytes, total_bytes
         self._saved: dict[str, tuple] = {}  # token -> the fingerprint of its runs as last saved
+        self._failures: dict[str, int] = {}  # token -> looks in a row at which its runs could not be pickled
         self._flights: dict[str, object] = {}  # work key -> the work (its events note its end)
         self._lock = threading.Lock()
         self._stop = threading.Event()
@@ -86,10 +88,24 @@ class RunSaver:
         kept = self.browsers.kept()
         with self._lock:
             for token, runs, _active in kept:
-                fingerprint = runs.fingerprint()
-                if self._saved.get(token) != fingerprint:
-                    self.keeper.save_runs(token, runs.kept_copy(self.kept_bytes), time.time())
-                    self._saved[token] = fingerprint
+                fingerprint = None
+                try:  # a page may be changing these runs right now: then they are looked at again next time
+                    fingerprint = runs.fingerprint()
+                    if self._saved.get(token) == fingerprint:
+                        continue
+                    saved = self.keeper.save_runs(token, runs.kept_copy(self.kept_bytes), time.time())
+                except RuntimeError:  # "changed size during iteration"
+                    saved = None
+                if saved is None:
+                    self._failures[token] = self._failures.get(token, 0) + 1
+                    if self._failures[token] == GIVE_UP_AFTER:
+                        self.keeper.note("a browser's runs could not be saved (something in them cannot be written "
+                                         "to a file); they stay in memory only")
+                    if self._failures[token] >= GIVE_UP_AFTER:
+                        self._saved[token] = fingerprint  # not tried again until they change
+                    continue
+                self._failures.pop(token, None)
+                self._saved[token] = fingerprint
             known = {token for token, _, _ in kept}
             gone = [token for token in self._saved if token not in known]
             for token in gone:

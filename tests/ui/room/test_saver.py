@@ -118,3 +118,15 @@ def test_a_first_run_cut_short_is_told_to_a_browser_that_had_kept_nothing(tmp_pa
     saver.read_back()
     _, runs = browsers.visit("a-browser-token-with-no-runs-yet", "tab", now=1.0)
     assert [what for _, what, _ in runs.interrupted] == ["4 → 4 tokens"] and runs.history == []
+
+
+def test_runs_that_cannot_be_pickled_stay_in_memory_said_once_and_the_rest_is_saved(tmp_path, trace):
+    browsers, keeper, saver = server(tmp_path)
+    odd, odd_runs = browsers.visit(None, "tab-1", now=0.0)
+    odd_runs.labs["live"] = lambda: None  # something a file cannot hold
+    fine, fine_runs = browsers.visit(None, "tab-2", now=0.0)
+    RunStore(runs=fine_runs).keep(trace)
+    for _ in range(saver_module.GIVE_UP_AFTER + 2):
+        saver.tick()
+    assert keeper.saving and {t for t, _, _ in keeper.run_sizes()} == {fine}
+    assert sum("could not be saved" in line for line in keeper.notes) == 1
