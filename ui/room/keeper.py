@@ -107,9 +107,10 @@ class Keeper:
             return default
 
     def close(self) -> None:
-        if self.store is not None:
-            self.store.close()
-            self.store = None
+        with self._lock:
+            if self.store is not None:
+                self.store.close()
+                self.store = None
 
     # --- reading the room back --------------------------------------------------------------------------------
     def load(self, room, now: float | None = None) -> bool:

@@ -234,10 +234,10 @@ class RoomStore:
 
     def _run(self, fn):
         """Run `fn(conn)` under the lock; StoreError (one line) for any failure."""
-        if self.conn is None:
-            raise StoreError(f"{self.path} is closed")
         try:
             with self._lock:
+                if self.conn is None:
+                    raise StoreError(f"{self.path} is closed")
                 return fn(self.conn)
         except (sqlite3.Error, OSError) as exc:
             raise StoreError(why(exc, self.path)) from None
@@ -251,12 +251,14 @@ class RoomStore:
         self._run(go)
 
     def close(self) -> None:
-        if self.conn is not None:
-            try:
-                self.conn.close()
-            except sqlite3.Error:
-                pass
-            self.conn = None
+        """Close the file (under the lock: a connection closed while another thread uses it can crash the process)."""
+        with self._lock:
+            if self.conn is not None:
+                try:
+                    self.conn.close()
+                except sqlite3.Error:
+                    pass
+                self.conn = None
 
     # --- the room -------------------------------------------------------------------------------------------
     def room(self) -> SavedRoom | None:
