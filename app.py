@@ -45,7 +45,9 @@ elif role == "student":
 if recorded.replay_only():
     PAGES.pop("Labs")  # labs measure live on this machine: replay-only mode has no model to measure with
 page = st.navigation(PAGES)
-follow.presence(page, [p for group in PAGES.values() for p in group])  # room mode: page, activity, locks, follow-me
+gate.land(page, [p for group in PAGES.values() for p in group])  # room mode: a deep link opened before the code, once
+gate.remember()  # room mode: this browser stays signed in (a cookie) across reloads, links and the server's restart
+follow.presence(page, [p for group in PAGES.values() for p in group])  # room mode: page, locks, follow-me, notices
 lessons, _ = lesson_panel.lessons(EVERY_PAGE)  # assets/lessons/: ordered steps, each a page and a link's settings
 demo_panel.restore(page, [p for group in PAGES.values() for p in group], lessons)  # a shared link's settings, once
 lesson_panel.route(page, [p for group in PAGES.values() for p in group])  # a lesson's Back / Next: the step's page

@@ -34,10 +34,13 @@ Serve the Two Bends dashboard (Streamlit on app.py) on http://127.0.0.1:8501, to
   --fixed-threads                every decode step on --model-threads threads (default: fewer while other
                                  programs hold cores, chosen by measurement)
   --replay                       recorded runs only (assets/traces/, uploaded Trace files): no model is loaded
-  --room [--code CODE] [--teacher-code CODE]
+  --room [--code CODE] [--teacher-code CODE] [--data-dir DIR] [--new-code]
                                  a workshop: binds every interface (0.0.0.0), nothing opens without the join
                                  code (generated, or CODE: 4 to 64 letters or digits); the teacher code opens
-                                 the teacher console
+                                 the teacher console. The room is saved in DIR (default: your data folder,
+                                 e.g. ~/.local/share/two-bends): the same command after a restart brings back
+                                 the same code, members, poll rounds, answers and runs; --new-code gives the
+                                 saved room a new join code
   --measure-hosts HOST[:PORT],...  the servers the "Measure a server" page may measure (off when not given)
   --engine-url URL               every Run goes to that OpenAI-compatible server (its host must be on
                                  --measure-hosts); the local engine stays for the attention and KV views
@@ -47,13 +50,14 @@ Serve the Two Bends dashboard (Streamlit on app.py) on http://127.0.0.1:8501, to
 An explicit --server.address ADDR (after the options above) is kept; --room and --server.address together are refused.
 Guide: docs/teacher-guide.md."""
 
-# option -> the environment variable the dashboard reads (ui/engine_link/server_link.py, ui/classroom/config.py)
+# option -> the environment variable the dashboard reads (ui/engine_link/server_link.py, ui/room/config.py)
 VALUED = {"--mode": "TWO_BENDS_MODE", "--max-queue": "TWO_BENDS_MAX_QUEUE", "--max-new-tokens": "TWO_BENDS_MAX_NEW_TOKENS",
           "--max-batch": "TWO_BENDS_MAX_BATCH", "--max-num-batched-tokens": "TWO_BENDS_MAX_NUM_BATCHED_TOKENS",
           "--model-threads": "TWO_BENDS_THREADS", "--code": "TWO_BENDS_JOIN_CODE",
           "--teacher-code": "TWO_BENDS_TEACHER_CODE", "--measure-hosts": "TWO_BENDS_MEASURE_HOSTS",
-          "--engine-url": "TWO_BENDS_ENGINE_URL"}
-SWITCHES = {"--fixed-threads": "TWO_BENDS_FIXED_THREADS", "--replay": "TWO_BENDS_REPLAY", "--room": "TWO_BENDS_ROOM"}
+          "--engine-url": "TWO_BENDS_ENGINE_URL", "--data-dir": "TWO_BENDS_DATA_DIR"}
+SWITCHES = {"--fixed-threads": "TWO_BENDS_FIXED_THREADS", "--replay": "TWO_BENDS_REPLAY", "--room": "TWO_BENDS_ROOM",
+            "--new-code": "TWO_BENDS_NEW_CODE"}
 MODES = ("queue", "batch")  # disaggregated serving: `two-bends serve --mode disaggregated`
 
 
@@ -98,12 +102,18 @@ def bind_address(env: dict, streamlit_args: list[str]) -> str | None:
     if env.get("TWO_BENDS_ROOM") != "1":
         if env.get("TWO_BENDS_JOIN_CODE") or env.get("TWO_BENDS_TEACHER_CODE"):
             raise Refused("--code and --teacher-code are for a room: add --room")
+        if env.get("TWO_BENDS_DATA_DIR") or env.get("TWO_BENDS_NEW_CODE"):
+            raise Refused("--data-dir and --new-code are for a room (where it is saved, its new code): add --room")
         return None if explicit else "127.0.0.1"
     if explicit:
         raise Refused("give --room or --server.address, not both")
+    if env.get("TWO_BENDS_NEW_CODE") == "1" and env.get("TWO_BENDS_JOIN_CODE"):
+        raise Refused("give --code or --new-code, not both (--code sets the new code itself)")
+    if env.get("TWO_BENDS_DATA_DIR"):  # absolute: the launcher runs from the checkout, not from here
+        env["TWO_BENDS_DATA_DIR"] = str(Path(env["TWO_BENDS_DATA_DIR"]).expanduser().resolve())
     for flag, name in (("--code", "TWO_BENDS_JOIN_CODE"), ("--teacher-code", "TWO_BENDS_TEACHER_CODE")):
         code = env.get(name, "")
-        bare = "".join(ch for ch in code if ch not in " \t-")  # as ui/classroom/config.py reads it
+        bare = "".join(ch for ch in code if ch not in " \t-")  # as ui/room/config.py reads it
         if code and not 4 <= len(bare) <= 64:
             raise Refused(f"{flag} needs 4 to 64 letters or digits (got {len(bare)})")
     return "0.0.0.0"

@@ -197,6 +197,11 @@ TIMING_HANDOUT = "timing_handout_html"  # the handout: the HTML report of every 
 
 # room mode (ui/room/): the session's admitted role and the join form
 ROOM_ROLE = "room_role"  # "teacher" or "student" once the session entered a code
+ROOM_RULES = "room_rules"  # the room's rules for this session, asked by the engine link (ui/room/admission.py)
+ROOM_SIGN_IN = "room_sign_in"  # the signed token this session's browser keeps in a cookie (ui/room/gate.py)
+ROOM_COOKIE = "room_cookie"  # container of the script that sets that cookie
+ROOM_LANDING = "room_landing"  # the page a deep link asked for before the code (landed on once admitted)
+ROOM_INTERRUPTED = "room_interrupted"  # the line about this browser's runs a restart cut short (and the history then)
 ROOM_FORM = "room_form"
 ROOM_CODE = "room_code"
 ROOM_CODE_SHOWN = "room_code_shown"  # presenter mode shows the join code large until the teacher hides it

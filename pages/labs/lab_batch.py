@@ -11,7 +11,7 @@ BATCH_CHOICES = [1, 2, 4, 8, 16, 32, 64]
 
 st.title("Batch lab — many riders, one bridge")
 st.markdown(lab_text.BATCH_INTRO)
-worker_link.lab_notice()  # in a room: why this session may not start lab measurements
+labs_open = worker_link.lab_notice()  # in a room: why this session may not start lab measurements (its buttons off)
 
 store = worker_link.store()
 result = store.labs.get(state.BATCH_RESULT)
@@ -29,8 +29,8 @@ if sizes:
     st.caption(sweep_numbers.batch_memory_caption(lm, sizes[-1], n_prompt, n_out))
 
 buttons = [st.container(horizontal=True)] * 2  # one row, each button as wide as its label
-run = buttons[0].button("▶ Run batch sweep", type="primary", key=state.BATCH_RUN, disabled=not sizes)
-buttons[1].button("■ Cancel", key=state.BATCH_CANCEL, help=lab_text.CANCEL_HELP)
+run = buttons[0].button("▶ Run batch sweep", type="primary", key=state.BATCH_RUN, disabled=not sizes or not labs_open)
+buttons[1].button("■ Cancel", key=state.BATCH_CANCEL, help=lab_text.CANCEL_HELP, disabled=not labs_open)
 if st.session_state.get(state.BATCH_CANCEL) and result is not None:
     result.cancelled = result.done < len(result.planned)  # the points measured so far stay
 
@@ -76,6 +76,6 @@ if result is not None and result.points:
     st.dataframe(fig_sweeps.sweep_table(points, apart), hide_index=True, width="stretch")
     st.download_button("Download CSV", fig_sweeps.sweep_csv(points, apart), file_name="two_bends_batch_sweep.csv",
                        mime="text/csv", key=state.BATCH_CSV)
-else:
+elif labs_open:
     st.info("Pick batch sizes and press **Run batch sweep**: every size runs once per round, so the time grows "
             "with the rounds; a progress bar shows each run as it ends.")

@@ -15,7 +15,9 @@ st.info(ft.HONESTY, icon=":material/fact_check:")
 store = worker_link.store()
 measured = store.labs.get(state.PEAKS, {})
 peaks = next(iter(measured.values()), None)  # this machine's peaks, measured in this session (any model's shapes)
-if peaks is None and st.button("Measure this machine's peaks (adds it as a card)", key=state.FLEET_PEAKS_MEASURE):
+labs_open = worker_link.lab_refusal() is None  # in a room: only where this session may start lab measurements
+if peaks is None and st.button("Measure this machine's peaks (adds it as a card)", key=state.FLEET_PEAKS_MEASURE,
+                               disabled=not labs_open, help=worker_link.lab_refusal()):
     peaks = worker_link.lab_run(state.FLEET_PEAKS_JOB, True, lab_jobs.HARDWARE_PEAKS,
                                 label="Measuring this machine's peaks…")
     if peaks is not None:

@@ -9,12 +9,12 @@ from ui.text import remedy_text as rt
 
 st.title("Where the time goes — GEMM in the valley, GEMV on the bridge")
 st.markdown(rt.PROFILE_INTRO)
-worker_link.lab_notice()  # in a room: why this session may not start lab measurements
+labs_open = worker_link.lab_notice()  # in a room: why this session may not start lab measurements (its buttons off)
 
 lm = widgets.current_model()
 cols = st.columns([2, 1, 3])
 n_prompt = cols[0].select_slider("Prompt tokens to prefill", [32, 64, 128, 256, 512], value=256, key=state.PROFILE_TOKENS)
-start = cols[1].button("▶ Profile", type="primary", key=state.PROFILE_RUN, disabled=lm is None)
+start = cols[1].button("▶ Profile", type="primary", key=state.PROFILE_RUN, disabled=lm is None or not labs_open)
 store = worker_link.store()
 profiled = worker_link.lab_run(state.PROFILE_JOB, start, lab_jobs.PROFILE, (int(n_prompt),),
                                label=f"Profiling {lm.name if lm else ''}…")

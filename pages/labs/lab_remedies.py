@@ -9,20 +9,21 @@ from ui.text import remedy_text as rt
 
 st.title("Remedies lab — a strategy for each segment")
 st.markdown(f"Each remedy is measured here, now, on this machine: the baseline and the remedy run the same request. {rt.LESSON}")
-worker_link.lab_notice()  # in a room: why this session may not start lab measurements
+labs_open = worker_link.lab_notice()  # in a room: why this session may not start lab measurements (its buttons off)
 
 results: dict = worker_link.store().labs.setdefault(state.REMEDY_RESULTS, {})  # the latest measurement of each
 history: dict = worker_link.store().labs.setdefault(state.REMEDY_HISTORY, {})  # every measurement kept for its verdict
 lm = widgets.current_model()
 top = st.columns([1, 1, 3])
 n_tokens = int(top[0].number_input("Output tokens per request", 4, 128, 24, key=state.REMEDY_TOKENS))
-top[1].button("■ Cancel", key=state.REMEDY_CANCEL, help="Stops the measurement that is running; earlier results stay.")
+top[1].button("■ Cancel", key=state.REMEDY_CANCEL, help="Stops the measurement that is running; earlier results stay.",
+               disabled=not labs_open)
 
 
 def measure(key: str, job: lab_jobs.LabJob, *args, **kwargs) -> None:
     """A Measure button; on click, the lab job (a remedy of engine/labs/remedies.py) runs with *args, **kwargs in
     the engine worker with a progress bar (Cancel stops it there), and the result is kept in the session."""
-    start = st.button("▶ Measure", key=state.REMEDY_MEASURE + key, type="primary", disabled=lm is None)
+    start = st.button("▶ Measure", key=state.REMEDY_MEASURE + key, type="primary", disabled=lm is None or not labs_open)
     result = worker_link.lab_run(state.REMEDY_JOB + key, start, job, args, kwargs,
                                  cancel_key=state.REMEDY_CANCEL, label=f"Measuring on {lm.name if lm else ''}…")
     if result is not None:

@@ -11,7 +11,7 @@ from ui.text import roofline_numbers as rn
 
 st.title("Roofline — where each bend sits, and which stage eats the money")
 st.markdown(rn.INTRO)
-worker_link.lab_notice()  # in a room: why this session may not start lab measurements
+labs_open = worker_link.lab_notice()  # in a room: why this session may not start lab measurements (its buttons off)
 
 store = worker_link.store()
 
@@ -34,7 +34,7 @@ def measured_section(lm):
         trace, source = store.labs.get(state.ROOF_TRACE), "a small measurement made on this page"
         if trace is not None and trace.model != lm.name:
             trace = None
-    remeasure = st.button("↻ Measure again (64 prompt + 16 output tokens)", key=state.ROOF_MEASURE_RUN)
+    remeasure = st.button("↻ Measure again (64 prompt + 16 output tokens)", key=state.ROOF_MEASURE_RUN, disabled=not labs_open)
     if trace is None or remeasure:
         trace = worker_link.lab_run(state.ROOF_JOB, True, lab_jobs.REFERENCE_RUN,
                                     label="Running a small measurement: 64 prompt tokens, 16 output tokens…")

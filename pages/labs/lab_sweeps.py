@@ -13,7 +13,7 @@ KINDS = {"prompt": "Prompt-length sweep (TTFT)", "output": "Output-length sweep 
 
 st.title("Sweep lab — widen the valley, lengthen the bridge")
 st.markdown(lab_text.SWEEP_INTRO)
-worker_link.lab_notice()  # in a room: why this session may not start lab measurements
+labs_open = worker_link.lab_notice()  # in a room: why this session may not start lab measurements (its buttons off)
 
 store = worker_link.store()
 results: dict = store.labs.setdefault(state.SWEEP_RESULTS, {})  # {"prompt": SweepResult, "output": SweepResult}
@@ -32,8 +32,8 @@ else:
 lengths = sorted(lengths)
 
 buttons = [st.container(horizontal=True)] * 2  # one row, each button as wide as its label
-run = buttons[0].button("▶ Run sweep", type="primary", key=state.SWEEP_RUN, disabled=not lengths)
-buttons[1].button("■ Cancel", key=state.SWEEP_CANCEL, help=lab_text.CANCEL_HELP)
+run = buttons[0].button("▶ Run sweep", type="primary", key=state.SWEEP_RUN, disabled=not lengths or not labs_open)
+buttons[1].button("■ Cancel", key=state.SWEEP_CANCEL, help=lab_text.CANCEL_HELP, disabled=not labs_open)
 
 lm = widgets.current_model()
 running_kind = store.labs.get(state.SWEEP_RUNNING)
@@ -85,6 +85,6 @@ if result is not None and result.points:
     st.dataframe(fig_sweeps.sweep_table(points), hide_index=True, width="stretch")
     st.download_button("Download CSV", fig_sweeps.sweep_csv(points), file_name=f"two_bends_{kind}_sweep.csv",
                        mime="text/csv", key=state.SWEEP_CSV)
-elif lm is not None:
+elif lm is not None and labs_open:
     st.info("Pick the lengths and press **Run sweep**: every point runs once per round, so the time grows with "
             "the rounds; a progress bar shows each run as it ends.")

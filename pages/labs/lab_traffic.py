@@ -9,7 +9,7 @@ from ui.text import traffic_text as tt
 
 st.title("Traffic lab — many convoys, one road")
 st.markdown(tt.INTRO)
-worker_link.lab_notice()  # in a room: why this session may not start lab measurements
+labs_open = worker_link.lab_notice()  # in a room: why this session may not start lab measurements (its buttons off)
 store = worker_link.store()
 ss = st.session_state
 
@@ -51,8 +51,8 @@ if lm is None:
 st.caption(tt.workload_caption(name, lm, **inputs) if problem is None else problem)
 
 buttons = st.columns([1, 1, 4])
-start = buttons[0].button("▶ Run traffic", type="primary", key=state.TRAFFIC_RUN, disabled=problem is not None)
-buttons[1].button("■ Cancel", key=state.TRAFFIC_CANCEL, help=tt.CANCEL_HELP)
+start = buttons[0].button("▶ Run traffic", type="primary", key=state.TRAFFIC_RUN, disabled=problem is not None or not labs_open)
+buttons[1].button("■ Cancel", key=state.TRAFFIC_CANCEL, help=tt.CANCEL_HELP, disabled=not labs_open)
 if start:
     store.labs.pop(state.TRAFFIC_RESULT, None)
     store.labs[state.TRAFFIC_WORKLOAD] = (tt.workload_from(name, **inputs), int(seed))
@@ -65,7 +65,8 @@ if final is not None:
 result = store.labs.get(state.TRAFFIC_RESULT)
 
 if result is None:
-    st.info("Pick a workload, the policies to compare and your SLOs, then press **Run traffic**.")
+    if labs_open:
+        st.info("Pick a workload, the policies to compare and your SLOs, then press **Run traffic**.")
     st.stop()
 slo = tt.slo_of(slo_ttft, slo_tpot)
 st.markdown(tt.findings(result, slo))

@@ -1,10 +1,10 @@
 """Predict, then measure — the room commits to an answer, then the engine measures it (peer instruction; layout only)."""
 import streamlit as st
 
-from ui.room import gate, poll_panel, polls
+from ui.room import current, poll_panel, polls
 
 st.title("Predict, then measure")
-if gate.is_teacher():
+if current.is_teacher():
     st.caption("Open a question; each student answers alone on their own device, and nobody (the projector neither) "
                "sees the room's answers until you press **Reveal** or **Measure**, which lock them. After a discussion, "
                "**Revote** asks the same question again as a new round; **Measure** lets the engine answer."

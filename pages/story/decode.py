@@ -132,7 +132,9 @@ st.subheader("The bridge on this machine: MBU, where it turns compute-bound, the
 if peaks is None:
     st.caption(bend_numbers.PEAKS_NEEDED)
     peaks = worker_link.session_peaks(trace.device, trace.dtype,
-                                      st.button("Measure this machine's peaks", key=state.STORY_PEAKS_MEASURE))
+                                      st.button("Measure this machine's peaks", key=state.STORY_PEAKS_MEASURE,
+                                                    disabled=worker_link.lab_refusal() is not None,
+                                                    help=worker_link.lab_refusal()))
 if (mbu := bend_numbers.utilisation(trace, peaks, "MBU")) is not None:
     st.metric("MBU of this run's median decode step (measured here)", f"{mbu.value:.0%}")
     st.caption(mbu.words)
@@ -141,7 +143,8 @@ if peaks is not None:
     st.dataframe(bend_numbers.crossovers_by_card(cfg, trace.model, trace.dtype, peaks, trace,
                                                  trace.n_prompt + trace.n_output), hide_index=True, width="stretch")
     st.caption(story_text.CROSSOVER_NOTE)
-start = st.button("▶ Measure decode steps up to the model's window", key=state.CONTEXT_MEASURE)
+start = st.button("▶ Measure decode steps up to the model's window", key=state.CONTEXT_MEASURE,
+                  disabled=worker_link.lab_refusal() is not None, help=worker_link.lab_refusal())
 measured = worker_link.lab_run(state.CONTEXT_JOB, start, lab_jobs.CONTEXT_SWEEP,
                                label="Timing decode steps over KV caches of growing length…")
 if measured is not None:

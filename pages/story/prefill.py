@@ -50,7 +50,9 @@ if not presenting and bend_numbers.measured_here(trace):  # MFU against the meas
     if peaks is None:
         st.caption(bend_numbers.PEAKS_NEEDED)
         peaks = worker_link.session_peaks(trace.device, trace.dtype,
-                                          st.button("Measure this machine's peaks", key=state.STORY_PEAKS_MEASURE))
+                                          st.button("Measure this machine's peaks", key=state.STORY_PEAKS_MEASURE,
+                                                    disabled=worker_link.lab_refusal() is not None,
+                                                    help=worker_link.lab_refusal()))
     if (mfu := bend_numbers.utilisation(trace, peaks, "MFU")) is not None:
         st.metric("MFU of this prefill (measured here)", f"{mfu.value:.0%}")
         st.caption(mfu.words)

@@ -2,7 +2,8 @@
 
 Joining nine sessions takes ~30 s on a 2-core machine, so the tests below share one room, in this order (each
 leaves the room as the next expects; the last clears it):
-- a student's lab page says the labs are the teacher's (the engine never sees the job); the teacher's does not;
+- a student's lab page says the labs are the teacher's, its Run button off (the engine never sees a job); the
+  teacher's does not;
 - a poll round trip: 8 answers reach the teacher's live histogram, Measure runs on the room's engine and the measured
   answer shows to teacher and students;
 - the teacher console counts every session; students' model settings are the teacher's (shown disabled); follow-me
@@ -25,7 +26,7 @@ STUDENTS = int(os.environ.get("TWO_BENDS_ROOM_STUDENTS", "8"))
 ROOM = dict(TWO_BENDS_MODEL="tiny-llama", TWO_BENDS_ROOM="1", TWO_BENDS_JOIN_CODE="BRIDGE",
             TWO_BENDS_TEACHER_CODE="VALLEY9", TWO_BENDS_WORKER="process")
 WAIT_MS = 240_000  # a shared 2-core machine: nine Chromium sessions load slowly
-REFUSAL = "the lab measurements are the teacher's"  # ui/engine_link/room_slots.py's LAB_REFUSALS["teacher"]
+REFUSAL = "the lab measurements are the teacher's"  # ui/room/slots.py's LAB_REFUSALS["teacher"]
 TWICE, FOUR = "×2 — it grows with the prompt (×1.4 to ×2.8)", "×4 — four times: attention is quadratic (×2.8 or more)"
 ANSWERS = ([TWICE, TWICE, FOUR] * 3)[:STUDENTS]  # assets/polls/1-double-the-prompt.json
 
@@ -83,14 +84,15 @@ def _until(check, seconds: float = 180.0) -> bool:
 
 
 @pytest.fixture(scope="module")
-def room():
+def room(tmp_path_factory):
     """(teacher page, [student pages]) joined to one room server; stopped after the module."""
     if not Path(appdriver.CHROMIUM).exists():
         pytest.skip(f"{appdriver.CHROMIUM} is missing (the test command installs Debian's chromium)")
     sync_api = pytest.importorskip("playwright.sync_api", reason="playwright (python) is not installed")
     log = ROOT / "artifacts" / "streamlit-room-class.log"
     log.parent.mkdir(exist_ok=True)
-    with appdriver.dashboard(ROOM, log) as (url, _), sync_api.sync_playwright() as pw:
+    saved_in = dict(TWO_BENDS_DATA_DIR=str(tmp_path_factory.mktemp("room")))  # the room's file: not the user's folder
+    with appdriver.dashboard({**ROOM, **saved_in}, log) as (url, _), sync_api.sync_playwright() as pw:
         browser = appdriver.launch(pw)
         try:
             teacher = appdriver.join_room(browser, url, "valley9", timeout_ms=WAIT_MS)
@@ -107,8 +109,7 @@ def test_a_students_lab_is_refused_with_a_clear_line_and_the_teachers_is_not(roo
     student = students[0]
     _nav(student, "Sweep lab")
     student.get_by_text(REFUSAL).wait_for(timeout=60_000)
-    student.get_by_role("button", name="▶ Run sweep").click()
-    appdriver.settle(student)
+    assert student.get_by_role("button", name="▶ Run sweep").is_disabled()  # off, with the reason above it
     assert student.get_by_text("Measuring on").count() == 0  # no progress bar: the engine never saw a job
     assert appdriver.exception_text(student) is None
 

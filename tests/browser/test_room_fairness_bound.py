@@ -6,6 +6,7 @@ the same bound without a browser and prints every run. All three numbers come fr
 wait and TTFT (Home), the longest slice the sweep held the engine between two points (the teacher console).
 """
 import re
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -54,7 +55,8 @@ def test_a_students_run_waits_at_most_one_slice_behind_the_largest_lab():
 
     (ROOT / "artifacts").mkdir(exist_ok=True)
     env = dict(TWO_BENDS_ROOM="1", TWO_BENDS_JOIN_CODE=JOIN, TWO_BENDS_TEACHER_CODE=TEACHER,
-               TWO_BENDS_MODEL=DEFAULT_MODEL)  # SmolLM2, queue mode
+               TWO_BENDS_MODEL=DEFAULT_MODEL,  # SmolLM2, queue mode
+               TWO_BENDS_DATA_DIR=tempfile.mkdtemp(prefix="two-bends-room-"))  # the room's file: not the user's folder
     with appdriver.dashboard(env, ROOT / "artifacts" / "streamlit-room-fairness.log") as (url, _), \
             sync_playwright() as pw:
         browser = appdriver.launch(pw)

@@ -17,8 +17,10 @@ def room(tmp_path_factory):
     if not Path(appdriver.CHROMIUM).exists():
         pytest.skip(f"{appdriver.CHROMIUM} is missing (the test command installs Debian's chromium); browser test skipped")
     sync_api = pytest.importorskip("playwright.sync_api", reason="playwright (python) is not installed")
-    log = tmp_path_factory.mktemp("room") / "server.log"
+    folder = tmp_path_factory.mktemp("room")
+    log = folder / "server.log"
     env = dict(TWO_BENDS_ROOM="1", TWO_BENDS_JOIN_CODE=JOIN.lower(), TWO_BENDS_TEACHER_CODE=TEACHER,
+               TWO_BENDS_DATA_DIR=str(folder),  # the room's file: this test's own, not the user's data folder
                TWO_BENDS_MODEL="tiny-llama", TWO_BENDS_WORKER="thread")
     with appdriver.dashboard(env, log_path=log) as (url, _), sync_api.sync_playwright() as pw:
         browser = appdriver.launch(pw)

@@ -103,7 +103,7 @@ def main() -> None:
     from streamlit.runtime.pages_manager import PagesManager
     from streamlit.web import cli
 
-    from ui.classroom import config
+    from ui.room import config
 
     early_start.mark("streamlit imported")
     import_app_modules_soon()
@@ -146,22 +146,10 @@ def room_url(args: list[str]) -> str:
 
 
 def open_room(args: list[str]) -> None:
-    """Fix both codes (a chosen one is checked, a missing one generated), then print them, the URL and its QR code."""
-    from ui.classroom import config
-    from ui.room import qr
+    """The room's file read or made, both codes fixed and printed with the URL and its QR code (ui/room/opening.py)."""
+    from ui.room import opening
 
-    for name, what in ((config.ENV_JOIN, "join code"), (config.ENV_TEACHER, "teacher code")):
-        given = os.environ.get(name, "")
-        if given.strip() and (problem := config.problem(given, what)):
-            raise SystemExit(f"error: {problem}")
-        os.environ[name] = config.normalise(given) or config.new_code(6 if name == config.ENV_JOIN else 8)
-    if os.environ[config.ENV_JOIN] == os.environ[config.ENV_TEACHER]:
-        raise SystemExit("error: the join code and the teacher code must differ (students would get the console)")
-    os.environ[config.ENV_URL] = url = os.environ.get(config.ENV_URL) or room_url(args)
-    print(f"\n[room] teacher code (opens the teacher console; keep it off the projector): "
-          f"{config.display(os.environ[config.ENV_TEACHER])}", flush=True)
-    print(f"[room] students open {url} (or scan the code) and type the join code "
-          f"{config.display(os.environ[config.ENV_JOIN])}\n{qr.terminal(url)}", flush=True)
+    opening.open_room(room_url(args))
 
 
 if __name__ == "__main__":  # run under its import name, so app.py's `launch` is this same module and its thread

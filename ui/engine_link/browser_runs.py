@@ -44,11 +44,16 @@ def this_browser() -> Runs:
     ctx = get_script_run_ctx()
     if ctx is None:
         return Runs()
-    sent = st.context.cookies.get(COOKIE)
+    sent = sent_token()
     token, runs = browsers().visit(sent, ctx.session_id, time.monotonic())
     if token != sent:
         st.session_state[state.BROWSER_TOKEN_NEW] = token
     return runs
+
+
+def sent_token() -> str | None:
+    """The token this browser's cookie sent back with the page (None before the first visit)."""
+    return st.context.cookies.get(COOKIE)
 
 
 def set_cookie() -> None:

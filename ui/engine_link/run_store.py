@@ -100,6 +100,8 @@ class Runs:
     history: list[Trace] = field(default_factory=list)  # every run of the browser, light copies
     labs: dict = field(default_factory=dict)  # lab results by the lab's state key
     recorded: str | None = None  # the label of the recorded run the pages show (None: a run measured here)
+    token: str = field(default="", repr=False)  # the browser's token (its cookie), set by Browsers
+    interrupted: list = field(default_factory=list)  # in a room: (key, words, when) of runs a restart cut short
 
     def nbytes(self) -> int:
         return nbytes(self.last_trace) + sum(nbytes(t) for t in self.history) + nbytes(self.labs)
@@ -117,6 +119,21 @@ class Runs:
                 self.history = self.history[1:]
         if self.nbytes() > budget:
             self.last_trace, self.history = None, []
+
+    def kept_copy(self, budget: int) -> Runs:
+        """What a room's file keeps of these runs: light copies (no attention captures, which the pages capture again
+        from a run's tokens), fitted in `budget` bytes; no token and no work in flight."""
+        copy = Runs(light(self.last_trace) if self.last_trace is not None else None, list(self.history),
+                    dict(self.labs), self.recorded)
+        copy.shrink(budget)
+        return copy
+
+    def fingerprint(self) -> tuple:
+        """Changes whenever a run is kept, a recording opened or a lab result stored or replaced (cheap: identities,
+        not contents), so a saver writes these runs only when they changed."""
+        labs = tuple((k, id(v), tuple((kk, id(vv)) for kk, vv in v.items()) if isinstance(v, dict) else ())
+                     for k, v in list(self.labs.items()))
+        return id(self.last_trace), len(self.history), id(self.history[-1]) if self.history else 0, self.recorded, labs
 
 
 def _shared(name: str):
@@ -185,10 +202,28 @@ class Browsers:
             browser = self._by_token.get(token) if isinstance(token, str) else None
             if browser is None:
                 token = secrets.token_urlsafe(TOKEN_BYTES)
-                browser = self._by_token[token] = _Browser(Runs(), now)
+                browser = self._by_token[token] = _Browser(Runs(token=token), now)
             browser.sessions.add(session_id)
             browser.seen, browser.shrunk = now, False
             return token, browser.runs
+
+    def adopt(self, token: str, runs: Runs | None, now: float) -> Runs:
+        """A browser's runs read back from a room's file (None: none kept yet): its cookie finds them again. Returns
+        the runs this server now keeps for that token."""
+        with self.lock:
+            browser = self._by_token.setdefault(token, _Browser(runs if runs is not None else Runs(), now))
+            browser.runs.token = token
+            return browser.runs
+
+    def drop(self, tokens: list[str]) -> list[str]:
+        """Forget these browsers' runs (a cleared room); returns the tokens that were known."""
+        with self.lock:
+            return [token for token in tokens if self._by_token.pop(token, None) is not None]
+
+    def kept(self) -> list[tuple[str, Runs, bool]]:
+        """(token, runs, a tab open) of every browser, for a room's saver."""
+        with self.lock:
+            return [(token, b.runs, bool(b.sessions)) for token, b in self._by_token.items()]
 
     def sweep(self, is_active, now: float) -> bool:
         """Refresh the browsers with a tab open (`is_active(session_id)`), shrink those with none, drop those unseen

@@ -3,7 +3,7 @@
 One ServerLink per Streamlit server (ui/engine_link/worker_link.py caches it with st.cache_resource): it starts the
 engine worker with the settings scripts/dashboard.sh put in the environment, registers each session's RunStore,
 and every JANITOR_EVERY_S seconds cancels what closed tabs were still waiting for (after GRACE_S, so a reconnect
-keeps its work) and frees their room slots.
+keeps its work): in a room that frees their slots too (ui/room/slots.py).
 """
 from __future__ import annotations
 
@@ -16,7 +16,6 @@ from streamlit.runtime import Runtime
 from engine.serving.scheduling import early_start
 from engine.serving.scheduling.work import ModelSpec
 from engine.serving.scheduling.worker import ServiceOptions, make_service
-from ui.engine_link import room_slots
 from ui.engine_link.run_store import RunStore
 
 JANITOR_EVERY_S = 2.0  # how often closed sessions are looked for
@@ -38,7 +37,6 @@ class ServerLink:
         self.stores: dict[str, RunStore] = {}
         self.models: dict[ModelSpec, object] = {}  # ModelInfo by spec, as the worker described them
         self.gone_since: dict[str, float] = {}
-        self.slots = room_slots.Slots()  # room mode: one run in flight per session (ui/engine_link/room_slots.py)
         self.lock = threading.Lock()
         threading.Thread(target=self._janitor, name="two-bends-janitor", daemon=True).start()
 
@@ -49,7 +47,7 @@ class ServerLink:
                 self.sweep(Runtime.instance().is_active_session, time.monotonic())
 
     def sweep(self, is_active, now: float) -> list[str]:
-        """Cancel what closed tabs were waiting for and free their room slots (their browser's finished runs stay:
+        """Cancel what closed tabs were waiting for (their browser's finished runs stay:
         see browser_runs); a tab must stay gone GRACE_S first (a reconnect keeps it). Returns the sessions let go."""
         closed = []
         with self.lock:
@@ -59,8 +57,7 @@ class ServerLink:
                     continue
                 since = self.gone_since.setdefault(sid, now)
                 if now - since >= GRACE_S:
-                    held = self.slots.release(sid)  # a closed tab frees its slot and the engine's time
-                    for work in store.in_flight() + ([held] if room_slots.in_flight(held) else []):
+                    for work in store.in_flight():  # a closed tab frees the engine's time (and its room slot)
                         self.service.cancel(work)
                     store.forget_work()
                     del self.stores[sid], self.gone_since[sid]

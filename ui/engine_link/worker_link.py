@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import os
 import queue
-import time
 
 import streamlit as st
 from streamlit.runtime.scriptrunner_utils.script_run_context import get_script_run_ctx
@@ -26,10 +25,10 @@ from engine.loading.model_store import DEFAULT_MODEL
 from engine.serving.scheduling import early_start
 from engine.serving.scheduling import lab_jobs as jobs
 from engine.serving.scheduling.lab_jobs import LabJob
-from engine.serving.scheduling.work import FINAL, Done, Failed, Job, ModelSpec, Progress, Queued, Started, Work
+from engine.serving.scheduling.work import FINAL, Done, Failed, Job, ModelSpec, Progress, Queued, Work
 from ui import state
 from ui.demo import recorded
-from ui.engine_link import browser_runs, room_link, room_slots  # room_link: the room's roster, this session's role
+from ui.engine_link import browser_runs
 from ui.engine_link.run_store import RunStore
 from ui.engine_link.server_link import GRACE_S as GRACE_S  # the janitor's grace (tests read it here)
 from ui.engine_link.server_link import ServerLink as _Link
@@ -81,8 +80,6 @@ def follow(work: Work, on_event=None, poll_s: float = 0.1):
                 event = None
             if on_event is not None:
                 on_event(event)
-            if isinstance(event, (Started, *FINAL)):
-                _room_activity(work, event)
             if isinstance(event, FINAL):
                 return event
     except StopException:
@@ -90,50 +87,40 @@ def follow(work: Work, on_event=None, poll_s: float = 0.1):
         raise
 
 
+def _room_rules():
+    """In a room, the rules the gate gave this session (ui/room/admission.py: one run in flight each, the teacher's
+    lab policy); None outside a room, where everything is open. The room sits above this link: it is asked, never
+    imported."""
+    return st.session_state.get(state.ROOM_RULES) if get_script_run_ctx() is not None else None
+
+
 def submit(work: Work, send=None) -> str | None:
     """Submit; None when accepted, else the refusal in words (full queue, caps, bad settings; in a room: a second
     run while this session's first is in the engine, or a lab the teacher keeps). `send(work)` replaces the engine
     worker (the room's serving engine, ui/engine_link/remote_engine.py): the room's one-run-each rule holds there too."""
-    ctx = get_script_run_ctx()
-    room = ctx is not None and room_link.settings().enabled
-    if room:
-        refused = lab_refusal() if room_slots.is_lab(work) else None
-        refused = refused or link().slots.refusal(ctx.session_id)
-        if refused:
-            return refused
-        room_slots.Slots.watch(work)
+    rules = _room_rules()
+    refused = rules.check(work) if rules is not None else None
+    if refused:
+        return refused
     try:
         (send or service().submit)(work)
     except EngineError as exc:
         return str(exc)
-    if room:
-        link().slots.hold(ctx.session_id, work)
-        room_link.room().touch(ctx.session_id, activity="waiting", request=room_slots.describe(work), waiting_since=time.time())
+    if rules is not None:
+        rules.sent(work, store().runs)  # its browser: a room notes the run in its file until the result is saved
     return None
 
 
 def busy() -> str | None:
     """In a room: the line to show when this session already has a run or job in the engine; else None."""
-    ctx = get_script_run_ctx()
-    return link().slots.refusal(ctx.session_id) if ctx is not None and room_link.settings().enabled else None
-
-
-def _room_activity(work: Work, event) -> None:
-    """The teacher console's picture of this session: running (or in a lab) once started, idle once done."""
-    ctx = get_script_run_ctx()
-    if ctx is None or not room_link.settings().enabled:
-        return
-    if isinstance(event, Started):
-        room_link.room().touch(ctx.session_id, activity="lab" if room_slots.is_lab(work) else "running", waiting_since=None)
-    else:
-        room_link.room().touch(ctx.session_id, activity="idle", request="", waiting_since=None)
+    rules = _room_rules()
+    return rules.busy() if rules is not None else None
 
 
 def lab_refusal() -> str | None:
     """None when this session may start lab measurements; in a room the teacher's Locks.labs decide."""
-    if not room_link.settings().enabled:
-        return None
-    return room_slots.lab_refusal(room_link.room().locks.labs, room_link.role())
+    rules = _room_rules()
+    return rules.lab_refusal() if rules is not None else None
 
 
 def lab_notice() -> bool:

@@ -1,16 +1,16 @@
 """The room's join code on the page: its address, code and QR code for the teacher (console header, presenter mode).
 
-Only the teacher ever sees it (a student already typed it; outside room mode there is nothing to join).
-`header()` is the console's compact version; `presenter_banner()` (app.py, one line) shows it LARGE above the
-page while presenter mode is on, for the back row to read and phones to scan, until the teacher hides it.
+Only the teacher ever sees it (a student already typed it; outside room mode there is nothing to join). The code is
+the room's current one (*Clear the room* makes a new one). `header()` is the teacher console's first line;
+`presenter_banner()` (app.py, one line) shows it LARGE above the page while presenter mode is on, for the back row
+to read and phones to scan, until the teacher hides it.
 """
 from __future__ import annotations
 
 import streamlit as st
 
 from ui import state
-from ui.classroom import config
-from ui.room import gate, qr
+from ui.room import config, current, qr
 
 BIG_STYLE = """
 <style>
@@ -23,8 +23,8 @@ BIG_STYLE = """
 
 def _shown() -> config.RoomConfig | None:
     """The room's settings when this session may see its codes (room mode, the teacher); else None."""
-    cfg = gate.settings()
-    return cfg if cfg.enabled and gate.role() == "teacher" else None
+    cfg = current.settings()
+    return cfg if cfg.enabled and current.role() == "teacher" else None
 
 
 @st.cache_data(show_spinner=False)
@@ -41,7 +41,7 @@ def header() -> None:
         if cfg.url:
             st.image(_png(cfg.url, 4), width=120)
         st.markdown(f"Students open **{cfg.url or 'this page'}** and type the join code "
-                    f"`{config.display(cfg.join_code)}`", width="content")
+                    f"`{config.display(current.room().join_code)}`", width="content")
 
 
 def _toggle() -> None:
@@ -63,6 +63,6 @@ def presenter_banner() -> None:
             st.image(_png(cfg.url, 10), width=300)
         with st.container():
             st.markdown(f"Join the room: open **{cfg.url or 'this page'}**, then type")
-            st.markdown(f"`{config.display(cfg.join_code)}`")
+            st.markdown(f"`{config.display(current.room().join_code)}`")
             st.button("Hide the join code", key=state.ROOM_CODE_TOGGLE, on_click=_toggle, type="tertiary",
                       icon=":material/visibility_off:")

@@ -1,14 +1,16 @@
 """A session's place in the room, once per script run: presence, the teacher's locks, follow-me, eviction.
 
-app.py calls `presence(page, pages)` right after st.navigation: it tells the Room (ui/classroom/registry.py) this
-session's page and what it runs or waits for; a student cleared out of the room goes back to the join form; a
-student's model, device and dtype become the teacher's (locked); with follow-me on, a student's page and request
-settings (the shareable-link parameters of ui/demo/links.py) follow the teacher's, each push applied once. A small
-fragment re-checks every few seconds, so a push reaches a student who is only watching. Outside room mode: nothing.
+app.py calls `presence(page, pages)` right after st.navigation: it tells the Room (ui/room/registry.py) this
+session's page and says which of this browser's runs the server's restart cut short; a student cleared out of the
+room goes back to the join form; a student's model, device and dtype become the teacher's (locked); with follow-me
+on, a student's page and request settings (the shareable-link parameters of ui/demo/links.py) follow the teacher's,
+each push applied once. A small fragment re-checks every few seconds, so a push reaches a student who is only
+watching. Outside room mode: nothing.
 """
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 
@@ -18,7 +20,7 @@ from streamlit.runtime.scriptrunner_utils.exceptions import StopException
 from ui import state
 from ui.demo import links
 from ui.engine_link import worker_link
-from ui.room import gate
+from ui.room import current
 from ui.text import prompts
 
 CONSOLE_PATH = "console"  # the teacher console's URL path: never a page students follow
@@ -45,13 +47,14 @@ def _path(page) -> str:
 
 
 def presence(page, pages: list) -> None:
-    role = gate.role()
+    role = current.role()
     if role not in ("teacher", "student"):
         return
-    room, sid = gate.room(), gate.session_id()
+    room, sid = current.room(), current.session_id()
     if role == "student" and room.is_evicted(sid):
         room.readmit(sid)
-        st.session_state.pop(state.ROOM_ROLE, None)  # back to the join form
+        st.session_state.pop(state.ROOM_ROLE, None)  # back to the join form (its browser's sign-in no longer admits it)
+        st.session_state.pop(state.ROOM_SIGN_IN, None)
         st.rerun()
     ss = st.session_state
     if role == "teacher":
@@ -66,7 +69,8 @@ def presence(page, pages: list) -> None:
             ss[FOLLOW_SEEN] = drawn
         enforce_locks()
         _apply_follow(page, pages, sid)
-    room.touch(sid, page=_path(page), **activity())
+    room.touch(sid, page=_path(page), browser=worker_link.store().runs.token)
+    interrupted_notice()
     if role == "student":
         with st.sidebar:  # the sidebar's first element on every page: a fixed place, never where a page draws
             _watch()  # (in the main area a timer run of the old page's fragment once overwrote the new page's title)
@@ -74,7 +78,7 @@ def presence(page, pages: list) -> None:
 
 def push(room=None) -> None:
     """The teacher's current page (not the console) and request settings become what students follow."""
-    room = room or gate.room()
+    room = room or current.room()
     ss = st.session_state
     params = links.build({links.PARAMS[n].key: ss[links.PARAMS[n].key] for n in FOLLOWED if links.PARAMS[n].key in ss})
     room.set_follow(room.teacher_page or links.HOME, params)
@@ -82,10 +86,10 @@ def push(room=None) -> None:
 
 def enforce_locks() -> None:
     """A student's model settings are the teacher's; its lengths stay under the teacher's caps."""
-    if gate.role() != "student":
+    if current.role() != "student":
         return
     ss = st.session_state
-    for name, value in gate.room().student_spec(_server_spec()).items():
+    for name, value in current.room().student_spec(_server_spec()).items():
         ss[SPEC_KEYS[name]] = value
     caps = length_caps()
     for key, cap in ((state.PROMPT_TOKENS, caps[0]), (state.MAX_NEW_TOKENS, caps[1])):
@@ -95,16 +99,16 @@ def enforce_locks() -> None:
 
 def locked_keys() -> set[str]:
     """The sidebar keys a student may not change (empty for the teacher and outside room mode)."""
-    if gate.role() != "student":
+    if current.role() != "student":
         return set()
-    return {SPEC_KEYS[name] for name in gate.room().student_spec(_server_spec())}
+    return {SPEC_KEYS[name] for name in current.room().student_spec(_server_spec())}
 
 
 def length_caps() -> tuple[int | None, int | None]:
     """The teacher's maximum prompt and output lengths for this session (None: no cap)."""
-    if gate.role() != "student":
+    if current.role() != "student":
         return None, None
-    locks = gate.room().locks
+    locks = current.room().locks
     return locks.max_prompt_tokens, locks.max_output_tokens
 
 
@@ -113,7 +117,7 @@ def _apply_follow(page, pages: list, sid: str) -> None:
     page has drawn it to its end (`drawing`): a rerun the browser asks for meanwhile (a fragment's timer) replaces a
     pending page switch with its own page (Streamlit keeps the newest request's page), or cuts the new page's run
     short, and the next look (`_watch`) must then switch or draw again."""
-    version, follow = gate.room().following()
+    version, follow = current.room().following()
     ss = st.session_state
     if follow is None or ss.get(FOLLOW_SEEN) == version:
         return
@@ -135,7 +139,7 @@ def drawing() -> Iterator[None]:
     """Around app.py's page.run(): a push whose page ran to its end (or to its own st.stop()) counts as seen at the
     session's next run. A run cut short by another rerun leaves it unseen, so the student's next look reruns the app
     and draws the page whole. Outside room mode and for the teacher: nothing."""
-    sid = gate.session_id() if gate.role() == "student" else None
+    sid = current.session_id() if current.role() == "student" else None
     try:
         yield
     except StopException:
@@ -161,22 +165,28 @@ def _seen(sid: str) -> int | None:
     return drawn if drawn is not None else st.session_state.get(FOLLOW_SEEN)
 
 
-def activity() -> dict:
-    """What this session runs or waits for, in the Member's words (its own store: no other session's)."""
-    store = worker_link.store()
-    live = store.live if store.live is not None and not store.live.finished else None
-    if live is not None:
-        return dict(activity="waiting" if live.queue_seconds is None else "running",
-                    request=f"{live.n_prompt} → {live.max_new_tokens} tokens")
-    if store.jobs:
-        return dict(activity="lab", request=", ".join(job.label for job in store.jobs.values()))
-    return dict(activity="idle", request="")
+def interrupted_notice() -> None:
+    """Runs of this browser that the server's restart cut short: said once per session, and until a run finishes."""
+    ss, store = st.session_state, worker_link.store()
+    runs = store.runs
+    if runs.interrupted:
+        lines = [f"{what} (sent at {time.strftime('%H:%M', time.localtime(since))})" for _, what, since in runs.interrupted]
+        ss[state.ROOM_INTERRUPTED] = (len(store.history), "The room's server stopped while it ran this browser's "
+                                      + ("runs " if len(lines) > 1 else "run ") + "; ".join(lines)
+                                      + ": it did not finish and nothing of it is shown as finished. Press Run again.")
+        current.saver().seen_interrupted(runs)
+    shown = ss.get(state.ROOM_INTERRUPTED)
+    if shown is not None:
+        if len(store.history) > shown[0]:
+            del ss[state.ROOM_INTERRUPTED]  # a run finished since: the note has done its work
+        else:
+            st.warning(shown[1], icon=":material/restart_alt:")
 
 
 @st.fragment(run_every=WATCH_EVERY_S)
 def _watch() -> None:
     """A student's page looks for a new push or an eviction every few seconds, and reruns the app for it."""
-    room, sid = gate.room(), gate.session_id()
+    room, sid = current.room(), current.session_id()
     version, follow = room.following()
     with _LOCK:
         drawing_now = _DRAWING.get(sid) == version  # this very run draws the push's page

@@ -14,30 +14,33 @@ from __future__ import annotations
 import streamlit as st
 
 from ui import state
-from ui.engine_link import room_sessions, worker_link
+from ui.engine_link import worker_link
 from ui.errors import EngineError
 from ui.figures import fig_poll
-from ui.room import gate, polls
+from ui.room import current, polls, sessions
 
 REFRESH_S = 2.0  # how often the projector and the students' pages look for new answers
 
 
 def solo() -> bool:
-    return gate.role() == "solo"
+    return current.role() == "solo"
 
 
-def current() -> polls.Poll | None:
-    return st.session_state.get(state.POLL_SOLO) if solo() else gate.room().poll
+def the_poll() -> polls.Poll | None:
+    return st.session_state.get(state.POLL_SOLO) if solo() else current.room().poll
 
 
 def _open(poll: polls.Poll) -> None:
     if solo():
         st.session_state[state.POLL_SOLO] = poll
+        st.session_state.setdefault(state.POLL_HISTORY, []).append(poll)
     else:
-        room = gate.room()
-        with room.lock:
-            room.poll = poll
-    st.session_state.setdefault(state.POLL_HISTORY, []).append(poll)
+        current.room().open_poll(poll)  # the room's round from now on, kept in the room's file as it changes
+
+
+def history() -> list[polls.Poll]:
+    """Every round so far: the room's (kept across a restart), or this session's own outside room mode."""
+    return list(st.session_state.get(state.POLL_HISTORY, [])) if solo() else current.room().all_rounds()
 
 
 def _record(poll: polls.Poll, key: str, labels: list[str]) -> None:
@@ -45,7 +48,7 @@ def _record(poll: polls.Poll, key: str, labels: list[str]) -> None:
     st.session_state.pop(state.POLL_ERROR, None)
     if choice in labels:
         try:
-            poll.answer(gate.session_id(), labels.index(choice))
+            poll.answer(current.member_id(), labels.index(choice))
         except polls.PollError as exc:
             st.session_state[state.POLL_ERROR] = str(exc)
 
@@ -58,12 +61,12 @@ def answer_widget(poll: polls.Poll, label: str = "Your prediction") -> None:
     """This session's one answer (it may change it until the answers lock)."""
     ss, labels = st.session_state, [o.label for o in poll.question.options]
     key = f"{state.POLL_CHOICE}{poll.serial}"
-    mine = poll.answer_of(gate.session_id())
+    mine = poll.answer_of(current.member_id())
     st.radio(f"**{label}{_round(poll)}:** {poll.question.question}", labels, index=mine if key not in ss else None,
              key=key, on_change=_record, args=(poll, key, labels), disabled=not poll.open)
     if ss.get(state.POLL_ERROR):
         st.error(ss[state.POLL_ERROR])
-    mine = poll.answer_of(gate.session_id())
+    mine = poll.answer_of(current.member_id())
     if mine is not None:
         more = (" You may change it until the answers lock." if poll.open else
                 " The answers are locked: this is the one that counts.")
@@ -101,7 +104,7 @@ def status_line(poll: polls.Poll) -> None:
     answered = sum(poll.counts())
     if solo():
         return
-    students = [m for m in room_sessions.present() if m.role == "student"]
+    students = [m for m in sessions.present() if m.role == "student"]
     state_words = "open: answers may change" if poll.open else "locked"
     st.caption(f"**{answered}** answer{'s' if answered != 1 else ''} from {len(students)} student"
                f"{'s' if len(students) != 1 else ''} in the room{_round(poll)} · {state_words}"
@@ -116,12 +119,14 @@ def projector() -> None:
 
 
 def _projector() -> None:
-    poll = current()
+    poll = the_poll()
     if poll is None:
         st.info("No question is open: choose one above and press **Open**.")
         return
     st.subheader(poll.question.question)
     status_line(poll)
+    if poll.interrupted:
+        st.warning(poll.interrupted, icon=":material/restart_alt:")
     if solo():
         answer_widget(poll)
     if poll.revealed or (solo() and poll.measuring_since is not None):
@@ -134,7 +139,7 @@ def _projector() -> None:
 @st.fragment(run_every=REFRESH_S)
 def student() -> None:
     """A student's view: answer alone; the room's answers show only once the teacher reveals them or measures."""
-    poll = current()
+    poll = the_poll()
     if poll is None:
         st.info("No question yet: the teacher opens one, and it appears here by itself.")
         return
@@ -149,7 +154,7 @@ def teacher_controls(questions: list[polls.Question], problems: list[str]) -> No
     """Open a question (from the bank, or written here), lock, reveal, measure, revote, export the results."""
     for line in problems:
         st.warning(f"Question file skipped: {line}")
-    poll = current()
+    poll = the_poll()
     busy = poll is not None and poll.measuring_since is not None
     by_id = {q.id: q for q in questions}
     cols = st.columns([5, 1])
@@ -158,7 +163,7 @@ def teacher_controls(questions: list[polls.Question], problems: list[str]) -> No
     if cols[1].button("Open", key=state.POLL_OPEN, type="primary", disabled=busy or pick is None,
                       help="Opens it for the room (a new poll: answers start from zero)."):
         _open(polls.Poll(by_id[pick]))
-        poll = current()
+        poll = the_poll()
     with st.expander("Write your own question"):
         text = st.text_input("Question", key=state.POLL_WRITE_TEXT, max_chars=polls.MAX_TEXT)
         options = st.text_area("Answers, one per line (a number in a line, like ×2, is the figure it predicts)",
@@ -169,7 +174,7 @@ def teacher_controls(questions: list[polls.Question], problems: list[str]) -> No
         if st.button("Open my question", key=state.POLL_WRITE_OPEN, disabled=busy):
             try:
                 _open(polls.Poll(polls.written_question(text, options, exp)))
-                poll = current()
+                poll = the_poll()
             except polls.PollError as exc:
                 st.error(str(exc))
     if poll is None:
@@ -189,10 +194,9 @@ def teacher_controls(questions: list[polls.Question], problems: list[str]) -> No
                         "The first round's answers stay as they were given."):
         _open(poll.revote())
         st.rerun()
-    history = st.session_state.get(state.POLL_HISTORY, [poll])
-    c[5].download_button("Results (CSV)", data=lambda: polls.to_csv(history), file_name="two_bends_polls.csv",
+    c[5].download_button("Results (CSV)", data=lambda: polls.to_csv(history() or [poll]), file_name="two_bends_polls.csv",
                          mime="text/csv", key=state.POLL_CSV, on_click="ignore",
-                         help="Every round of this session's polls, as they stand when you click.")
+                         help="Every round so far, with its answers and what was measured, as they stand when you click.")
     if poll.question.id == "written":
         st.download_button("Save my question as a file for assets/polls/", poll.question.to_json(),
                            file_name="my_question.json", mime="application/json", key=state.POLL_SAVE)

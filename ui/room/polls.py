@@ -7,10 +7,11 @@ becomes one measured (or computed-from-measured) figure. Options with a `range` 
 the measurement lands in exactly one of them and that option's own explanation is the one shown: an explanation can
 never contradict the value it explains.
 
-A Poll is one round: one answer per browser session, changeable until the answers lock (the teacher locks them,
-reveals them, or presses Measure). Nobody sees the room's answers before the reveal. A revote after discussion is a
-new round of the same question; every round keeps its own pre-reveal answers. `to_csv` exports each round's answers
-beside what was measured. Answers carry no time: nothing scores speed.
+A Poll is one round: one answer per member of the room (a browser), changeable until the answers lock (the teacher
+locks them, reveals them, or presses Measure). Nobody sees the room's answers before the reveal. A revote after
+discussion is a new round of the same question; every round keeps its own pre-reveal answers. A room's rounds hand
+every change to the room's keeper (ui/room/keeper.py) as it happens, so a restart finds them. `to_csv` exports each
+round's answers beside what was measured and when. Answers carry no time: nothing scores speed.
 """
 from __future__ import annotations
 
@@ -25,7 +26,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ui.room.poll_experiments import EXPERIMENTS, Experiment, Measured, PollError  # noqa: F401 (polls' API)
+from ui.room.poll_experiments import EXPERIMENTS, Experiment, Measured, PollError
 
 BANK_DIR = Path(__file__).resolve().parents[2] / "assets" / "polls"
 QUESTION_FIELDS = {  # the fields of a question file, documented for teachers (README, assets/polls/README.md)
@@ -224,13 +225,22 @@ def written_question(text: str, option_lines: str, experiment: str = "", params:
 
 # --- the poll: one round of one question the room answers -----------------------------------------------------
 _serials = itertools.count(1)
+_serials_lock = threading.Lock()
+
+
+def serials_after(serial: int) -> None:
+    """New rounds get serials above `serial` (the highest a restarted room read back from its file)."""
+    global _serials
+    with _serials_lock:
+        nxt = next(_serials)
+        _serials = itertools.count(max(nxt, serial + 1))
 
 
 @dataclass
 class Poll:
     question: Question
     serial: int = field(default_factory=lambda: next(_serials))  # a new poll (or round) gets new widget keys
-    answers: dict[str, int] = field(default_factory=dict)  # session id -> option index (one per session)
+    answers: dict[str, int] = field(default_factory=dict)  # member id (a browser) -> option index, one each
     open: bool = True  # answers may still change
     revealed: bool = False  # the room's answers are shown (after the reveal or the measurement)
     measured: Measured | None = None
@@ -238,19 +248,33 @@ class Poll:
     opened: float = field(default_factory=time.time)
     round: int = 1  # 1, then 2, 3 ... for each revote of the same question
     earlier: list = field(default_factory=list, repr=False)  # the earlier rounds of this question (revotes)
+    measured_at: float | None = None
+    interrupted: str = ""  # what a restart of the server cut short, in words ("" when nothing)
+    keeper: object = field(default=None, repr=False, compare=False)  # the room's file (ui/room/keeper.py); None: solo
     lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
 
-    def answer(self, session_id: str, index: int) -> None:
+    def _kept(self) -> None:
+        if self.keeper is not None:
+            self.keeper.save_round(self)
+
+    @property
+    def first_serial(self) -> int:
+        """Round 1 of this question (this poll itself when it is round 1)."""
+        return self.earlier[0].serial if self.earlier else self.serial
+
+    def answer(self, member_id: str, index: int) -> None:
         with self.lock:
             if not self.open:
                 raise PollError("The answers are locked: they no longer change (a revote would be a new round).")
             if not isinstance(index, int) or not 0 <= index < len(self.question.options):
                 raise PollError("That answer is not one of this question's options.")
-            self.answers[session_id] = index
+            self.answers[member_id] = index
+        if self.keeper is not None:
+            self.keeper.save_answer(self, member_id, index)
 
-    def answer_of(self, session_id: str) -> int | None:
+    def answer_of(self, member_id: str) -> int | None:
         with self.lock:
-            return self.answers.get(session_id)
+            return self.answers.get(member_id)
 
     @property
     def settled(self) -> bool:
@@ -263,18 +287,22 @@ class Poll:
             if is_open and self.settled:
                 raise PollError("These answers were revealed or measured: they stay as given. Start a revote instead.")
             self.open = is_open
+        self._kept()
 
     def reveal(self) -> None:
         """Show the room's answers to everyone: the answers lock first, so what was given before is what counts."""
         with self.lock:
             self.open = False
             self.revealed = True
+        self._kept()
 
     def revote(self) -> Poll:
         """A new round of the same question after discussion: answers start from zero, hidden until revealed."""
         with self.lock:
             self.open = False
-            return Poll(self.question, round=self.round + 1, earlier=[*self.earlier, self])
+            nxt = Poll(self.question, round=self.round + 1, earlier=[*self.earlier, self], keeper=self.keeper)
+        self._kept()
+        return nxt
 
     def counts(self) -> list[int]:
         with self.lock:
@@ -291,20 +319,24 @@ class Poll:
                 raise PollError(f"A measurement for this question is already running (started "
                                 f"{now - self.measuring_since:.0f} s ago): its answer shows here when it ends.")
             self.open = False  # the answers given before Measure are the ones that count
-            self.measuring_since = now
+            self.measuring_since, self.interrupted = now, ""
+        self._kept()
 
-    def end_measure(self, measured: Measured | None) -> None:
+    def end_measure(self, measured: Measured | None, now: float | None = None) -> None:
         """The measurement ended: its figure (None: failed or cancelled, the previous one stays). A figure reveals
         the answers, and answers the earlier rounds of the same question too."""
+        now = time.time() if now is None else now
         with self.lock:
             self.measuring_since = None
             if measured is not None:
-                self.measured = measured
+                self.measured, self.measured_at = measured, now
                 self.revealed = True
+        self._kept()
         if measured is not None:
             for earlier in self.earlier:
                 with earlier.lock:
-                    earlier.measured = measured
+                    earlier.measured, earlier.measured_at = measured, now
+                earlier._kept()
 
     @property
     def matched(self) -> int | None:
@@ -326,8 +358,12 @@ def csv_rows(polls: list[Poll]) -> list[dict]:
                 measured_value="" if poll.measured is None or poll.measured.value is None else f"{poll.measured.value:.4g}",
                 measured=poll.measured.text if poll.measured else "",
                 how=poll.measured.how if poll.measured else "", matches_measurement=matched == i,
-                opened=time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(poll.opened))))
+                opened=_when(poll.opened), measured_at=_when(poll.measured_at) if poll.measured is not None else ""))
     return rows
+
+
+def _when(t: float | None) -> str:
+    return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(t)) if t is not None else ""
 
 
 def to_csv(polls: list[Poll]) -> str:

@@ -9,8 +9,7 @@ from streamlit.testing.v1 import AppTest
 
 from tests import ROOT
 from ui import state
-from ui.classroom import config
-from ui.room import gate, polls
+from ui.room import config, current, polls
 
 APP = str(ROOT / "app.py")
 PAGE = "pages/room/poll.py"
@@ -36,15 +35,16 @@ SID = "test_session_id"  # AppTest gives every session the same id: a test names
 
 
 @pytest.fixture
-def room_env(monkeypatch):
+def room_env(monkeypatch, tmp_path):
     import streamlit as st
-    monkeypatch.setattr(gate, "session_id", lambda: st.session_state.get(SID, "test session id"))
+    monkeypatch.setattr(current, "session_id", lambda: st.session_state.get(SID, "test session id"))
     monkeypatch.setenv(config.ENV_ROOM, "1")
     monkeypatch.setenv(config.ENV_JOIN, "BRIDGE")
     monkeypatch.setenv(config.ENV_TEACHER, "VALLEY9")
-    gate.room.clear()  # the Room is one per server (cache_resource): each test starts from an empty room
-    yield
-    gate.room.clear()
+    monkeypatch.setenv(config.ENV_DATA_DIR, str(tmp_path))  # the room's file: this test's own
+    current.held.clear()  # the Room is one per server (cache_resource): each test starts from an empty room
+    yield tmp_path
+    current.held.clear()
 
 
 def test_alone_predict_then_measure_for_yourself(monkeypatch, navigation_only):
@@ -86,7 +86,7 @@ def test_room_answers_stay_hidden_until_measured_and_lock_at_measure(room_env, n
     assert not any(b.key == state.POLL_MEASURE for b in students[0].button)  # only the teacher measures
     teacher.selectbox(key=state.POLL_PICK).set_value("double-the-prompt")
     teacher.button(key=state.POLL_OPEN).click().run()
-    poll = gate.room().poll
+    poll = current.room().poll
     labels = [o.label for o in poll.question.options]
     for at, choice in zip(students, [labels[1], labels[1], labels[2]]):
         answer(at, choice)
@@ -116,7 +116,7 @@ def test_reveal_then_revote_is_a_new_round_and_the_first_round_stays(room_env, n
     students = [open_poll_page("bridge", f"student-{i}") for i in range(2)]
     teacher.selectbox(key=state.POLL_PICK).set_value("eight-riders")
     teacher.button(key=state.POLL_OPEN).click().run()
-    first = gate.room().poll
+    first = current.room().poll
     labels = [o.label for o in first.question.options]
     answer(students[0], labels[2])
     answer(students[1], labels[0])
@@ -129,33 +129,34 @@ def test_reveal_then_revote_is_a_new_round_and_the_first_round_stays(room_env, n
     assert students[0].get("plotly_chart")  # revealed: the room sees its answers
     teacher.button(key=state.POLL_REVOTE).click().run()
     no_exception(teacher)
-    second = gate.room().poll
+    second = current.room().poll
     assert second is not first and second.round == 2 and second.counts() == [0, 0, 0] and not second.revealed
     answer(students[0], labels[1])
     assert first.counts() == [1, 0, 1] and second.counts() == [0, 1, 0]
-    assert teacher.session_state[state.POLL_HISTORY][-2:] == [first, second]
-    rows = polls.csv_rows(teacher.session_state[state.POLL_HISTORY])
+    assert current.room().all_rounds()[-2:] == [first, second]  # the room's rounds, whichever tab opened them
+    rows = polls.csv_rows(current.room().all_rounds())
     assert {r["round"] for r in rows} == {1, 2}
 
 
 def test_a_student_whose_tab_closed_is_not_counted_in_the_room(room_env, navigation_only, monkeypatch):
-    from ui.engine_link import room_sessions
+    from ui.room import sessions
     teacher = open_poll_page("valley9")
     for i in range(3):
         open_poll_page("bridge", f"student-{i}")
     teacher.selectbox(key=state.POLL_PICK).set_value("double-the-prompt")
     teacher.button(key=state.POLL_OPEN).click().run()
     assert any("**0** answers from 3 students" in c.value for c in teacher.caption)
-    monkeypatch.setattr(room_sessions, "sessions_alive", lambda ids: set(ids) - {"student-1"})  # that tab closed
+    monkeypatch.setattr(sessions, "sessions_alive", lambda ids: set(ids) - {"student-1"})  # that tab closed
     teacher.run()
     assert any("**0** answers from 2 students" in c.value for c in teacher.caption)
-    assert "student-1" not in {m.session_id for m in gate.room().snapshot()}
+    assert "student-1" not in {sid for m in current.room().present() for sid in m.sessions}
+    assert len(current.room().snapshot()) == 4  # the student is away, still a member (a reload brings them back)
 
 
 def test_a_second_measure_while_one_runs_gets_one_clear_line(room_env, navigation_only):
     teacher = open_poll_page("valley9")
     teacher.button(key=state.POLL_OPEN).click().run()
-    gate.room().poll.begin_measure()  # another teacher tab's measurement is running
+    current.room().poll.begin_measure()  # another teacher tab's measurement is running
     teacher.button(key=state.POLL_MEASURE).click().run()
     no_exception(teacher)
     errors = [e.value for e in teacher.error]

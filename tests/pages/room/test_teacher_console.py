@@ -7,8 +7,7 @@ from streamlit.testing.v1 import AppTest
 
 from tests import ROOT
 from ui import state
-from ui.classroom import config
-from ui.room import console, follow, gate
+from ui.room import config, console, current, follow
 
 APP = str(ROOT / "app.py")
 CONSOLE = "pages/room/teacher_console.py"
@@ -17,12 +16,13 @@ _ids = itertools.count()
 
 
 @pytest.fixture
-def room_env(monkeypatch, navigation_only):
+def room_env(monkeypatch, navigation_only, tmp_path):
     monkeypatch.setenv(config.ENV_ROOM, "1")
     monkeypatch.setenv(config.ENV_JOIN, "BRIDGE")
     monkeypatch.setenv(config.ENV_TEACHER, "VALLEY9")
-    gate.room.clear()  # a fresh Room for each test (st.cache_resource lives as long as the process)
-    monkeypatch.setattr(gate, "session_id", lambda: st.session_state.get(SID, "no-session"))
+    monkeypatch.setenv(config.ENV_DATA_DIR, str(tmp_path))  # the room's file: this test's own
+    current.held.clear()  # a fresh Room for each test (st.cache_resource lives as long as the process)
+    monkeypatch.setattr(current, "session_id", lambda: st.session_state.get(SID, "no-session"))
 
 
 def _enter(code: str) -> AppTest:
@@ -76,7 +76,7 @@ def test_follow_me_moves_a_student_to_the_teachers_page_and_settings(room_env):
     assert student.session_state[state.MAX_NEW_TOKENS] == 48
     assert any("Decode" in t.value for t in student.title)
     student.run()  # the page was drawn to its end: from the next run on, the push counts as seen
-    assert student.session_state[follow.FOLLOW_SEEN] == gate.room().following()[0]
+    assert student.session_state[follow.FOLLOW_SEEN] == current.room().following()[0]
 
 
 def test_a_page_switch_lost_to_another_rerun_is_made_again(room_env, monkeypatch):
@@ -95,7 +95,7 @@ def test_a_page_switch_lost_to_another_rerun_is_made_again(room_env, monkeypatch
     student.run()  # the next look
     assert not student.exception and any("Decode" in t.value for t in student.title)
     student.run()
-    assert student.session_state[follow.FOLLOW_SEEN] == gate.room().following()[0]
+    assert student.session_state[follow.FOLLOW_SEEN] == current.room().following()[0]
 
 
 def test_clearing_the_room_sends_students_back_to_the_code(room_env):
@@ -112,10 +112,15 @@ def test_clearing_the_room_sends_students_back_to_the_code(room_env):
     student.run()
     assert not student.exception
     assert [t.value for t in student.title] == ["Two Bends — join the room"]
-    student.text_input(key=state.ROOM_CODE).set_value("bridge")
+    new_code = current.room().join_code
+    assert new_code != "BRIDGE" and any(config.display(new_code) in s.value for s in teacher.success)
+    student.text_input(key=state.ROOM_CODE).set_value("bridge")  # the old code no longer opens the room
+    student.button[0].click().run()
+    assert any("not this room's" in e.value for e in student.error)
+    student.text_input(key=state.ROOM_CODE).set_value(new_code)
     student.button[0].click().run()
     assert not student.exception and student.session_state[state.ROOM_ROLE] == "student"
-    assert len(gate.room().snapshot()) == 2
+    assert len(current.room().snapshot()) == 2
 
 
 def test_a_student_never_sees_the_console(room_env):

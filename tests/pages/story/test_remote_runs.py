@@ -8,8 +8,8 @@ from streamlit.testing.v1 import AppTest
 from tests import ROOT
 from tests.serving_helpers import InProcessServer
 from ui import state
-from ui.classroom import config
 from ui.engine_link import remote_engine, server_measurement
+from ui.room import config
 
 APP = str(ROOT / "app.py")
 

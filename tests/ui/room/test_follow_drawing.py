@@ -3,13 +3,13 @@ st.stop()), never when another rerun cuts the run short (the student's next look
 import pytest
 from streamlit.runtime.scriptrunner_utils.exceptions import RerunException, StopException
 
-from ui.room import follow, gate
+from ui.room import current, follow
 
 
 @pytest.fixture
 def student(monkeypatch):
-    monkeypatch.setattr(gate, "role", lambda: "student")
-    monkeypatch.setattr(gate, "session_id", lambda: "sid-drawing")
+    monkeypatch.setattr(current, "role", lambda: "student")
+    monkeypatch.setattr(current, "session_id", lambda: "sid-drawing")
     yield "sid-drawing"
     for store in (follow._DRAWING, follow._DRAWN):
         store.pop("sid-drawing", None)

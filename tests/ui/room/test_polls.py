@@ -4,6 +4,7 @@ a time, each experiment on the tiny model (run directly, as the worker would), C
 import json
 import subprocess
 import sys
+import time
 from types import SimpleNamespace
 
 import pytest
@@ -195,12 +196,15 @@ def test_csv_has_one_row_per_option_with_the_measurement():
     poll = polls.Poll(q)
     for sid, i in [("a", 1), ("b", 1), ("c", 0)]:
         poll.answer(sid, i)
-    poll.end_measure(polls.Measured(1.9, "TTFT ×1.90: 10.0 → 19.0 ms (128 → 256)"))
+    poll.end_measure(polls.Measured(1.9, "TTFT ×1.90: 10.0 → 19.0 ms (128 → 256)"), now=poll.opened + 75)
     text = polls.to_csv([poll])
     lines = text.strip().splitlines()
     assert len(lines) == 1 + len(q.options) and lines[0].startswith("poll,round,question_id,question,option")
-    assert ",2,0.667,3,1.9," in lines[2] and lines[2].endswith(",True," + lines[2].split(",")[-1])
+    assert lines[0].endswith(",opened,measured_at")
+    opened, measured_at = lines[2].split(",")[-2:]
+    assert ",2,0.667,3,1.9," in lines[2] and lines[2].endswith(f",True,{opened},{measured_at}")
     assert ",Measured on this engine,True," in lines[2]
+    assert measured_at == time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(poll.opened + 75))  # when it was measured
 
 
 def test_the_amdahl_figure_says_it_was_computed():

@@ -1,5 +1,5 @@
 """Wrong room codes are slowed down per client: free tries, then doubling waits, per session and per address."""
-from ui.classroom.throttle import Throttle, client_keys
+from ui.room.throttle import Throttle, client_keys
 
 
 class Clock:

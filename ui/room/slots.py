@@ -4,15 +4,16 @@ Streamlit-free (ui/engine_link/worker_link.py asks it before anything reaches th
 the first is still in the engine gets one clear line instead of a second place in the queue, so thirty students
 get thirty places, not one student sixty. A slot frees itself when its work's final event arrives, when the
 work is cancelled, or when the session's tab closes (the worker link's janitor). Lab jobs follow the teacher's
-Locks.labs (ui/classroom/registry.py): "teacher" (the default), "all" or "none"; a refused lab never reaches the engine.
+Locks.labs (ui/room/registry.py): "teacher" (the default), "all" or "none"; a refused lab never reaches the engine.
 """
 from __future__ import annotations
 
 import queue
 import threading
+import time
 
 from engine.serving.scheduling import lab_jobs
-from engine.serving.scheduling.work import FINAL, Job, Request, Work
+from engine.serving.scheduling.work import FINAL, Job, Request, Started, Work
 
 ONE_AT_A_TIME = ("Your earlier run is still in the engine (waiting or running): one run at a time per student keeps "
                  "the room fair. Wait for it to finish, or cancel it, then run again.")
@@ -25,15 +26,22 @@ NOT_LABS = (lab_jobs.MODEL_DESCRIBE.name, lab_jobs.ATTENTION_CAPTURE.name)  # wh
 
 
 class Watched(queue.Queue):
-    """A work item's event queue that remembers whether the final event arrived (whoever reads the events)."""
+    """A work item's event queue that notes, as the engine sends them (whoever reads the events), when the engine
+    started the work and when its final event arrived: the teacher console's waiting and running counts come from
+    here, the engine's own events, not from what each page has read so far."""
 
     def __init__(self):
         super().__init__()
         self.ended = threading.Event()
+        self.started: Started | None = None  # the engine's Started event (its queue_seconds), once it came
+        self.ended_at: float | None = None  # time.monotonic() at the final event
 
     def put(self, item, *args, **kwargs):
+        if isinstance(item, Started):
+            self.started = item
         super().put(item, *args, **kwargs)
         if isinstance(item, FINAL):
+            self.ended_at = time.monotonic()
             self.ended.set()
 
 

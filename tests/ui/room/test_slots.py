@@ -1,8 +1,8 @@
 """One run in flight per session in a room, and who may start labs: the slot table and the lab policy."""
 from engine.serving.scheduling import lab_jobs
 from engine.serving.scheduling.work import Done, Failed, Job, Request
-from ui.engine_link import room_slots
-from ui.engine_link.room_slots import ONE_AT_A_TIME, Slots, lab_refusal
+from ui.room import slots as room_slots
+from ui.room.slots import ONE_AT_A_TIME, Slots, lab_refusal
 
 
 def held(slots: Slots, sid: str, work):
