@@ -33,7 +33,7 @@ class InProcessServer:
         if hold:  # a scheduler whose thread never starts: submitted work waits (a queue that fills up on demand)
             self.service.scheduler.stop()  # a stopped scheduler refuses new work, so it is replaced
             self.service.scheduler = Scheduler(mode, max_queue=max_queue, pool=self.service.scheduler.pool)
-        self.http = BackgroundServer(create_app(self.service, self.served, api_key))
+        self.http = BackgroundServer(create_app(self.service, self.served, api_key), api_key=api_key or "")
         self.url = self.http.url
 
     def close(self) -> None:

@@ -1,5 +1,6 @@
 """`engine serve --api-key`: the official openai client gets 401 without the key and answers with it; /health,
-/metrics, /version and the API's description stay open (vLLM guards only /v1); a warning when it listens beyond this machine with no key; `measure --api-key`."""
+/metrics, /version and the API's description stay open (vLLM guards only /v1); a warning when it listens beyond
+this machine with no key; `measure --api-key`."""
 import json
 import subprocess
 import sys
@@ -20,7 +21,7 @@ KEY = "sk-room-7f3a"
 def server():
     spec = ModelSpec("tiny-llama", "cpu", "float32")
     service = LocalService(ServiceOptions(preload=spec))
-    http = BackgroundServer(create_app(service, prepare(service, spec, "tiny-llama", 4096), api_key=KEY))
+    http = BackgroundServer(create_app(service, prepare(service, spec, "tiny-llama", 4096), api_key=KEY), api_key=KEY)
     yield http.url
     http.stop()
     service.close()
