@@ -147,7 +147,7 @@ class Flight:
             elif isinstance(event, Failed):
                 self._closed = True
                 self._release()
-                self.metrics.finished("abort")
+                self.metrics.finished("abort" if event.cancelled else "error")
                 raise ApiError(503 if event.cancelled else 500, f"the engine could not finish this request: {event.message}")
         return None
 

@@ -23,6 +23,7 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, gene
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
 ENGINE_INDEX = "0"  # vLLM labels each engine core; this server has one
+FINISHED_REASONS = ("stop", "length", "abort", "error", "repetition")  # vLLM's FinishReason: each series from the start
 # vLLM's bucket edges (seconds)
 TTFT_BUCKETS = (0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0, 20.0, 40.0,
                 80.0, 160.0, 640.0, 2560.0)
@@ -72,9 +73,12 @@ class ServerMetrics:
         self.prefix_hits = counter("vllm:prefix_cache_hits", "Prefix cache hits, in terms of number of cached tokens.")
         self._success = Counter("vllm:request_success", "Count of successfully processed requests.",
                                 labels + ["finished_reason"], registry=r)
+        for reason in FINISHED_REASONS:
+            self._success.labels(*values, reason)
 
     def finished(self, reason: str) -> None:
-        """A request ended: reason "stop", "length" or "abort" (client gone or engine failure), as in vLLM."""
+        """A request ended: reason "stop", "length", "abort" (client gone, server stopping) or "error" (the engine
+        failed on it: a 500), as in vLLM."""
         self._success.labels(self.model_name, ENGINE_INDEX, reason).inc()
 
     def kv_share(self) -> float:

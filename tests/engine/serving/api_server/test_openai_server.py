@@ -122,6 +122,8 @@ def test_metrics_carry_vllms_labels_and_the_families_clients_read(client, server
     greedy(client, n=3)
     text = post_raw(server.url, "/metrics")
     assert 'vllm:generation_tokens_total{engine="0",model_name="tiny-llama"}' in text
+    for reason in ("stop", "length", "abort", "error", "repetition"):  # every series of vLLM's, from the start
+        assert f'vllm:request_success_total{{engine="0",finished_reason="{reason}",model_name="tiny-llama"}}' in text
     for name in ("vllm:kv_cache_usage_perc", "vllm:prefix_cache_queries_total", "vllm:prefix_cache_hits_total",
                  "vllm:request_time_per_output_token_seconds_bucket"):
         assert name + "{" in text, name
