@@ -15,11 +15,12 @@ find it) and the name it was loaded by (smollm2-135m). A request may leave `mode
 
 The scheduler runs in a thread of this process by default: measured no worse than a child process, whose
 pickle, pipe and reader thread per event cost more than the event loop's few microseconds of Python per token
-(the numbers: README, "Serving"). `--worker process` keeps the other choice, and
-`scripts/bench_serving.py --servers ours,ours-process --mode batch` repeats the comparison.
-Behind HTTP as fast as in process: `scripts/serve_vs_inprocess.py` times the same request through `engine generate`
-and through this server in alternate rounds (README, "Behind HTTP as fast as in process"); pinning the model's
-OpenMP threads made it slower (the event loop then shares a pinned core), so they are not pinned.
+(docs/decisions/worker-process.md). `--worker process` keeps the other choice, and
+`python -m benchmarks.bench_serving --servers ours,ours-process --mode batch` repeats the comparison.
+Behind HTTP as fast as in process: `python -m benchmarks.serve_vs_inprocess` times the same request through
+`engine generate` and through this server in alternate rounds (docs/serving.md); pinning the model's OpenMP
+threads made it slower (the event loop then shares a pinned core), so they are not pinned. Before it says it
+serves, the server warms what a first request would pay for (`prepare`, `warm_http`; benchmarks/first_request.py).
 """
 from __future__ import annotations
 
