@@ -10,7 +10,7 @@ import pytest
 
 from engine.core.prompting import chat_ids
 from engine.serving.api_server.vllm_metrics import ServerMetrics
-from tests.serving_helpers import InProcessServer, metrics_of, post
+from tests.serving_helpers import CliServer, InProcessServer, free_port, metrics_of, post
 
 PROMPT = "Two bends on the old post road"
 
@@ -251,6 +251,19 @@ def test_a_model_answers_to_each_of_its_names():
         status, _, answer = post(srv.url, "/v1/completions", {"model": "tiny", "prompt": PROMPT})
         assert status == 404 and "'org/tiny-llama', 'tiny-llama'" in answer["error"]["message"]
         assert 'model_name="org/tiny-llama"' in post_raw(srv.url, "/metrics")
+    finally:
+        srv.close()
+
+
+def test_the_cli_takes_several_served_names_and_says_so_once_warm():
+    srv = CliServer("--model", "tiny-llama", "--device", "cpu", "--served-model-name", "room/tiny", "tiny",
+                    port=free_port())
+    try:
+        assert "serving 'room/tiny' (also as 'tiny')" in srv.lines[-1]
+        status, _, listed = post(srv.url, "/v1/models", None, method="GET")
+        assert [m["id"] for m in listed["data"]] == ["room/tiny", "tiny"]
+        assert post(srv.url, "/v1/completions", {"model": "tiny", "prompt": PROMPT, "max_tokens": 2})[2]["model"] == \
+            "room/tiny"
     finally:
         srv.close()
 
