@@ -203,7 +203,9 @@ def _add_serve_args(s: argparse.ArgumentParser) -> None:
     s.add_argument("--port", type=int, default=8000)
     s.add_argument("--api-key", default=None, help="clients must send 'Authorization: Bearer KEY' (vLLM's flag; "
                    "default: the environment's TWO_BENDS_API_KEY, else no key); /health and /metrics stay open")
-    s.add_argument("--served-model-name", default=None, help="the name clients use (default: --model)")
+    s.add_argument("--served-model-name", nargs="+", default=None, metavar="NAME",
+                   help="the names clients may use, the first in answers and metrics (vLLM's flag; default: the "
+                   "model's Hugging Face id, then --model)")
     s.add_argument("--mode", default="queue", choices=["queue", "batch", "disaggregated"],
                    help="queue: one request at a time (default); batch: continuous batching; disaggregated: "
                    "a prefill worker and a decode worker, the KV cache handed over")

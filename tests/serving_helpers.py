@@ -23,14 +23,17 @@ from tests.browser import appdriver
 class InProcessServer:
     """create_app + uvicorn in a thread, the scheduler in another thread (tiny models load instantly)."""
 
-    def __init__(self, model: str = "tiny-llama", max_queue: int = 64, mode: str = "queue", hold: bool = False):
+    def __init__(self, model: str = "tiny-llama", max_queue: int = 64, mode: str = "queue", hold: bool = False,
+                 names: list[str] | None = None, api_key: str | None = None):
         spec = ModelSpec(model, "cpu", "float32")
-        self.service = LocalService(ServiceOptions(mode=mode, max_queue=max_queue, preload=spec))
-        self.served = prepare(self.service, spec, model, 4096)
+        options = ServiceOptions(mode=mode, max_queue=max_queue, preload=spec)
+        self.service = LocalService(options)
+        self.served = prepare(self.service, spec, names or [model], 4096,
+                              slots=options.max_batch if mode == "batch" else 1)
         if hold:  # a scheduler whose thread never starts: submitted work waits (a queue that fills up on demand)
             self.service.scheduler.stop()  # a stopped scheduler refuses new work, so it is replaced
             self.service.scheduler = Scheduler(mode, max_queue=max_queue, pool=self.service.scheduler.pool)
-        self.http = BackgroundServer(create_app(self.service, self.served))
+        self.http = BackgroundServer(create_app(self.service, self.served, api_key), api_key=api_key or "")
         self.url = self.http.url
 
     def close(self) -> None:

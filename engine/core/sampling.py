@@ -25,6 +25,7 @@ def sample(logits: torch.Tensor, generator: torch.Generator | None = None, tempe
         sorted_logits, order = torch.sort(logits, dim=-1, descending=True)  # (B, V)
         cumulative = sorted_logits.softmax(dim=-1).cumsum(dim=-1)
         drop = cumulative - sorted_logits.softmax(dim=-1) >= top_p  # mass before this token already enough
+        drop[:, 0] = False  # the likeliest token always stays (a top_p under float32's range reads as 0: vLLM's rule)
         sorted_logits = sorted_logits.masked_fill(drop, float("-inf"))
         logits = torch.full_like(logits, float("-inf")).scatter(-1, order, sorted_logits)
     probs = logits.softmax(dim=-1)

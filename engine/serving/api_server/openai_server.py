@@ -1,30 +1,39 @@
 """`python -m engine serve`: our engine behind the OpenAI API, on FastAPI + uvicorn (the stack vLLM uses).
 
 Endpoints: /v1/models, /v1/completions, /v1/chat/completions (streamed as server-sent events or
-whole), /tokenize (vLLM's), /health and /metrics (vLLM's metric names, engine/serving/api_server/vllm_metrics.py).
+whole), /tokenize (vLLM's), /health, /metrics (vLLM's metric names, engine/serving/api_server/vllm_metrics.py),
+/version, and the API's description: /openapi.json (engine/serving/api_server/openapi_spec.py) and /docs.
 Every bad request gets an OpenAI-style JSON error with a 4xx status (engine/serving/api_server/openai_schema.py);
 a full queue answers 429 with Retry-After; a client that hangs up mid-stream has its request
 cancelled, so the scheduler frees its sequence at the next step. With `--api-key KEY` (vLLM's flag; else the
-environment's TWO_BENDS_API_KEY) every route but /health and /metrics needs `Authorization: Bearer KEY`
+environment's TWO_BENDS_API_KEY) every route but OPEN_PATHS needs `Authorization: Bearer KEY`
 (compared in constant time) and answers 401 without it, as vLLM does.
+
+The model answers to several names, as vLLM's `--served-model-name A B`: by default its Hugging Face id first
+(HuggingFaceTB/SmolLM2-135M-Instruct for the bundled model: clients that load a tokenizer by the served name
+find it) and the name it was loaded by (smollm2-135m). A request may leave `model` out.
 
 The scheduler runs in a thread of this process by default: measured no worse than a child process, whose
 pickle, pipe and reader thread per event cost more than the event loop's few microseconds of Python per token
-(the numbers: README, "Serving"). `--worker process` keeps the other choice, and
-`scripts/bench_serving.py --servers ours,ours-process --mode batch` repeats the comparison.
-Behind HTTP as fast as in process: `scripts/serve_vs_inprocess.py` times the same request through `engine generate`
-and through this server in alternate rounds (README, "Behind HTTP as fast as in process"); pinning the model's
-OpenMP threads made it slower (the event loop then shares a pinned core), so they are not pinned.
+(docs/decisions/worker-process.md). `--worker process` keeps the other choice, and
+`python -m benchmarks.bench_serving --servers ours,ours-process --mode batch` repeats the comparison.
+Behind HTTP as fast as in process: `python -m benchmarks.serve_vs_inprocess` times the same request through
+`engine generate` and through this server in alternate rounds (docs/serving.md); pinning the model's OpenMP
+threads made it slower (the event loop then shares a pinned core), so they are not pinned. Before it says it
+serves, the server warms what a first request would pay for (`prepare`, `warm_http`; benchmarks/first_request.py).
 """
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hmac
+import http.client
 import json
 import os
 import socket
 import threading
 import time
+from urllib.parse import urlsplit
 
 import uvicorn
 from fastapi import FastAPI, Request
@@ -32,11 +41,18 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response, StreamingResponse
 from starlette.exceptions import HTTPException
 
+from engine.core.prompting import chat_ids
 from engine.errors import EngineError
-from engine.serving.api_server import WORKER_DEFAULT  # noqa: F401 (its home is the package, for the CLI's quick parser)
+from engine.loading.model_store import hub_id
+from engine.serving.api_server import (
+    WORKER_DEFAULT,  # noqa: F401 (its home is the package, for the CLI's quick parser)
+    openapi_spec,
+)
 from engine.serving.api_server import openai_schema as api
 from engine.serving.api_server.openai_schema import ApiError
 from engine.serving.api_server.request_flight import Flight, Served, checked_max_tokens, prompt_ids
+from engine.serving.api_server.served_choices import Choices
+from engine.serving.api_server.text_stream import TextStream
 from engine.serving.api_server.vllm_metrics import CONTENT_TYPE, ServerMetrics
 from engine.serving.scheduling import lab_jobs as jobs
 from engine.serving.scheduling.work import Job, ModelSpec, result_of
@@ -45,8 +61,29 @@ from engine.serving.scheduling.worker import ServiceOptions, make_service
 
 DISCONNECT_POLL_S = 0.5  # a non-streamed request checks this often whether its client is still there
 ENV_API_KEY = "TWO_BENDS_API_KEY"  # the key when --api-key is not given (vLLM reads VLLM_API_KEY the same way)
-OPEN_PATHS = ("/health", "/metrics")  # a load balancer's probe and Prometheus need no key (as in vLLM)
+# a load balancer's probe, Prometheus, the version and the API's description need no key (vLLM guards only /v1)
+OPEN_PATHS = ("/health", "/metrics", "/version", "/openapi.json", "/docs")
 LOCAL_HOSTS = ("127.0.0.1", "localhost", "::1")
+
+
+def version() -> str:
+    """This project's version as installed (pyproject.toml's), or a plain 'unknown' when run from a bare checkout."""
+    from importlib.metadata import PackageNotFoundError
+    from importlib.metadata import version as installed
+
+    try:
+        return installed("two-bends")
+    except PackageNotFoundError:
+        return "unknown (not installed as a package)"
+
+
+def served_names(model: str, given: list[str] | str | None = None) -> list[str]:
+    """The names a server answers to: `given` (--served-model-name), else the model's Hugging Face id and `model`."""
+    if given:
+        names = [given] if isinstance(given, str) else list(given)
+    else:
+        names = [hub_id(model) or model, model]
+    return list(dict.fromkeys(n for n in names if n))  # in order, once each
 
 
 def _error(exc: ApiError) -> JSONResponse:
@@ -72,9 +109,22 @@ def authorised(header: str | None, api_key: str) -> bool:
 def create_app(service, served: Served, api_key: str | None = None) -> FastAPI:
     """The HTTP app for one served model; `service` is a LocalService or ProcessService (engine/serving/scheduling/worker.py).
     `api_key`: every route but OPEN_PATHS needs it as a Bearer token (None or "": no key, everything open)."""
-    app = FastAPI(title="Two Bends engine", docs_url=None, redoc_url=None, openapi_url=None)
-    metrics = ServerMetrics(served.name)
+    cfg = served.info.config
+    app = FastAPI(title="Two Bends engine", version=version(), docs_url="/docs", redoc_url=None,
+                  openapi_url="/openapi.json", swagger_ui_oauth2_redirect_url=None,
+                  description=f"An OpenAI-compatible server (vLLM's extensions and metric names) for "
+                              f"{', '.join(served.names)}.")
+    metrics = ServerMetrics(served.name, kv_capacity=served.slots * cfg.max_seq_len)
     app.state.metrics, app.state.served = metrics, served
+    plain_openapi = app.openapi
+
+    def openapi() -> dict:  # FastAPI's paths, with the bodies and answers openapi_spec.py writes
+        if app.openapi_schema is None:
+            app.openapi_schema = openapi_spec.complete(plain_openapi(), cfg.vocab_size, cfg.max_seq_len,
+                                                       served.max_new_tokens_cap, bool(api_key))
+        return app.openapi_schema
+
+    app.openapi = openapi
 
     if api_key:
         @app.middleware("http")
@@ -90,8 +140,9 @@ def create_app(service, served: Served, api_key: str | None = None) -> FastAPI:
         return _error(exc)
 
     @app.exception_handler(HTTPException)
-    async def http_error(request: Request, exc: HTTPException):  # unknown route, wrong method
-        return _error(ApiError(exc.status_code, f"{request.method} {request.url.path}: {exc.detail}"))
+    async def http_error(request: Request, exc: HTTPException):  # unknown route, wrong method (its Allow header kept)
+        return _error(ApiError(exc.status_code, f"{request.method} {request.url.path}: {exc.detail}",
+                               headers=getattr(exc, "headers", None)))
 
     @app.exception_handler(RequestValidationError)
     async def validation_error(request: Request, exc: RequestValidationError):
@@ -102,8 +153,9 @@ def create_app(service, served: Served, api_key: str | None = None) -> FastAPI:
         return _error(ApiError(500, f"internal error ({type(exc).__name__}); the server log has the details"))
 
     def check_model(name) -> None:
-        if name is not None and name != served.name:
-            raise ApiError(404, f"the model '{name}' does not exist; this server serves '{served.name}'", "model",
+        if name is not None and name not in served.names:
+            listed = "', '".join(served.names)
+            raise ApiError(404, f"the model '{name}' does not exist; this server serves '{listed}'", "model",
                            "model_not_found")
 
     @app.get("/health")
@@ -111,11 +163,16 @@ def create_app(service, served: Served, api_key: str | None = None) -> FastAPI:
         alive = getattr(service, "alive", lambda: True)()
         return Response(status_code=200 if alive else 503)
 
+    @app.get("/version")
+    def server_version():
+        return {"version": app.version}
+
     @app.get("/v1/models")
-    def models():
-        cfg = served.info.config
-        return {"object": "list", "data": [{"id": served.name, "object": "model", "created": int(time.time()),
-                                            "owned_by": "two-bends", "root": served.info.name, "max_model_len": cfg.max_seq_len}]}
+    def models():  # one card per name, as vLLM lists its served names
+        created = int(time.time())
+        return {"object": "list", "data": [{"id": name, "object": "model", "created": created, "owned_by": "two-bends",
+                                            "root": served.info.name, "max_model_len": cfg.max_seq_len}
+                                           for name in served.names]}
 
     @app.get("/metrics")
     def scrape():  # a plain def: FastAPI runs it on a thread, since asking a worker process for its status waits
@@ -131,26 +188,31 @@ def create_app(service, served: Served, api_key: str | None = None) -> FastAPI:
         body = await _json_body(request)
         if not isinstance(body, dict):
             raise ApiError(400, "the request body must be a JSON object")
-        check_model(body.get("model"))
+        check_model(api.model_field(body.get("model")))
         if "messages" in body:
-            ask = api.Ask("chat", served.name, messages=api.messages_field(body["messages"]))
+            ask = api.Ask("chat", None, messages=api.messages_field(body["messages"]))
         else:
-            ask = api.Ask("completion", served.name, prompt=api.prompt_field(body.get("prompt")))
+            ask = api.Ask("completion", None, prompts=[api.prompt_field(body.get("prompt"))])
         ids = prompt_ids(served, ask)
-        return {"count": len(ids), "max_model_len": served.info.config.max_seq_len, "tokens": ids}
+        return {"count": len(ids), "max_model_len": cfg.max_seq_len, "tokens": ids}
 
     async def generate(request: Request, kind: str):
         arrival = time.perf_counter()
         ask = api.parse_request(await _json_body(request), kind)
         check_model(ask.model)
-        ids = prompt_ids(served, ask)
-        flight = Flight(service, served, metrics, ask, ids, checked_max_tokens(served, ask, len(ids)), arrival)
-        flight.submit()
+        prompts = []  # every prompt checked before any is queued
+        for i in range(len(ask.prompts) if kind == "completion" else 1):
+            ids = prompt_ids(served, ask, i)
+            prompts.append((ids, checked_max_tokens(served, ask, len(ids))))
+        flights = [Flight(service, served, metrics, ask, ids, max_tokens, arrival, i)
+                   for i, (ids, max_tokens) in enumerate(prompts)]
+        choices = Choices(flights)
+        choices.submit()
         rid = api.new_id(kind)
         if ask.stream:
-            return StreamingResponse(_events(flight, rid), media_type="text/event-stream",
+            return StreamingResponse(_events(choices, rid), media_type="text/event-stream",
                                      headers={"Cache-Control": "no-cache"})
-        return await _whole(request, flight, rid)
+        return await _whole(request, choices, rid)
 
     @app.post("/v1/completions")
     async def completions(request: Request):
@@ -167,27 +229,30 @@ def _sse(data) -> str:
     return f"data: {json.dumps(data, ensure_ascii=False)}\n\n"
 
 
-async def _events(flight: Flight, rid: str):
-    """Server-sent events: one chunk per token (the last one carries finish_reason), usage if asked, [DONE]."""
-    ask, name = flight.ask, flight.served.name
+async def _events(choices: Choices, rid: str):
+    """Server-sent events: one chunk per token of each choice (its last one carries finish_reason), the usage if
+    asked, [DONE]."""
+    ask, name = choices.ask, choices.served.name
+    started: set[int] = set()  # choices whose first chunk went out (a chat's first delta carries the role)
     try:
-        first = True
-        while (piece := await flight.next()) is not None:
+        while (got := await choices.next()) is not None:
+            flight, piece = got
             ids = [piece.token_id] if ask.return_token_ids and piece.token_id >= 0 else None
-            yield _sse(api.chunk(ask.kind, rid, name, piece.text, piece.finish, ids, first))
-            first = False
+            yield _sse(api.chunk(ask.kind, rid, name, piece.text, piece.finish, ids, flight.index not in started,
+                                 flight.index))
+            started.add(flight.index)
         if ask.include_usage:
-            yield _sse(api.usage_chunk(ask.kind, rid, name, flight.n_prompt, len(flight.ids)))
+            yield _sse(api.usage_chunk(ask.kind, rid, name, *choices.usage()))
     except ApiError as exc:  # headers are gone already: the error travels as an event
         yield _sse(exc.body())
     finally:
-        flight.close()  # a client that hung up lands here too (its task is cancelled): free the sequence
+        choices.close()  # a client that hung up lands here too (its task is cancelled): free the sequences
     yield "data: [DONE]\n\n"
 
 
-async def _whole(request: Request, flight: Flight, rid: str):
+async def _whole(request: Request, choices: Choices, rid: str):
     async def collect():
-        while await flight.next() is not None:
+        while await choices.next() is not None:
             pass
 
     task = asyncio.ensure_future(collect())
@@ -199,10 +264,9 @@ async def _whole(request: Request, flight: Flight, rid: str):
                 return Response(status_code=499)  # nobody reads it; nginx's code for "client closed request"
         task.result()  # raises the ApiError of a failed request
     finally:
-        flight.close()
-    ask = flight.ask
-    return api.response(ask.kind, rid, flight.served.name, flight.text(), flight.finish, flight.n_prompt, flight.ids,
-                        ask.return_token_ids)
+        choices.close()
+    ask = choices.ask
+    return api.response(ask.kind, rid, choices.served.name, choices.answers(), ask.return_token_ids)
 
 
 # --- starting a server --------------------------------------------------------------------------------------
@@ -221,19 +285,42 @@ def listen(host: str, port: int) -> socket.socket:
     return sock
 
 
-def prepare(service, spec: ModelSpec, name: str, max_new_tokens_cap: int, timeout: float = 900.0) -> Served:
-    """Describe the served model (config, tokenizer) and warm it up, so the first client pays no first-call costs."""
+def prepare(service, spec: ModelSpec, names: str | list[str], max_new_tokens_cap: int, timeout: float = 900.0,
+            slots: int = 1) -> Served:
+    """Describe the served model (config, tokenizer) and warm it up, so the first client pays no first-call costs:
+    the model's first passes, and on this side the chat template (its first use compiles it: 35-45 ms measured on
+    the 2-vCPU EPYC) and the detokeniser. `names`: what clients may call it (the first one is what answers say);
+    `slots`: sequences run at once."""
     info = result_of(service.submit(Job(model=spec, name=jobs.MODEL_DESCRIBE.name, args=(spec,),
                                         label=f"loading {spec.name}")), timeout)
     first = info.config.bos_token_id if info.config.bos_token_id is not None else 0
     result_of(service.submit(EngineRequest(model=spec, prompt_ids=[first] * 8, max_new_tokens=2)), timeout)
-    return Served(name, spec, info, max_new_tokens_cap)
+    with contextlib.suppress(Exception):  # a model with no chat template answers chat requests with a 400 later
+        chat_ids(info, [{"role": "user", "content": "Hello"}])
+    TextStream(info.tokenizer).add(first)
+    names = [names] if isinstance(names, str) else list(names)
+    return Served(names[0], spec, info, max_new_tokens_cap, tuple(names[1:]), slots)
+
+
+def warm_http(url: str, api_key: str = "") -> None:
+    """One request through the server's own HTTP stack before a client's: uvicorn's parser, Starlette's middleware
+    stack (built at the first request) and FastAPI's routing cost 13-33 ms the first time (measured as above)."""
+    target = urlsplit(url)
+    conn = http.client.HTTPConnection(target.hostname, target.port, timeout=30)
+    headers = {"Content-Type": "application/json", **({"Authorization": f"Bearer {api_key}"} if api_key else {})}
+    try:
+        conn.request("POST", "/tokenize", body=b'{"messages": [{"role": "user", "content": "Hello"}]}', headers=headers)
+        conn.getresponse().read()
+    except OSError:
+        pass  # a warm-up only: the first client pays the cost instead
+    finally:
+        conn.close()
 
 
 class BackgroundServer:
     """uvicorn in a thread of this process (tests, benchmarks, the dashboard's tests): `.url`, `.stop()`."""
 
-    def __init__(self, app, host: str = "127.0.0.1", port: int = 0):
+    def __init__(self, app, host: str = "127.0.0.1", port: int = 0, api_key: str = ""):
         self.sock = listen(host, port)
         self.url = f"http://{host}:{self.sock.getsockname()[1]}"
         self.server = uvicorn.Server(uvicorn.Config(app, log_level="warning", access_log=False))
@@ -241,11 +328,17 @@ class BackgroundServer:
         self.thread.start()
         while not self.server.started and self.thread.is_alive():
             time.sleep(0.02)
+        warm_http(self.url, api_key)
 
     def stop(self) -> None:
         self.server.should_exit = True
         self.thread.join(10)
         self.sock.close()
+
+
+def _loopback(host: str) -> str:
+    """Where this machine reaches a server bound to `host` (every interface: the loopback of that family)."""
+    return {"0.0.0.0": "127.0.0.1", "::": "[::1]", "": "127.0.0.1"}.get(host, f"[{host}]" if ":" in host else host)
 
 
 def serve(args) -> None:
@@ -263,11 +356,25 @@ def serve(args) -> None:
           flush=True)
     service = make_service(options, args.worker)
     try:
-        served = prepare(service, spec, args.served_model_name or args.model, args.max_new_tokens)
-        print(f"serving '{served.name}' ({served.info.name}, {served.info.device}, {served.info.dtype}) at "
-              f"http://{args.host}:{sock.getsockname()[1]}/v1 — scheduling: {args.mode}, queue limit {args.max_queue}; "
-              "Ctrl+C stops" + ("; clients must send the API key" if api_key else ""), flush=True)
-        uvicorn.Server(uvicorn.Config(create_app(service, served, api_key), log_level="warning", access_log=False)).run(sockets=[sock])
+        slots = args.max_batch if args.mode in ("batch", "disaggregated") else 1
+        served = prepare(service, spec, served_names(args.model, args.served_model_name), args.max_new_tokens,
+                         slots=slots)
+        also = f" (also as '{', '.join(served.aliases)}')" if served.aliases else ""
+        port = sock.getsockname()[1]
+        server = uvicorn.Server(uvicorn.Config(create_app(service, served, api_key), log_level="warning",
+                                               access_log=False))
+
+        def announce() -> None:  # once uvicorn listens and its HTTP stack is warm: clients may come
+            while not server.started and not server.should_exit:
+                time.sleep(0.01)
+            if server.started:
+                warm_http(f"http://{_loopback(args.host)}:{port}", api_key)
+                print(f"serving '{served.name}'{also} ({served.info.name}, {served.info.device}, {served.info.dtype}) "
+                      f"at http://{args.host}:{port}/v1 — scheduling: {args.mode}, queue limit {args.max_queue}; "
+                      "Ctrl+C stops" + ("; clients must send the API key" if api_key else ""), flush=True)
+
+        threading.Thread(target=announce, name="two-bends-announce", daemon=True).start()
+        server.run(sockets=[sock])
     finally:
         service.close()
         sock.close()

@@ -30,11 +30,17 @@ FINISH = {EOS: "stop", LENGTH: "length"}  # the engine's stop reason -> OpenAI's
 
 @dataclass
 class Served:
-    """The model behind the server: its public name, what the scheduler loads, and its description."""
-    name: str  # what clients put in "model"
+    """The model behind the server: its public names, what the scheduler loads, and its description."""
+    name: str  # the first name clients may put in "model": answers and metrics carry it
     spec: ModelSpec
     info: object  # engine.serving.scheduling.work.ModelInfo: config, tokenizer, sizes
     max_new_tokens_cap: int  # the operator's limit per request
+    aliases: tuple[str, ...] = ()  # more names a request may use (vLLM's --served-model-name with several)
+    slots: int = 1  # sequences the scheduler runs at once: 1 in queue mode, max_batch in batch mode
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        return (self.name, *self.aliases)
 
 
 @dataclass
@@ -54,11 +60,12 @@ class _LoopSink:
         self.loop.call_soon_threadsafe(self.queue.put_nowait, event)
 
 
-def prompt_ids(served: Served, ask: Ask) -> list[int]:
-    """The prompt's token ids (the chat template applied to messages); ApiError 400 when unusable."""
+def prompt_ids(served: Served, ask: Ask, index: int = 0) -> list[int]:
+    """Prompt `index`'s token ids (for chat: the chat template applied to the messages); ApiError 400 when unusable."""
     param = "messages" if ask.kind == "chat" else "prompt"
     try:
-        return chat_ids(served.info, ask.messages) if ask.kind == "chat" else encode_prompt(served.info, ask.prompt)
+        return chat_ids(served.info, ask.messages) if ask.kind == "chat" else \
+            encode_prompt(served.info, ask.prompts[index])
     except EngineError as exc:
         raise ApiError(400, str(exc), param) from None
     except Exception as exc:  # a chat template may refuse some role orders
@@ -96,8 +103,9 @@ class Flight:
     """One generation request in flight: submit it, then `await next()` for each token's Piece (None at the end)."""
 
     def __init__(self, service, served: Served, metrics: ServerMetrics, ask: Ask, ids: list[int], max_tokens: int,
-                 arrival: float):
+                 arrival: float, index: int = 0):
         self.service, self.served, self.metrics, self.ask = service, served, metrics, ask
+        self.index = index  # the choice this request answers (its prompt's place in the request's list)
         self.arrival = arrival  # perf_counter when the HTTP request came in
         self.n_prompt, self.max_tokens = len(ids), max_tokens
         self.request = Request(model=served.spec, prompt_ids=ids, max_new_tokens=max_tokens, params=ask.params,
@@ -107,7 +115,9 @@ class Flight:
         self.stream = TextStream(served.info.tokenizer, ask.stop)
         self.seq = Sequence(ids, max_tokens, ask.params, served.info.config.eos_token_ids)  # the engine's stop rule
         self.finish: str | None = None
+        self._first = 0.0  # when the first token arrived here
         self._last = 0.0  # when the latest token arrived here
+        self._kv_tokens = 0  # what this request adds to metrics.kv_tokens while it runs
         self._decode_s = 0.0  # the engine's decode steps so far
         self._prefill_s = 0.0
         self._closed = False
@@ -128,6 +138,7 @@ class Flight:
             now = time.perf_counter()
             if isinstance(event, Started):
                 self.metrics.queue.observe(event.queue_seconds)
+                self._hold(self.n_prompt)
             elif isinstance(event, (FirstToken, Token)):
                 return self._token(event, now)
             elif isinstance(event, Done):  # normally the last token already said it was last
@@ -135,7 +146,8 @@ class Flight:
                 return Piece(self.stream.finish(), -1, self.finish)
             elif isinstance(event, Failed):
                 self._closed = True
-                self.metrics.finished("abort")
+                self._release()
+                self.metrics.finished("abort" if event.cancelled else "error")
                 raise ApiError(503 if event.cancelled else 500, f"the engine could not finish this request: {event.message}")
         return None
 
@@ -144,10 +156,12 @@ class Flight:
             self.metrics.ttft.observe(now - self.arrival)
             self.metrics.prompt_tokens.inc(self.n_prompt)
             self._prefill_s = event.prefill_seconds
+            self._first = now
         else:
             self.metrics.itl.observe(now - self._last)
             self._decode_s += event.step.seconds
         self._last = now
+        self._hold(1)
         self.metrics.generation_tokens.inc()
         ended = self.seq.append(event.token_id)
         text = self.stream.add(event.token_id)
@@ -165,13 +179,26 @@ class Flight:
         """The answer's token ids so far."""
         return self.seq.output_ids
 
+    def _hold(self, tokens: int) -> None:
+        """This request's KV cache holds `tokens` more (the KV-cache usage gauge)."""
+        if not self._closed:
+            self._kv_tokens += tokens
+            self.metrics.kv_tokens += tokens
+
+    def _release(self) -> None:
+        self.metrics.kv_tokens -= self._kv_tokens
+        self._kv_tokens = 0
+
     def _complete(self, now: float) -> None:
         self._closed = True
+        self._release()
         if self.stream.stopped:  # a stop string ended it before the engine did: free its sequence
             self.service.cancel(self.request)
         m = self.metrics
+        n_out = len(self.ids)
         m.prefill.observe(self._prefill_s)
         m.decode.observe(self._decode_s)
+        m.tpot.observe((self._last - self._first) / (n_out - 1) if n_out > 1 else 0.0)  # as vLLM: 0 for one token
         m.e2e.observe(now - self.arrival)
         m.finished(self.finish)
 
@@ -179,6 +206,7 @@ class Flight:
         """The consumer is done (normally or gone): an unfinished request is cancelled and counted as aborted."""
         if not self._closed:
             self._closed = True
+            self._release()
             self.service.cancel(self.request)
             self.metrics.finished("abort")
 

@@ -153,9 +153,9 @@ class Client:
         except ValueError:
             raise EngineError(f"{self.target.url}{path} did not answer with JSON; is this an OpenAI-compatible server?") from None
 
-    def stream_completion(self, body: dict) -> Streamed:
-        """POST /v1/completions with stream=true and time every chunk as it arrives."""
-        path = "/v1/completions"
+    def stream_completion(self, body: dict, path: str = "/v1/completions") -> Streamed:
+        """POST a completion (or, with path="/v1/chat/completions", a chat) with stream=true and time every chunk
+        as it arrives."""
         out = Streamed(sent_at=time.perf_counter())
         conn, resp = self._send("POST", path, body)
         try:
@@ -209,7 +209,9 @@ def take_event(event, now: float, out: Streamed) -> None:
     if not isinstance(choices, list) or not all(isinstance(c, dict) for c in choices):
         raise ValueError("'choices' is not a list of objects")
     for choice in choices:
-        text, ids, finish = choice.get("text") or "", choice.get("token_ids") or [], choice.get("finish_reason")
+        delta = choice.get("delta") if isinstance(choice.get("delta"), dict) else {}  # a chat's chunk
+        text, ids, finish = choice.get("text") or delta.get("content") or "", choice.get("token_ids") or [], \
+            choice.get("finish_reason")
         if not isinstance(text, str):
             raise ValueError(f"a choice's 'text' is a {type(text).__name__}, not a string")
         if not isinstance(ids, list) or not all(_count(t) for t in ids):

@@ -1,5 +1,6 @@
-"""`engine serve --api-key`: the official openai client gets 401 without the key and answers with it; /health and
-/metrics stay open (as vLLM's); a warning when it listens beyond this machine with no key; `measure --api-key`."""
+"""`engine serve --api-key`: the official openai client gets 401 without the key and answers with it; /health,
+/metrics, /version and the API's description stay open (vLLM guards only /v1); a warning when it listens beyond
+this machine with no key; `measure --api-key`."""
 import json
 import subprocess
 import sys
@@ -20,7 +21,7 @@ KEY = "sk-room-7f3a"
 def server():
     spec = ModelSpec("tiny-llama", "cpu", "float32")
     service = LocalService(ServiceOptions(preload=spec))
-    http = BackgroundServer(create_app(service, prepare(service, spec, "tiny-llama", 4096), api_key=KEY))
+    http = BackgroundServer(create_app(service, prepare(service, spec, "tiny-llama", 4096), api_key=KEY), api_key=KEY)
     yield http.url
     http.stop()
     service.close()
@@ -48,9 +49,15 @@ def test_with_the_key_it_answers(server):
     assert [m.id for m in client(server, KEY).models.list().data] == ["tiny-llama"]
 
 
-def test_health_and_metrics_stay_open(server):
+def test_health_metrics_version_and_the_description_stay_open(server):
     assert post(server, "/health", None, method="GET")[0] == 200
     assert "vllm:num_requests_running" in metrics_of(server)
+    assert post(server, "/version", None, method="GET")[0] == 200
+    status, _, schema = post(server, "/openapi.json", None, method="GET")
+    assert status == 200 and schema["components"]["securitySchemes"]["bearer"]["scheme"] == "bearer"
+    completions = schema["paths"]["/v1/completions"]["post"]
+    assert completions["security"] == [{"bearer": []}] and "401" in completions["responses"]
+    assert "security" not in schema["paths"]["/health"]["get"]
 
 
 def test_the_bearer_check():

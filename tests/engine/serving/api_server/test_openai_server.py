@@ -1,5 +1,8 @@
 """`engine serve` with the official openai client (tiny model, server in this process): completions, chat,
-streaming with usage, concurrency, stop strings, /metrics parsed by prometheus_client, and every bad request."""
+streaming with usage, concurrency, stop strings, lists of prompts, the model's names, /metrics parsed by
+prometheus_client, /version and /openapi.json, and every bad request."""
+import http.client
+import json
 from concurrent.futures import ThreadPoolExecutor
 
 import openai
@@ -7,7 +10,7 @@ import pytest
 
 from engine.core.prompting import chat_ids
 from engine.serving.api_server.vllm_metrics import ServerMetrics
-from tests.serving_helpers import InProcessServer, metrics_of, post
+from tests.serving_helpers import CliServer, InProcessServer, free_port, metrics_of, post
 
 PROMPT = "Two bends on the old post road"
 
@@ -108,6 +111,81 @@ def test_metrics_have_vllms_names_and_count_requests(client, server):
     assert after["vllm:prompt_tokens_total"] > before["vllm:prompt_tokens_total"]
     assert after["vllm:num_requests_running"] == 0 and after["vllm:num_requests_waiting"] == 0
     assert after["vllm:request_success_total"] - before["vllm:request_success_total"] == 2
+    tpot = after["vllm:request_time_per_output_token_seconds_sum"] - before["vllm:request_time_per_output_token_seconds_sum"]
+    itl = after["vllm:inter_token_latency_seconds_sum"] - before["vllm:inter_token_latency_seconds_sum"]
+    assert after["vllm:request_time_per_output_token_seconds_count"] - \
+        before["vllm:request_time_per_output_token_seconds_count"] == 2
+    assert tpot > 0 and itl > 0 and tpot <= itl  # each request's mean gap: (its gaps' sum) / 4 and / 6, same clock
+
+
+def test_metrics_carry_vllms_labels_and_the_families_clients_read(client, server):
+    greedy(client, n=3)
+    text = post_raw(server.url, "/metrics")
+    assert 'vllm:generation_tokens_total{engine="0",model_name="tiny-llama"}' in text
+    for reason in ("stop", "length", "abort", "error", "repetition"):  # every series of vLLM's, from the start
+        assert f'vllm:request_success_total{{engine="0",finished_reason="{reason}",model_name="tiny-llama"}}' in text
+    for name in ("vllm:kv_cache_usage_perc", "vllm:prefix_cache_queries_total", "vllm:prefix_cache_hits_total",
+                 "vllm:request_time_per_output_token_seconds_bucket"):
+        assert name + "{" in text, name
+    now = metrics_of(server.url)
+    assert now["vllm:prefix_cache_queries_total"] == now["vllm:prefix_cache_hits_total"] == 0  # no prefix cache here
+    assert now["vllm:kv_cache_usage_perc"] == 0  # nothing running
+
+
+def test_kv_cache_usage_counts_the_running_requests_tokens(server):
+    """While a request streams, the gauge holds its prompt and the tokens so far over the one slot's context."""
+    conn = http.client.HTTPConnection("127.0.0.1", int(server.url.rsplit(":", 1)[1]), timeout=60)
+    ids, n = [7] * 40, 200
+    conn.request("POST", "/v1/completions", body=json.dumps({"prompt": ids, "max_tokens": n, "ignore_eos": True,
+                                                            "stream": True}).encode())
+    resp = conn.getresponse()
+    seen = 0
+    while seen < 3:
+        seen += resp.readline().startswith(b"data:")
+    share = metrics_of(server.url)["vllm:kv_cache_usage_perc"]
+    conn.close()
+    context = server.served.info.config.max_seq_len
+    assert (len(ids) + 3) / context <= share <= (len(ids) + n) / context
+
+
+def test_model_may_be_left_out_and_answers_carry_the_served_name(server):
+    status, _, answer = post(server.url, "/v1/completions", {"prompt": PROMPT, "max_tokens": 3})
+    assert status == 200 and answer["model"] == "tiny-llama" and answer["usage"]["completion_tokens"] == 3
+    for model in (None, ""):  # vLLM reads both as "the served model"
+        assert post(server.url, "/v1/chat/completions", {"model": model, "max_tokens": 2,
+                                                           "messages": [{"role": "user", "content": "hi"}]})[0] == 200
+
+
+def test_a_list_of_prompts_gets_one_choice_each(client, server):
+    prompts = [PROMPT, "Another bend", PROMPT + " again"]
+    alone = [greedy(client, p, n=6).choices[0].text for p in prompts]
+    together = greedy(client, prompts, n=6)
+    assert [c.index for c in together.choices] == [0, 1, 2] and [c.text for c in together.choices] == alone
+    tok = server.served.info.tokenizer
+    assert together.usage.prompt_tokens == sum(len(tok.encode(p, add_special_tokens=False)) for p in prompts)
+    assert together.usage.completion_tokens == 18
+    ids = [tok.encode(p, add_special_tokens=False) for p in prompts[:2]]
+    assert [c.text for c in greedy(client, ids, n=6).choices] == alone[:2]  # lists of token ids too
+    chunks = list(client.completions.create(model="tiny-llama", prompt=prompts, max_tokens=6, temperature=0,
+                                            stream=True, stream_options={"include_usage": True},
+                                            extra_body={"ignore_eos": True}))
+    for i, text in enumerate(alone):
+        mine = [c.choices[0] for c in chunks if c.choices and c.choices[0].index == i]
+        assert "".join(c.text for c in mine) == text and len(mine) == 6
+        assert mine[-1].finish_reason == "length" and all(c.finish_reason is None for c in mine[:-1])
+    assert chunks[-1].usage.completion_tokens == 18
+
+
+def test_version_and_the_openapi_description(server):
+    status, _, version = post(server.url, "/version", None, method="GET")
+    assert status == 200 and isinstance(version["version"], str) and version["version"]
+    status, _, schema = post(server.url, "/openapi.json", None, method="GET")
+    assert status == 200 and schema["info"]["version"] == version["version"]
+    body = schema["paths"]["/v1/completions"]["post"]["requestBody"]["content"]["application/json"]["schema"]
+    assert body == {"$ref": "#/components/schemas/CompletionRequest"}
+    limits = schema["components"]["schemas"]["CompletionRequest"]["properties"]["max_tokens"]["anyOf"][0]
+    assert limits["maximum"] == server.served.info.config.max_seq_len - 1  # the served model's own context
+    assert "swagger" in post_raw(server.url, "/docs").lower()
 
 
 BAD = [  # (body or raw bytes, status, words the message must contain, param)
@@ -128,7 +206,11 @@ BAD = [  # (body or raw bytes, status, words the message must contain, param)
     ({"model": "tiny-llama", "prompt": "x", "n": 2}, 400, "not supported", "n"),
     ({"model": "tiny-llama", "prompt": "x", "stream_options": {"include_usage": True}}, 400, "stream", "stream_options"),
     ({"model": "gpt-9", "prompt": "x"}, 404, "does not exist", "model"),
-    ({"prompt": "x"}, 400, "model is required", "model"),
+    ({"model": 5, "prompt": "x"}, 400, "model must be a string", "model"),
+    ({"prompt": ["a", ""]}, 400, "prompt[1] is empty", "prompt"),
+    ({"prompt": ["a", 5]}, 400, "list of such prompts", "prompt"),
+    ({"prompt": ["a"] * 65}, 400, "at most 64", "prompt"),
+    ({"prompt": "x", "n": True}, 400, "not supported", "n"),
 ]
 
 
@@ -153,8 +235,47 @@ def test_bad_chat_requests_get_4xx(server, body, words):
 
 def test_unknown_route_and_wrong_method_answer_json(server):
     assert post(server.url, "/v2/nothing", {})[0] == 404
-    status, _, answer = post(server.url, "/v1/completions", None, method="GET")
-    assert status == 405 and answer["error"]["type"] == "invalid_request_error"
+    status, headers, answer = post(server.url, "/v1/completions", None, method="GET")
+    assert status == 405 and answer["error"]["type"] == "invalid_request_error" and headers["allow"] == "POST"
+
+
+def test_a_model_answers_to_each_of_its_names():
+    """As vLLM's --served-model-name A B: /v1/models lists both, either is accepted, answers and metrics say A."""
+    srv = InProcessServer("tiny-llama", names=["org/tiny-llama", "tiny-llama"])
+    try:
+        status, _, listed = post(srv.url, "/v1/models", None, method="GET")
+        assert [m["id"] for m in listed["data"]] == ["org/tiny-llama", "tiny-llama"]
+        for name in ("org/tiny-llama", "tiny-llama"):
+            status, _, answer = post(srv.url, "/v1/completions", {"model": name, "prompt": PROMPT, "max_tokens": 2})
+            assert status == 200 and answer["model"] == "org/tiny-llama"
+        status, _, answer = post(srv.url, "/v1/completions", {"model": "tiny", "prompt": PROMPT})
+        assert status == 404 and "'org/tiny-llama', 'tiny-llama'" in answer["error"]["message"]
+        assert 'model_name="org/tiny-llama"' in post_raw(srv.url, "/metrics")
+    finally:
+        srv.close()
+
+
+def test_the_cli_takes_several_served_names_and_says_so_once_warm():
+    srv = CliServer("--model", "tiny-llama", "--device", "cpu", "--served-model-name", "room/tiny", "tiny",
+                    port=free_port())
+    try:
+        assert "serving 'room/tiny' (also as 'tiny')" in srv.lines[-1]
+        status, _, listed = post(srv.url, "/v1/models", None, method="GET")
+        assert [m["id"] for m in listed["data"]] == ["room/tiny", "tiny"]
+        assert post(srv.url, "/v1/completions", {"model": "tiny", "prompt": PROMPT, "max_tokens": 2})[2]["model"] == \
+            "room/tiny"
+    finally:
+        srv.close()
+
+
+def test_served_names_default_to_the_hub_id_then_the_name_given():
+    from engine.loading.model_store import BUNDLED_HF_ID
+    from engine.serving.api_server.openai_server import served_names
+
+    assert served_names("smollm2-135m") == [BUNDLED_HF_ID, "smollm2-135m"]
+    assert served_names("gpt2") == ["openai-community/gpt2", "gpt2"]
+    assert served_names("tiny-llama") == ["tiny-llama"]  # random weights: no Hub id
+    assert served_names("smollm2-135m", ["mine", "mine", "also"]) == ["mine", "also"]
 
 
 def test_full_queue_answers_429_with_retry_after():
@@ -178,4 +299,13 @@ def test_full_queue_answers_429_with_retry_after():
 def test_metrics_registry_is_per_server():
     a, b = ServerMetrics("a"), ServerMetrics("b")
     a.generation_tokens.inc(3)
-    assert b"generation_tokens_total{model_name=\"b\"} 0.0" in b.exposition(0, 0)
+    assert b'generation_tokens_total{engine="0",model_name="b"} 0.0' in b.exposition(0, 0)
+
+
+def post_raw(url: str, path: str) -> str:
+    """The body of GET `path` as text."""
+    conn = http.client.HTTPConnection("127.0.0.1", int(url.rsplit(":", 1)[1]), timeout=60)
+    conn.request("GET", path)
+    text = conn.getresponse().read().decode()
+    conn.close()
+    return text

@@ -31,8 +31,11 @@ def cli_generate(*args: str) -> dict:
     return json.loads(out.stdout)
 
 
-def test_the_server_says_where_it_listens(real_server):
-    assert any("serving 'smollm2-135m'" in line and real_server.url in line for line in real_server.lines)
+def test_the_server_says_where_it_listens_and_answers_to_the_hub_id_first(real_server):
+    assert any("serving 'HuggingFaceTB/SmolLM2-135M-Instruct' (also as 'smollm2-135m')" in line and
+               real_server.url in line for line in real_server.lines)
+    status, _, listed = post(real_server.url, "/v1/models", None, method="GET")
+    assert [m["id"] for m in listed["data"]] == ["HuggingFaceTB/SmolLM2-135M-Instruct", "smollm2-135m"]
 
 
 def test_greedy_text_equals_the_cli(real_server):

@@ -1,7 +1,9 @@
 """The server's text layer without HTTP: incremental detokenisation, stop strings, request parsing."""
+import json
+
 import pytest
 
-from engine.serving.api_server.openai_schema import ApiError, parse_request
+from engine.serving.api_server.openai_schema import ApiError, parse_request, prompt_field
 from engine.serving.api_server.text_stream import TextStream
 
 
@@ -59,7 +61,16 @@ def test_parse_defaults_follow_openai():
     assert chat.max_tokens == 5 and chat.params.top_k == 0 and chat.messages[0]["content"] == "hi" and chat.stop == ["END"]
 
 
-def test_one_prompt_per_request():
-    with pytest.raises(ApiError, match="one prompt per request") as err:
-        parse_request({"model": "m", "prompt": ["a", "b"]}, "completion")
+def test_a_completion_takes_each_form_of_prompt_openai_does():
+    forms = {"a": ["a"], "[1, 2]": [[1, 2]], '["a", "b"]': ["a", "b"], "[[1], [2, 3]]": [[1], [2, 3]],
+             '["a", [4]]': ["a", [4]], '["a"]': ["a"]}
+    for text, want in forms.items():
+        assert parse_request({"prompt": json.loads(text) if text != "a" else text}, "completion").prompts == want
+    assert parse_request({"prompt": "a"}, "completion").model is None  # left out: the served model
+
+
+def test_tokenize_takes_one_prompt():
+    assert prompt_field(["a"]) == "a" and prompt_field([3, 4]) == [3, 4]
+    with pytest.raises(ApiError, match="takes one prompt") as err:
+        prompt_field(["a", "b"])
     assert err.value.status == 400 and err.value.body()["error"]["param"] == "prompt"

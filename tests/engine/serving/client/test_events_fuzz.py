@@ -16,7 +16,10 @@ json_values = st.recursive(scalars, lambda inner: st.lists(inner, max_size=3)
 good_choice = st.fixed_dictionaries({"index": st.just(0), "text": st.text(max_size=6)},
                                     optional={"token_ids": st.lists(st.integers(0, 50_000), max_size=2),
                                               "finish_reason": st.sampled_from([None, "length", "stop"])})
-choice = good_choice | st.dictionaries(st.sampled_from(["text", "token_ids", "finish_reason", "index"]), json_values)
+good_chat_choice = st.fixed_dictionaries({"index": st.just(0), "delta": st.fixed_dictionaries(
+    {}, optional={"role": st.just("assistant"), "content": st.text(max_size=6)})})
+choice = good_choice | good_chat_choice | st.dictionaries(
+    st.sampled_from(["text", "token_ids", "finish_reason", "index", "delta"]), json_values)
 usage = st.fixed_dictionaries({}, optional={"prompt_tokens": st.integers(0, 10**6) | json_values,
                                             "completion_tokens": st.integers(0, 10**6) | json_values})
 events = st.fixed_dictionaries({}, optional={"choices": st.lists(choice, max_size=2) | json_values,
@@ -53,3 +56,11 @@ def test_an_error_answer_becomes_one_printable_line(raw):
     message.encode("utf-8")  # printable: no lone surrogate left in it
     if raw.startswith(b'{"error"'):
         assert json.loads(raw)["error"]["message"].splitlines()[0].encode("utf-8", "backslashreplace").decode() in message
+
+
+def test_a_chat_stream_is_read_from_its_deltas():
+    out = Streamed(sent_at=0.0)
+    for i, delta in enumerate([{"role": "assistant", "content": "Two"}, {"content": " bends"}, {}]):
+        take_event({"choices": [{"index": 0, "delta": delta, "finish_reason": "length" if i == 2 else None}]},
+                   float(i + 1), out)
+    assert "".join(out.pieces) == "Two bends" and out.output_tokens == 3 and out.finish_reason == "length"
