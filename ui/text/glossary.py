@@ -50,10 +50,11 @@ TERMS = (
          "meets a flat roof (peak compute) at the ridge point. A long enough prompt's prefill sits under the flat roof, "
          "a small-batch decode step under the slanted one.", "Roofline & hardware lab"),
     Term("Ridge point", "", "Peak FLOP/s ÷ memory bandwidth: the intensity above which a kernel waits on arithmetic, "
-         f"below which on memory. Low on CPUs (a few to a few dozen); the GPU presets here run "
+         f"below which on memory: {lesson_physics.CPU_RIDGE_WORDS}; the GPU presets here run "
          f"{lesson_physics.ridge_range_words()}.", "Roofline & hardware lab; Batch lab"),
     Term("MFU", "model FLOPs utilisation", "The FLOP/s a phase achieved (model FLOPs / measured time) divided by the "
-         "machine's peak FLOP/s, measured on this machine. High for a long prefill, tiny for decode.",
+         "peak FLOP/s (here: what a matmul at the model's shapes reaches on this machine, measured). High for a prefill "
+         "past the ridge, tiny for a small-batch decode step.",
          "Roofline & hardware lab"),
     Term("Memory-bound / compute-bound", "", "Whether a step waits for bytes to arrive from memory or for arithmetic "
          "to finish; speeding up the other one does not help. Which one depends on the step's intensity against "
