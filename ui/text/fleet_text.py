@@ -42,8 +42,8 @@ HONESTY = (
     "times its class's efficiencies, fitted on published GPU measurements and checked on others held back "
     "(docs/performance-model.md). **Measured here**: this machine's card, once its peaks are measured in this session "
     "(button below, or the Roofline page), and when. **Simulated**: the queueing and batching of thousands of requests "
-    "(engine/perfmodel/fleet_sim.py; `scripts/fleet_check.py` checks the simulator against the real engine on this "
-    "machine and prints the comparison). Nothing on this page is read from a file recorded on another machine.")
+    "(engine/perfmodel/fleet_sim.py; `python -m benchmarks.fleet_check` checks the simulator against the real engine "
+    "on this machine and prints the comparison). Nothing on this page is read from a file recorded on another machine.")
 
 
 def example_price(card_name: str) -> float:
