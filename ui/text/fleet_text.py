@@ -121,7 +121,7 @@ def cheapest(plans_by_policy: dict[str, Plan]) -> tuple[str, Plan] | None:
 def ledger_text(p: Plan, hw_name: str) -> str:
     """Beside Old Qin's ledger: the fable's one-convoy valley share (of time) against this fleet's bill (of money)."""
     share = p.money["prefill"]
-    stage = ("the valley: FLOP/s (a card with more compute per dollar)" if share >= 0.5
+    stage = ("the valley: FLOP/s for prompts past the ridge (a card with more compute per dollar)" if share >= 0.5
              else "the bridge: bandwidth and memory (a card with more bytes/s and room for KV caches per dollar)")
     return (f"**The bill by stage:** the valley (prefill) takes **{share:.0%}** of the money, the bridge (decode) "
             f"**{1 - share:.0%}** on {hw_name}. Old Qin's ledger put the valley at {budget.FABLE_SHARE:.0%} of one "

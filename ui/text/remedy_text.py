@@ -278,7 +278,8 @@ def kernels_summary(r, history=None) -> str:
 
 def overhead_summary(r) -> str:
     return (f"Real decode step: {ms(r.real_step_s)}. Same-depth skeleton (math ≈ 0): {ms(r.skeleton_step_s)}. So about "
-            f"{r.overhead_share:.0%} of each step is overhead that no bandwidth or FLOP budget buys back. Method: {r.method}")
+            f"{r.overhead_share:.0%} of each step is overhead that more bandwidth or more FLOP/s alone do not buy back (a "
+            f"faster host, fewer launches or a fused step do). Method: {r.method}")
 
 
 PROFILE_INTRO = ("torch.profiler records every operator of one prefill and of a few decode steps. Prefill's matrix "
