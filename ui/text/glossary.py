@@ -28,7 +28,8 @@ TERMS = (
          f"cache to produce a single token. Serial: the single-plank bridge, {lesson_physics.decode_bound_words()}.",
          "Decode page; the step-by-step ledger on Timing"),
     Term("TTFT", "time to first token", "From the request's start to its first generated token: prefill plus the "
-         "first sampling. It grows with the prompt's length.", "Home, Prefill and Timing"),
+         "first sampling. It grows with the prompt's length: about in proportion once the prompt passes the device's "
+         "ridge, barely below it.", "Home, Prefill and Timing"),
     Term("TPOT", "time per output token", "(end-to-end time − TTFT) / (output tokens − 1): the average cost of one "
          "decode step. Each step reads the whole KV cache, so TPOT grows with the context (prompt and answer so "
          "far): slowly while the cache is small next to the weights, in proportion once it is not.",
