@@ -116,9 +116,9 @@ CLASSES: dict[str, DeviceClass] = {c.key: c for c in [
         mfu=Param(0.7, 0.4, 1.0, "estimate, of this machine's measured matmul peak (a matmul at the model's own "
                   "shapes): a prefill adds attention, norms and activations between the matmuls"),
         mbu=Param(0.7, 0.4, 1.0, "estimate, of this machine's measured read bandwidth: this project's bench brings a "
-                  "decode step to ~1.5x the time of reading its bytes (README, 'the floor')"),
-        layer_s=Param(60e-6, 10e-6, 200e-6, "estimate: this project's README measures ~37 µs per compiled layer call "
-                      "and ~10 µs per oneDNN matmul call (7 per layer)"),
+                  "decode step to 1.0-1.5x the time of reading its bytes (docs/performance.md, 'the floor')"),
+        layer_s=Param(60e-6, 10e-6, 200e-6, "estimate: this project measured ~10 µs per oneDNN matmul call, 7 per "
+                      "layer (docs/decisions/compiled-decode-layer.md)"),
         pass_s=Param(1e-3, 0.0, 5e-3, "estimate: sampling and the Python loop"),
         allreduce_s=Param(0.0, 0.0, 0.0, "one socket: no tensor parallelism"),
         allreduce_doubling_s=Param(0.0, 0.0, 0.0, "one socket"),

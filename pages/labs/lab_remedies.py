@@ -113,8 +113,9 @@ with tabs[6]:
 with tabs[7]:
     st.markdown("Rows: the remedies measured so far in this session; columns: their measured effect on each phase. "
                 "Green: faster in every run, by more than the runs' spread; red: slower the same way; grey: no "
-                "verdict (too few runs, or the runs disagree). A remedy meant for one segment should show no gain on "
-                "the other: budget spent there buys nothing. The Budget lab crosses them on purpose: a valley remedy "
+                "verdict (too few runs, or the runs disagree). A remedy aimed at one segment may show no gain on the "
+                "other (bfloat16 and better kernels can move both): budget spent there buys nothing. The Budget lab "
+                "crosses them on purpose: a valley remedy "
                 "on a bridge-heavy request and bridge remedies on a valley-heavy one.")
     theme_toggle.plotly_chart(fr.indicator_matrix_figure(history), width="stretch", theme=None)
     table = fr.effects_table(history)

@@ -92,9 +92,7 @@ def step_view() -> None:
                    "Small arithmetic, but the whole cache has to be read to do it.")
     with heads_tab:
         presenter.chart(fig_kvcache.gqa_figure(cfg.n_heads, cfg.n_kv_heads), key="decode_gqa", name="shared_kv_heads")
-        st.caption(f"Grouped-query attention: only {cfg.n_kv_heads} key/value heads are cached per layer, "
-                   f"each read by {cfg.n_heads // max(1, cfg.n_kv_heads)} query heads — the cache is "
-                   f"{cfg.n_heads // max(1, cfg.n_kv_heads)}× smaller than with one KV head per query head.")
+        st.caption(story_text.gqa_caption(cfg.n_heads, cfg.n_kv_heads))
 
 
 def presenter_view(view) -> None:

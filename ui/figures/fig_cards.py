@@ -9,7 +9,7 @@ import plotly.graph_objects as go
 
 from engine.perfmodel.card_model import Cost
 from ui.figures.theme import DECODE_COLOR, NEUTRAL_COLOR, PREFILL_COLOR, base_layout
-from ui.text.card_numbers import Comparison
+from ui.text.card_numbers import Comparison, comparison_headline
 
 
 def cost_figure(costs: list[Cost], card_name: str) -> go.Figure:
@@ -37,7 +37,7 @@ def comparison_figure(c: Comparison) -> go.Figure:
     fig.add_bar(x=names, y=values, marker_color=colors, marker_pattern_shape=["/", "/", "", ""],
                 text=[f"x{v:.2f}" for v in values], textposition="outside", showlegend=False)
     fig.add_hline(y=1.0, line=dict(color=NEUTRAL_COLOR, width=1))
-    fig.update_layout(**base_layout(f"{c.slow} -> {c.fast}: only the bridge gets faster (estimate)", "",
+    fig.update_layout(**base_layout(f"{c.slow} -> {c.fast}: {comparison_headline(c)} (estimate)", "",
                                     "speed-up (x)", height=380))
     fig.update_yaxes(range=[0, max(values) * 1.25])
     return fig

@@ -111,7 +111,9 @@ def gqa_figure(n_heads: int, n_kv_heads: int, height: int = 300) -> go.Figure:
                              marker=dict(size=34, color="#6A4C93", symbol="square"),
                              name=f"{n_kv_heads} cached K/V heads", textfont=dict(size=FONT_SIZE - 2)))
     share = n_heads // max(1, n_kv_heads)
-    layout = base_layout(f"{n_heads} query heads share {n_kv_heads} KV heads ({share} per KV head)", "", "", height)
+    title = (f"{n_heads} query heads, each with its own KV head (no grouped-query attention)" if share <= 1 else
+             f"{n_heads} query heads share {n_kv_heads} KV head{'s' if n_kv_heads > 1 else ''} ({share} per KV head)")
+    layout = base_layout(title, "", "", height)
     fig.update_layout(**layout)
     fig.update_layout(title=dict(font=dict(size=TITLE_SIZE - 2)))
     fig.update_xaxes(visible=False, range=[-0.08, 1.08])

@@ -80,7 +80,8 @@ def valley_measured(result, model: str) -> str:
                      f"{b.prompt_tokens:,} tokens")
             return (f"Measured here (Sweep lab): the valley is compute-bound {where}: from {a.prompt_tokens:,} to "
                     f"{b.prompt_tokens:,} tokens TTFT grew ×{grown:.2f} for ×{b.prompt_tokens / a.prompt_tokens:g} the "
-                    "tokens, in every round.")
+                    "tokens, in every round faster than the square root of the prompt (this page's mark of arithmetic "
+                    "setting the pace: a pass bound by reading the weights barely grows).")
         if e.verdict != SLOWER:
             break
     return (f"Measured here (Sweep lab): up to {pts[-1].prompt_tokens:,} tokens TTFT grew more slowly than the square root "
@@ -100,7 +101,8 @@ def bridge_measured(result, model: str) -> str:
                 "batch's in every round by more than the rounds' spread: the bridge stayed bound by reading the weights "
                 "(or the machine was too busy to show it).")
     return (f"Measured here (Batch lab, {path}): the bridge turns compute-bound at B = {cross}, the first batch whose "
-            "step took more than 1.5× the smallest batch's in every round.")
+            "step took more than 1.5× the smallest batch's in every round (this page's mark: a step bound by reading "
+            "the weights barely grows with B; past it, the batch's arithmetic and each rider's own work set the pace).")
 
 
 def context_words(sweep) -> str:

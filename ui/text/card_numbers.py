@@ -138,7 +138,8 @@ def crossover_words(cfg, name: str, peaks, dtype: str = "float32", context: int 
     t, b = cm.crossover_prompt(s), cm.crossover_batch(s, context)
     bridge = (f"the bridge from a batch of {b:,}" if b is not None
               else "the bridge never (each rider's KV cache adds bytes as fast as FLOPs)")
-    return (f"On this machine (peaks measured {s.card.measured_at}; ridge {s.card.ridge(s.fmt.compute):.1f} FLOP/byte) "
+    return (f"On this machine (peaks measured {s.card.measured_at}; ridge {s.card.ridge(s.fmt.compute):.1f} FLOP/byte "
+            "against its streaming-read bandwidth, the card model's, beside the roofline's against the copy) "
             f"{s.model_name} in {dtype} turns compute-bound: the valley from a prompt of {t:,} tokens, {bridge} at "
             f"{context:,} tokens of context. Computed with the card model from the measured peaks.")
 
@@ -210,9 +211,10 @@ def cost_words(costs: list[cm.Cost], card_name: str, price_per_hour: float | Non
         prefill = ("a prefill's cost stays about the same (it is compute-bound: batching adds work, not sharing)"
                    if shrink < 1.25 else f"a prefill's shrinks only x{shrink:.1f} (this prompt is short enough to be "
                    "partly memory-bound, so the riders share some of its weight reads)")
-        verdict = (f"Batching shares each decode step among the riders (x{first.decode_s / last.decode_s:.0f} cheaper a "
-                   f"request) while {prefill}: the valley's share of the money grows from {first.prefill_share:.0%} to "
-                   f"{last.prefill_share:.0%}")
+        moves = "grows" if last.prefill_share > first.prefill_share else "goes"
+        verdict = (f"Batching shares each decode step among the riders (x{first.decode_s / last.decode_s:.1f} cheaper a "
+                   f"request) while {prefill}: the valley's share of the money {moves} from {first.prefill_share:.0%} "
+                   f"to {last.prefill_share:.0%}")
     return f"On {card_name} ({ESTIMATE}): " + "; ".join(parts) + (f". {verdict}." if verdict else ".")
 
 
@@ -269,14 +271,28 @@ def compare_cards(model: str = "llama-3.1-8b", slow: str = "h100-sxm", fast: str
                       b.card.peak(fmt) / a.card.peak(fmt), b.card.bytes_per_s / a.card.bytes_per_s)
 
 
+SAME_SPEED = 1.05  # a stage whose estimated speed-up stays under this "does not get faster"
+
+
+def comparison_headline(c: Comparison) -> str:
+    """'only the bridge gets faster' when the card model's numbers say so, else both speed-ups in words."""
+    if c.decode_speedup >= SAME_SPEED > c.prefill_speedup:
+        return "only the bridge gets faster"
+    if c.prefill_speedup >= SAME_SPEED > c.decode_speedup:
+        return "only the valley gets faster"
+    return f"the valley x{c.prefill_speedup:.2f}, the bridge x{c.decode_speedup:.2f}"
+
+
 def comparison_words(c: Comparison) -> str:
+    why = ""
+    if c.decode_speedup >= SAME_SPEED and c.decode_speedup < c.bandwidth_ratio:
+        why = (", the bridge by less than the bandwidth because each step's fixed cost (launches, sampling) does not "
+               "shrink")
     return (f"{c.slow} -> {c.fast}: the spec sheets give {c.flops_ratio:.2f}x the FLOP/s and {c.bandwidth_ratio:.2f}x the "
             f"bandwidth. For {c.model} the card model ({ESTIMATE}) gives the valley (TTFT) x{c.prefill_speedup:.2f} and "
-            f"the bridge (TPOT) x{c.decode_speedup:.2f}: only the bridge gets faster, and by less than the bandwidth "
-            "because each step's fixed cost does not shrink. Published (TensorRT-LLM v0.9, Llama-2-7B in fp8): TTFT "
-            "x1.02 at 2,048 tokens, TPOT x1.14 at batch 1 and x1.18 at batch 16 (docs/performance-model.md).")
-
-
+            f"the bridge (TPOT) x{c.decode_speedup:.2f}: {comparison_headline(c)}{why}. Published (TensorRT-LLM v0.9, "
+            "Llama-2-7B in fp8): TTFT x1.02 at 2,048 tokens, TPOT x1.14 at batch 1 and x1.18 at batch 16 "
+            "(docs/performance-model.md).")
 
 
 # --- §3: a decode step's cost against the context, up to the window or the memory ---------------------------------

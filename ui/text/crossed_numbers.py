@@ -112,9 +112,13 @@ def story(result) -> str:
         elif _helped(mine) and not _helped(other):
             text += f" Real here, and it paid only where the {PHASE[meant]} was the journey."
         elif _helped(mine) and _helped(other):
-            gain = "more" if mine.total.median > other.total.median else "less"
-            text += (f" It shortened both journeys, {gain} where the {PHASE[meant]} was the journey: each pays in "
-                     "proportion to its segment's share.")
+            if mine.total.median > other.total.median:
+                text += (f" It shortened both journeys, more where the {PHASE[meant]} was the journey: each pays in "
+                         "proportion to its segment's share.")
+            else:  # Amdahl says the opposite: the remedy also sped up the other segment, or the rounds were unequal
+                text += (f" It shortened both journeys, but no more where the {PHASE[meant]} was the journey: it also "
+                         "sped up the other segment here (see its TTFT and TPOT), so its gain is not its own segment's "
+                         "share alone.")
         lines.append(text)
     if skipped := getattr(result, "skipped", {}):
         lines.append("Not measured here: " + "; ".join(f"{k}: {why}" for k, why in skipped.items()) + ".")

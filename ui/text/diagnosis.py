@@ -22,11 +22,16 @@ PREFILL_REMEDIES = [
 ]
 DECODE_REMEDIES = [
     ("Fewer bytes per weight (int8 / 4-bit)", "each step reads every weight once: int8 reads 4x fewer bytes than "
-                                              "float32, 2x fewer than bf16, so the weights' share of the step shrinks"),
+                                              "float32, 2x fewer than bf16, so reading the weights takes less time, "
+                                              "where the kernel turns them back into numbers as fast as it reads "
+                                              "them (measure it: the Remedies lab)"),
     ("KV-cache layout and quantisation", "each step reads the whole KV cache, which grows with the context: fewer "
                                          "bytes per cached token, less traffic"),
-    ("Speculative decoding", "several tokens are checked in one pass, so fewer serial trips across the bridge"),
-    ("CUDA graphs / fewer launch gaps", "removes the fixed per-step overhead between one token and the next"),
+    ("Speculative decoding", "several guessed tokens are checked in one pass, so fewer serial trips across the "
+                             "bridge: it pays while the step is memory-bound (checking k tokens costs about as much as "
+                             "one) and most guesses are accepted; otherwise the extra arithmetic costs more than it saves"),
+    ("CUDA graphs / fewer launch gaps", "cut the host's time issuing kernels between one token and the next: the step's "
+                                        "whole cost for a small model on a GPU, a small part for a big one"),
 ]
 # remedies of a shared server: they raise the room's throughput or even out its latencies, not this request's speed
 SERVER_REMEDIES = [

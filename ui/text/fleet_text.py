@@ -42,8 +42,8 @@ HONESTY = (
     "times its class's efficiencies, fitted on published GPU measurements and checked on others held back "
     "(docs/performance-model.md). **Measured here**: this machine's card, once its peaks are measured in this session "
     "(button below, or the Roofline page), and when. **Simulated**: the queueing and batching of thousands of requests "
-    "(engine/perfmodel/fleet_sim.py; `scripts/fleet_check.py` checks the simulator against the real engine on this "
-    "machine and prints the comparison). Nothing on this page is read from a file recorded on another machine.")
+    "(engine/perfmodel/fleet_sim.py; `python -m benchmarks.fleet_check` checks the simulator against the real engine "
+    "on this machine and prints the comparison). Nothing on this page is read from a file recorded on another machine.")
 
 
 def example_price(card_name: str) -> float:
@@ -121,7 +121,7 @@ def cheapest(plans_by_policy: dict[str, Plan]) -> tuple[str, Plan] | None:
 def ledger_text(p: Plan, hw_name: str) -> str:
     """Beside Old Qin's ledger: the fable's one-convoy valley share (of time) against this fleet's bill (of money)."""
     share = p.money["prefill"]
-    stage = ("the valley: FLOP/s (a card with more compute per dollar)" if share >= 0.5
+    stage = ("the valley: FLOP/s for prompts past the ridge (a card with more compute per dollar)" if share >= 0.5
              else "the bridge: bandwidth and memory (a card with more bytes/s and room for KV caches per dollar)")
     return (f"**The bill by stage:** the valley (prefill) takes **{share:.0%}** of the money, the bridge (decode) "
             f"**{1 - share:.0%}** on {hw_name}. Old Qin's ledger put the valley at {budget.FABLE_SHARE:.0%} of one "

@@ -28,7 +28,8 @@ TERMS = (
          f"cache to produce a single token. Serial: the single-plank bridge, {lesson_physics.decode_bound_words()}.",
          "Decode page; the step-by-step ledger on Timing"),
     Term("TTFT", "time to first token", "From the request's start to its first generated token: prefill plus the "
-         "first sampling. It grows with the prompt's length.", "Home, Prefill and Timing"),
+         "first sampling. It grows with the prompt's length: about in proportion once the prompt passes the device's "
+         "ridge, barely below it.", "Home, Prefill and Timing"),
     Term("TPOT", "time per output token", "(end-to-end time − TTFT) / (output tokens − 1): the average cost of one "
          "decode step. Each step reads the whole KV cache, so TPOT grows with the context (prompt and answer so "
          "far): slowly while the cache is small next to the weights, in proportion once it is not.",
@@ -50,10 +51,11 @@ TERMS = (
          "meets a flat roof (peak compute) at the ridge point. A long enough prompt's prefill sits under the flat roof, "
          "a small-batch decode step under the slanted one.", "Roofline & hardware lab"),
     Term("Ridge point", "", "Peak FLOP/s ÷ memory bandwidth: the intensity above which a kernel waits on arithmetic, "
-         f"below which on memory. Low on CPUs (a few to a few dozen); the GPU presets here run "
+         f"below which on memory: {lesson_physics.CPU_RIDGE_WORDS}; the GPU presets here run "
          f"{lesson_physics.ridge_range_words()}.", "Roofline & hardware lab; Batch lab"),
     Term("MFU", "model FLOPs utilisation", "The FLOP/s a phase achieved (model FLOPs / measured time) divided by the "
-         "machine's peak FLOP/s, measured on this machine. High for a long prefill, tiny for decode.",
+         "peak FLOP/s (here: what a matmul at the model's shapes reaches on this machine, measured). High for a prefill "
+         "past the ridge, tiny for a small-batch decode step.",
          "Roofline & hardware lab"),
     Term("Memory-bound / compute-bound", "", "Whether a step waits for bytes to arrive from memory or for arithmetic "
          "to finish; speeding up the other one does not help. Which one depends on the step's intensity against "

@@ -14,8 +14,9 @@ from ui.text import lesson_physics
 SWEEP_INTRO = (
     "Every point below is **real runs measured now** on this machine, on the path a Run from Home takes (greedy "
     "decoding, end-of-text ignored so lengths are exact), repeated in rounds: each number is the median of its runs, "
-    "with the fastest and slowest drawn around it. The **prompt sweep** widens the valley: TTFT grows with the prompt — linearly for the "
-    "weights' matmuls, plus a T² term from attention. The **output sweep** lengthens the bridge: each extra token "
+    "with the fastest and slowest drawn around it. The **prompt sweep** widens the valley: once the prompt passes the "
+    "device's ridge, TTFT grows with it — linearly for the weights' matmuls, plus a T² term from attention (below the "
+    "ridge it stays nearly flat: the pass waits on reading the weights). The **output sweep** lengthens the bridge: each extra token "
     "costs one more step, and each step a little more than the last, because it reads a KV cache one entry longer."
 )
 
@@ -141,8 +142,8 @@ def batch_findings(points) -> str:
                 "prompt tokens.")
         less = (f"Here batching paid the valley more than the bridge (×{gp:.1f} vs ×{gd:.1f}, in each of {rounds} "
                 "rounds by more than the rounds lie apart): at this prompt length a single prompt did not keep the "
-                "machine's matrix units busy, and the decode steps slowed as B grew (see the step latency below: past "
-                "the batch where decode turns compute-bound).")
+                "machine's matrix units busy, and the decode steps slowed as B grew (the step latency below shows by how "
+                "much: the batch's arithmetic and each sequence's own work, once past the ridge).")
         lines.append(verdict_words(effect, more, less, "the bridge's gain divided by the valley's"))
     return "\n\n".join(lines)
 
@@ -201,7 +202,8 @@ def batch_explanation(measured: int | None, predicted: int | None, ridge: float 
     else:
         lines.append(f"**Measured crossover:** not shown up to B = {tried_max} — no batch's step took more than 1.5× "
                      "the smallest batch's (in every round by more than the rounds lie apart, when measured in rounds).")
-    lines.append("On a CPU the ridge is low (a few to a few dozen FLOP/byte), so decode turns compute-bound at a small B; "
+    lines.append("On most CPUs the ridge is low (a few to a few dozen FLOP/byte on their vector units), so decode turns "
+                 "compute-bound at a small B; "
                  f"the GPU presets of the Roofline page run {lesson_physics.ridge_range_words()} in 16-bit, so "
                  "there a decode step stays memory-bound, and batching nearly free per step, for far larger batches.")
     return "\n\n".join(lines)

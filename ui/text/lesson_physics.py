@@ -13,6 +13,10 @@ from engine.core.config import ModelConfig, dtype_bytes
 from engine.perfmodel.roofline import HARDWARE_PRESETS
 
 MB = 1e6
+# what "a CPU's ridge" spans: float32 vector units (AVX2 / AVX-512 / NEON) against DDR bandwidth; a matrix unit (Intel
+# AMX in bf16) multiplies the FLOP/s many times and with it the ridge
+CPU_RIDGE_WORDS = ("a few to a few dozen FLOP/byte on most CPUs' vector units (matrix units such as Intel's AMX, in "
+                   "bf16, raise it many times)")
 
 
 def bytes_of(dtype_name: str) -> int:
@@ -23,6 +27,12 @@ def bytes_of(dtype_name: str) -> int:
 def gemv_intensity(bytes_per_weight: float) -> float:
     """FLOP per byte of a batch-1 decode step's matrix × vector: one multiply-add (2 FLOPs) per weight read."""
     return 2.0 / bytes_per_weight
+
+
+def decode_crossover_batch(ridge: float, bytes_per_weight: float) -> int:
+    """The batch from which a decode step's matrix products reach `ridge` FLOP/byte: each weight read serves B rows
+    (2·B FLOPs per weight), so intensity ≈ 2·B / bytes per weight (the KV caches' bytes left out, so a floor)."""
+    return max(1, round(ridge * bytes_per_weight / 2.0))
 
 
 def prefill_crossover_tokens(ridge: float, bytes_per_weight: float) -> int:
@@ -106,9 +116,9 @@ def gpu_prefill_crossover_words() -> str:
 
 def prefill_bound_words() -> str:
     """The conditional statement of what bounds prefill, for any page that names it."""
-    return ("compute-bound only above the device's ridge point, where enough tokens share each weight read: on a CPU "
-            f"from a few tokens to a few dozen, {gpu_prefill_crossover_words()}; below it, even prefill waits on memory "
-            "(or, for a small model on a GPU, on launching its kernels)")
+    return ("compute-bound only above the device's ridge point, where enough tokens share each weight read: on a CPU's "
+            f"vector units from a few tokens to a few dozen, {gpu_prefill_crossover_words()}; below it, even prefill "
+            "waits on memory (or, for a small model on a GPU, on launching its kernels)")
 
 
 def decode_bound_words() -> str:
@@ -116,4 +126,4 @@ def decode_bound_words() -> str:
     return (f"memory-bound at small batch: about {gemv_intensity(4):g} FLOP per byte in float32, {gemv_intensity(2):g} in "
             f"bf16, {gemv_intensity(1):g} in int8, below the ridge of GPUs (tens to hundreds) and of most CPUs (a few to a "
             "few dozen), so each step waits on reading the weights and the whole KV cache (a small model on a GPU waits "
-            "on launching its kernels instead)")
+            "on launching its kernels instead); B sequences sharing a step multiply that intensity by about B")

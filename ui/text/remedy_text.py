@@ -14,7 +14,8 @@ from ui.text.lab_text import busy_banner, cpu_wait_words
 
 HELPS = {  # remedy key -> (phase it is meant to help, one-line idea)
     "kv_cache": ("decode", "Keep every past token's keys and values so each step computes one token, not the whole text."),
-    "speculative": ("decode", "Guess several tokens by copying from the prompt, check them all in ONE forward pass."),
+    "speculative": ("decode", "Guess several tokens by copying from the prompt, check them all in ONE forward pass: "
+                              "it pays while a step is memory-bound and the guesses are accepted."),
     "prefix": ("prefill", "Turn 2 reuses turn 1's KV cache: only the new tokens go through the valley."),
     "dtype": ("both", "Half the bytes per number (bfloat16): fewer bytes for the bridge, faster math only where the chip has it."),
     "int8": ("decode", "int8 weights: 4x fewer bytes per weight than float32 (2x fewer than bf16) for the bridge to carry. "
@@ -34,7 +35,8 @@ TAB_LABELS = {  # short, so the whole strip (Indicator lights included) fits a 1
 }
 HISTORY_KEEP = 5  # measurements of each remedy kept for its verdict (the latest ones)
 NOISE_NOTE = ("Verdicts come from every run this session made of each remedy, here on this machine (each Measure runs "
-              "the baseline and the remedy in turn, three times): **▲ helps** or **▼ hurts** only when every run moved "
+              "the baseline and the remedy in turn, three times; the KV cache's Measure once, so it needs three "
+              "Measures): **▲ helps** or **▼ hurts** only when every run moved "
               "the same way, each by more than the spread between the runs; **● too close to tell** otherwise (the "
               f"machine moved more than the remedy); **○ too few runs** with fewer than {MIN_REPEATS} (press Measure "
               "again).")
@@ -50,7 +52,8 @@ LLAMA_CPP_CITATION = ("A published measurement, not made here: in llama.cpp's Ap
                       "the valley about arithmetic.")
 CUDA_NOTE = ("Needs a CUDA GPU. On a GPU each decode step launches hundreds of small kernels; CUDA graphs "
              "(`torch.compile(mode='reduce-overhead')`) record them once and replay the whole step with one launch, removing "
-             "most of the launch/dispatch gap measured above. Not available on this machine, so nothing is claimed here.")
+             "most of a GPU's launch and dispatch gap (the kind of gap measured above on this machine's CPU, where CUDA "
+             "graphs do not exist). Not available on this machine, so nothing is measured here.")
 LESSON = "Find which segment is stuck, then use that segment's strategy: money poured into the valley does nothing for the bridge."
 
 
@@ -168,10 +171,16 @@ def kv_cache_summary(r, history=None) -> str:
     if not c or not u:
         return "Too few tokens to compare decode steps."
     _, tpot = effects("kv_cache", history or [r])
+    first, last = u[0], u[-1]
+    if last.kv_length > first.kv_length and last.seconds > first.seconds:
+        grew = (f", so the last step ({ms(last.seconds)}, over {last.kv_length} tokens) cost more than the first "
+                f"({ms(first.seconds)}, over {first.kv_length})")
+    else:  # one run: a busy moment can make a later step no dearer than the first
+        grew = (f"; here the last step ({ms(last.seconds)}, over {last.kv_length} tokens) was no dearer than the first "
+                f"({ms(first.seconds)}): one run, so noise can hide the growth")
     return (f"With the cache, decode steps took {ms(sum(s.seconds for s in c) / len(c))} on average; without it, "
             f"{ms(sum(s.seconds for s in u) / len(u))} (each crossing {tpot.words()}). Without a cache every step "
-            f"recomputes the keys and values of all the tokens so far: it becomes a prefill of the whole text, so the "
-            f"last step ({ms(u[-1].seconds)}, over {u[-1].kv_length} tokens) cost more than the first ({ms(u[0].seconds)}). "
+            f"recomputes the keys and values of all the tokens so far: it becomes a prefill of the whole text{grew}. "
             f"Same tokens: {'yes' if r.same_tokens else 'NO'}.")
 
 
@@ -236,10 +245,13 @@ def int8_summary(r, history=None) -> str:
              f"top-1 agreement {a.top1_agreement:.0%}, largest logit difference {a.max_abs_logit_diff:.3f}, relative error "
              f"{a.rel_error:.3f}. Decode TPOT {decode.words()}, prefill TTFT {prefill.words()}.",
              _bridge_vs_valley(decode, prefill)]
-    if decode.verdict == "faster":
-        lines.append("Decode gains less than the byte ratio because the KV cache's bytes and the per-step overhead stay.")
+    byte_ratio = f.matrix_bytes / max(q.matrix_bytes, 1)
+    if decode.verdict == "faster" and decode.median < byte_ratio:
+        lines.append(f"Decode gains less than the byte ratio (×{byte_ratio:.1f}): the KV cache's bytes, turning int8 "
+                     "back into numbers, and the per-step overhead do not shrink with the weights.")
     if getattr(r, "run_row", None) is not None:
-        lines.append(f"Both ran the same decode loop, so only the bytes differ. A Run here takes another path for "
+        lines.append(f"Both ran the same decode loop (int8's with its own matrix kernel), so the comparison is of the "
+                     f"weights' format, not of two programs. A Run here takes another path for "
                      f"float: **{r.run_row.label}**, {spread_words(r.run_row)}; against it int8 is "
                      f"{Effect(tuple(_paired(r.run_row.tpot_runs, q.tpot_runs, r.run_row.tpot_s, q.tpot_s))).words()} "
                      "in TPOT.")
@@ -266,7 +278,8 @@ def kernels_summary(r, history=None) -> str:
 
 def overhead_summary(r) -> str:
     return (f"Real decode step: {ms(r.real_step_s)}. Same-depth skeleton (math ≈ 0): {ms(r.skeleton_step_s)}. So about "
-            f"{r.overhead_share:.0%} of each step is overhead that no bandwidth or FLOP budget buys back. Method: {r.method}")
+            f"{r.overhead_share:.0%} of each step is overhead that more bandwidth or more FLOP/s alone do not buy back (a "
+            f"faster host, fewer launches or a fused step do). Method: {r.method}")
 
 
 PROFILE_INTRO = ("torch.profiler records every operator of one prefill and of a few decode steps. Prefill's matrix "

@@ -22,10 +22,12 @@ FABLE_SHARE, FABLE_SCENARIOS = budget.FABLE_SHARE, budget.FABLE_SCENARIOS
 INTRO = (
     "A **roofline** says how fast a pass can run on a machine: at most its peak FLOP/s, and at most its arithmetic "
     "intensity (FLOPs per byte moved) × memory bandwidth. The corner is the **ridge point**. A prefill reads every "
-    "weight once for T·B tokens, so its intensity is about **T·B tokens per weight read ÷ bytes per weight**: it is "
-    "compute-bound only once that passes the ridge (on a CPU from a few tokens; on an H100 in bf16 from a few hundred). "
-    "A decode step reads every weight, and every rider's KV cache, for one token per rider: its intensity is about B ÷ "
-    "bytes per weight, so it stays memory-bound below a batch of the same size, and with a long cache it may never cross.")
+    "weight once for T·B tokens and does 2 FLOPs (a multiply-add) with it for each, so its intensity is about **2·T·B "
+    "÷ bytes per weight** (T·B in bf16, T·B/2 in float32): it is compute-bound only once that passes the ridge (on a "
+    "CPU's vector units from a few tokens; on an H100 in bf16 from a few hundred). A decode step reads every weight, and "
+    "every rider's KV cache, for one token per rider: its intensity is about 2·B ÷ bytes per weight, so in bf16 it stays "
+    "memory-bound below a batch about the size of the ridge (in float32 twice that), and with a long cache it may never "
+    "cross.")
 CARD_MODEL_NOTE = (
     "**How the cards' times are estimated** (engine/perfmodel/card_model.py): each pass takes the larger, softly, of "
     "FLOPs ÷ (the card's achievable matmul FLOP/s × MFU) and bytes ÷ (bandwidth × MBU), plus the host's launch time "
@@ -48,9 +50,9 @@ FABLE_NOTE = f"the fable: the valley is {share_in_words(FABLE_SHARE)} of the jou
 # --- roofline lab -----------------------------------------------------------------------------------------------
 def peak_metrics(peaks) -> list[tuple[str, str]]:
     """(label, value) for this machine's measured peaks and the ridge point they make."""
-    return [("Copy bandwidth (measured)", f"{peaks.copy_bytes_per_s / 1e9:.1f} GB/s"),
+    return [("Copy bandwidth (measured, read + write)", f"{peaks.copy_bytes_per_s / 1e9:.1f} GB/s"),
             ("Matmul FLOP/s (measured)", f"{peaks.matmul_flops_per_s / 1e9:.1f} GFLOP/s"),
-            ("Ridge point", f"{peaks.matmul_flops_per_s / peaks.copy_bytes_per_s:.1f} FLOP/byte")]
+            ("Ridge point (matmul ÷ copy)", f"{peaks.matmul_flops_per_s / peaks.copy_bytes_per_s:.1f} FLOP/byte")]
 
 
 def trace_points(trace) -> list[rl.MeasuredPoint]:

@@ -9,7 +9,7 @@ def test_roofline_page_measures_here_and_estimates_every_card():
     at = open_lab("lab_roofline")
     no_exception(at)
     labels = [m.label for m in at.metric]
-    assert labels[:3] == ["Copy bandwidth (measured)", "Matmul FLOP/s (measured)", "Ridge point"]
+    assert labels[:3] == ["Copy bandwidth (measured, read + write)", "Matmul FLOP/s (measured)", "Ridge point (matmul ÷ copy)"]
     assert "MFU (measured here)" in labels and "MBU (measured here)" in labels
     points = at.dataframe[0].value
     assert list(points["phase"]) == ["prefill", "decode"]

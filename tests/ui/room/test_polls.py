@@ -138,6 +138,23 @@ def test_eight_riders_at_x4_5_is_not_explained_as_almost_eightfold():
     assert "barely more tokens per second" in q.explanation(polls.Measured(1.2, ""))
 
 
+def test_eight_riders_step_times_follow_from_the_figure():
+    """tokens/s with B riders ÷ with one = B × (one rider's step ÷ B riders' step): a figure under the first bound means
+    each batched step took more than B ÷ bound as long; the explanation says 'more than five times', which every figure
+    in that option's range satisfies."""
+    q = {q.id: q for q in polls.load_bank()[0]}["eight-riders"]
+    riders, first = q.measure["riders"], q.options[0]
+    assert riders / first.high > 5 and "more than five times as long" in first.explain
+    assert "nearly eight times" not in first.explain
+
+
+def test_an_option_label_never_states_physics_its_explanation_denies():
+    """The 'about the same' TPOT option is the answer on a machine where the cache is small next to the weights; its
+    label must not say a step reads the weights only (it reads the whole KV cache too, as its explanation says)."""
+    q = {q.id: q for q in polls.load_bank()[0]}["a-long-prompt"]
+    assert "whatever came before" not in q.options[0].label and "read the whole KV cache" in q.options[0].explain
+
+
 def test_amdahl_bounds_follow_the_share_they_name():
     """valley ×2 gives 1 / (1 − p/2): each option's explanation names the share range its bounds imply."""
     q = {q.id: q for q in polls.load_bank()[0]}["valley-twice-as-fast"]

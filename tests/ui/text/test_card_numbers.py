@@ -85,6 +85,17 @@ def test_h100_to_h200_only_the_bridge_gets_faster():
     assert "only the bridge gets faster" in words and "x1.14" in words  # the published ratio beside the model's
     fig = fig_cards.comparison_figure(c)
     assert [round(v, 2) for v in fig.data[0].y][:2] == [round(c.prefill_speedup, 2), round(c.decode_speedup, 2)]
+    assert "only the bridge gets faster" in fig.layout.title.text
+
+
+def test_the_comparison_says_what_the_card_model_gives_not_what_the_fable_expects():
+    """A pair of cards whose compute differs as well (A100 -> H100): both stages get faster, and the words and the
+    figure's title say so instead of 'only the bridge'."""
+    c = cn.compare_cards(slow="a100-80gb", fast="h100-sxm")
+    assert c.prefill_speedup > cn.SAME_SPEED and c.decode_speedup > cn.SAME_SPEED
+    words = cn.comparison_words(c)
+    assert "only the bridge" not in words and f"the valley x{c.prefill_speedup:.2f}" in words
+    assert "only the bridge" not in fig_cards.comparison_figure(c).layout.title.text
 
 
 def test_this_machines_card_takes_a_measured_runs_mfu_and_mbu(tiny_llama):

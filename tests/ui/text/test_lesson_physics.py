@@ -31,3 +31,31 @@ def test_the_ridge_range_is_the_presets_not_a_typed_range():
     words = lp.ridge_range_words()
     assert f"{gpus[0]:,.0f} FLOP/byte" in words and f"{gpus[-1]:,.0f}" in words
     assert all("CPU" not in c.name for c in lp.cards())
+
+
+def test_a_decode_step_crosses_the_ridge_at_a_batch_of_ridge_times_bytes_over_two():
+    """2 FLOPs per weight per row: the crossover batch is about the ridge in 16-bit and twice it in float32, what the
+    Roofline lab's introduction and docs/performance-model.md say (intensity 2·B ÷ bytes per weight, not B ÷ bytes)."""
+    from ui.text import roofline_numbers as rn
+    for card in lp.cards():
+        b16, b32 = lp.decode_crossover_batch(card.ridge, 2), lp.decode_crossover_batch(card.ridge, 4)
+        assert b16 * lp.gemv_intensity(2) == pytest.approx(card.ridge, abs=1) and b32 == pytest.approx(2 * b16, abs=1)
+    assert "2·B ÷ bytes per weight" in rn.INTRO and "2·T·B" in rn.INTRO and "twice that" in rn.INTRO
+
+
+def test_the_lesson_physics_table_gives_this_vms_crossover_from_its_measured_ridges():
+    """docs/lesson-physics.md §1: the ridge measured here (2.7–3.5 FLOP/byte, float32) puts prefill's crossover at
+    2·ridge tokens; the table's range is that computation, not a typed guess."""
+    from pathlib import Path
+    doc = (Path(__file__).resolve().parents[3] / "docs" / "lesson-physics.md").read_text(encoding="utf-8")
+    lo, hi = lp.prefill_crossover_tokens(2.7, 4), lp.prefill_crossover_tokens(3.5, 4)
+    assert "| 2.7–3.5, measured here" in doc and f"| {lo}–{hi} tokens |" in doc
+
+
+def test_decode_attention_is_below_the_ridge_too():
+    """docs/lesson-physics.md §2 says a decode step's attention does about 1.5 FLOP per byte of cache for SmolLM2 in
+    float32 (4·D FLOPs per query head per cached token, 2·D numbers per KV head): computed from the shapes."""
+    cfg = MODEL_PRESETS["SmolLM2-135M"]
+    flops = cfg.n_heads * 4 * cfg.head_dim  # per cached token and layer
+    nbytes = 2 * cfg.n_kv_heads * cfg.head_dim * 4
+    assert flops / nbytes == pytest.approx(1.5) and flops / nbytes < 2.7  # under this VM's lowest measured ridge

@@ -2,6 +2,7 @@
 against its own spread), never from a fixed noise band; fewer than three runs get no verdict; slower says slower, and
 only a measured gain earns the 'closer to memory speed' explanation."""
 import math
+from pathlib import Path
 
 import pytest
 
@@ -97,6 +98,33 @@ def test_no_cache_recomputes_rather_than_rereads():
     r = N(cached=N(steps=steps([0.02, 0.02])), uncached=N(steps=steps([0.05, 0.09])), same_tokens=True)
     text = rt.kv_cache_summary(r)
     assert "recomputes the keys and values" in text and "re-reads" not in text
+    assert "cost more than the first" in text
+
+
+def test_a_cacheless_run_whose_last_step_was_not_dearer_is_not_said_to_grow():
+    """One run of the no-cache path on a busy machine: a stall on the first step can leave the last no dearer. The words
+    follow the measured steps, never the expectation."""
+    from types import SimpleNamespace as N
+    steps = lambda xs: [N(seconds=s, kv_length=10 + i) for i, s in enumerate(xs)]  # noqa: E731
+    r = N(cached=N(steps=steps([0.02, 0.02])), uncached=N(steps=steps([0.30, 0.09])), same_tokens=True)
+    text = rt.kv_cache_summary(r)
+    assert "cost more than the first" not in text and "no dearer than the first" in text
+
+
+def test_the_kv_cache_needs_three_measures_for_a_verdict_and_the_note_says_so():
+    """Each KV-cache Measure gives one ratio (one run each way), so a verdict needs three Measures: the note says so
+    and the 45-minute lesson asks for three."""
+    from types import SimpleNamespace as N
+
+    from ui.demo import lesson
+    steps = lambda xs: [N(seconds=s, kv_length=10 + i) for i, s in enumerate(xs)]  # noqa: E731
+    one = N(cached=N(steps=steps([0.02, 0.02])), uncached=N(steps=steps([0.5, 0.9])), same_tokens=True)
+    assert rt.effects("kv_cache", [one, one])[1].verdict == "few"
+    assert rt.effects("kv_cache", [one, one, one])[1].verdict == "faster"
+    assert "the KV cache's Measure once, so it needs three Measures" in rt.NOISE_NOTE
+    the = lesson.load(Path(__file__).resolve().parents[3] / "assets" / "lessons" / "45-minutes.json")
+    step = next(s for s in the.steps if s.page == "lab_remedies")
+    assert "KV cache tab three times" in step.do
 
 
 def test_the_llama_cpp_claim_is_cited():
@@ -106,3 +134,16 @@ def test_the_llama_cpp_claim_is_cited():
 
 def test_tab_labels_are_short():
     assert sum(len(v) for v in rt.TAB_LABELS.values()) <= 80 and rt.TAB_LABELS["matrix"] == "Indicator lights"
+
+
+@pytest.mark.parametrize("tpot_int8, said", [(0.020, True), (0.009, False)])
+def test_int8_gains_less_than_the_byte_ratio_only_where_it_did(tpot_int8, said):
+    """The 'less than the byte ratio' explanation is arithmetic on the measurement: 400 MB -> 100 MB is ÷4, a step 40 ->
+    20 ms gained ×2 (said), 40 -> 9 ms ×4.4 (more than the bytes: not said)."""
+    from engine.labs.remedies import Int8Result
+    from engine.techniques.quantize import Agreement
+    f = PhaseRow("float32", 0.1, 0.040, 24, 24, 400_000_000, [0.1 * j for j in JITTER], [0.040 * j for j in JITTER])
+    q = PhaseRow("int8", 0.1, tpot_int8, 24, 24, 100_000_000, [0.1 * j for j in JITTER],
+                 [tpot_int8 * j for j in JITTER])
+    text = rt.int8_summary(Int8Result([f, q], "int8 kernel", Agreement(8, 1.0, 0.01, 0.001), 0.5))
+    assert ("Decode gains less than the byte ratio (×4.0)" in text) is said

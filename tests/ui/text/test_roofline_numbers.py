@@ -9,8 +9,8 @@ from ui.text import roofline_numbers as rn
 
 def test_peak_metrics_word_the_measured_peaks_and_their_ridge():
     peaks = SimpleNamespace(copy_bytes_per_s=20e9, matmul_flops_per_s=100e9)
-    assert rn.peak_metrics(peaks) == [("Copy bandwidth (measured)", "20.0 GB/s"),
-                                      ("Matmul FLOP/s (measured)", "100.0 GFLOP/s"), ("Ridge point", "5.0 FLOP/byte")]
+    assert rn.peak_metrics(peaks) == [("Copy bandwidth (measured, read + write)", "20.0 GB/s"),
+                                      ("Matmul FLOP/s (measured)", "100.0 GFLOP/s"), ("Ridge point (matmul ÷ copy)", "5.0 FLOP/byte")]
 
 
 def test_hardware_caption_states_the_spec_sheet():
