@@ -124,7 +124,7 @@ def cpu_wait_label(trace: Trace) -> str:
 
 
 def finished_label(trace: Trace) -> str:
-    """The run panel's line once a run ended (scripts/loadtest.py reads its numbers back: a test keeps them in step)."""
+    """The run panel's line once a run ended (benchmarks/loadtest.py reads its numbers back: a test keeps them in step)."""
     return (f"Run finished: {trace.n_prompt} → {trace.n_output} tokens, TTFT {trace.prefill_seconds * 1000:,.0f} ms, "
             f"total {trace.total_seconds:,.2f} s{cpu_wait_label(trace)} (queue {trace.queue_seconds:.2f} s, warm-up "
             f"{trace.warmup_seconds:.2f} s and attention capture {trace.capture_seconds:.2f} s not counted)")
