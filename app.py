@@ -53,4 +53,3 @@ widgets.run_panel(request)  # runs the model when Run was pressed, live, above a
 demo_panel.publish(page)  # the current settings into the URL, for sharing
 with follow.drawing():  # room mode: a follow-me push counts as seen once its page is drawn
     page.run()
-launch.early_start.mark("first page drawn")  # scripts/startup_time.py: the end of a script run (no-op otherwise)

@@ -1,4 +1,4 @@
-"""Fixtures shared by the decode-step tests (test_compiled_decode.py, test_c_decode.py)."""
+"""Fixtures shared by the fast paths' tests."""
 import pytest
 
 import engine
