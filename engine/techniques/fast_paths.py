@@ -9,7 +9,9 @@ way for each, on this machine, against the model's backends so far (what would r
      says the path lost means it is never built again.
   3. `build` (compile it, load it), then `check` (its outputs beside the rival's, on a short input).
   4. `race`: the path and its rival timed taking turns, best of a few rounds each (other programs only ever add
-     time). Kept only if faster by more than MARGIN: ties go to what runs without it.
+     time). Kept only if faster by more than MARGIN: ties go to what runs without it. A race whose threads waited
+     for a CPU a noticeable share of its time (engine/host/cpu_wait.py) is used but kept as disturbed: the next
+     loads race again, up to MAX_TRIES in all, and the least disturbed race stands (as the matmul choice does).
 
 A path that cannot be built or checked here is not used, and the verdict says why in one line. TWO_BENDS_BACKENDS=plain
 (or `pytest --backends=plain`) loads every model on the eager reference: the one switch that forces the fallbacks.
@@ -26,9 +28,9 @@ from pathlib import Path
 from typing import Protocol
 
 from engine.core.backends import Backends
-from engine.techniques import measured_cache
+from engine.techniques import kernel_choice, measured_cache
+from engine.techniques.kernel_choice import DISTURBED_MIN_S, DISTURBED_SHARE, MARGIN, MAX_TRIES
 
-MARGIN = 0.03  # a fast path must beat its rival by more than this share to be kept (timing noise)
 SWITCH = "TWO_BENDS_BACKENDS"  # "plain": every model on the eager reference (engine/techniques/kernels.py)
 
 
@@ -66,12 +68,25 @@ class Verdict:
     cached: bool = False  # read back from the cache file: not timed in this process
     note: str = ""  # why it is not used, when it could not be built, checked or timed
     at: str = ""  # what one timing was: "per step at context 128"
+    race_s: float = 0.0  # how long the race took
+    wait_s: float | None = None  # s its threads were runnable without a CPU (None: not measurable here)
+    tries: int = 1  # races of this key so far (more than one only after disturbed ones)
+
+    @property
+    def disturbed(self) -> bool:
+        """Other programs held the CPU for a noticeable share of the race: its outcome may be theirs."""
+        return (self.wait_s or 0.0) > max(DISTURBED_MIN_S, DISTURBED_SHARE * self.race_s)
 
     def words(self, path: FastPath) -> str:
         if self.note:
             return f"{path.name}: not used ({self.note})"
         timing = f"{path.fast} {_ms(self.fast_ms)} ms vs {path.rival} {_ms(self.rival_ms)} ms {self.at}"
         where = "cached verdict" if self.cached else "measured now"
+        if self.disturbed:
+            again = (f"raced again at the next load, try {self.tries} of {MAX_TRIES}" if self.tries < MAX_TRIES
+                     else f"the least disturbed of {self.tries} tries, kept")
+            where += (f"; other programs held the CPU for {self.wait_s:.2f} s of the {self.race_s:.2f} s raced, so "
+                      f"the outcome may be theirs: {again}")
         return (f"{path.name}: {'used' if self.use else 'not used'} ({timing}; {where}; building and checking took "
                 f"{self.setup_s:.1f} s)")
 
@@ -113,6 +128,10 @@ def decide(path: FastPath, lm, backends: Backends, folder: Path | None = None,
     key = measured_cache.machine_key(lm.model, lm.dtype) | path.key(lm) | {"what": path.name}
     with _LOCK:
         found = None if remeasure else _verdict(measured_cache.recall(folder, key))
+        if found is not None and found.disturbed and found.tries < MAX_TRIES:  # raced again: kept to compare with
+            earlier, found = found, None
+        else:
+            earlier = None
         if found is not None and not found.use:
             return backends, found
         begin = time.perf_counter()
@@ -127,13 +146,27 @@ def decide(path: FastPath, lm, backends: Backends, folder: Path | None = None,
         elif found is not None:  # it won here before: checked on this build, not timed again
             return path.attach(backends, built), replace(found, setup_s=setup, cached=True)
         else:
+            meter = kernel_choice.WaitMeter()
+            meter.mark()
+            begin = time.perf_counter()
             try:
                 fast_ms, rival_ms = path.race(lm, backends, built)
             except Exception as exc:  # not cached: the next load may time it
                 return backends, Verdict(False, setup_s=setup, note=f"could not time it here: {failure(exc)}")
-            verdict = Verdict(fast_ms < rival_ms * (1 - MARGIN), fast_ms, rival_ms, setup, at=path.timed_at(lm))
+            race_s = time.perf_counter() - begin
+            wait = meter.lap().longest if meter.available else None  # the thread that waited longest
+            verdict = Verdict(fast_ms < rival_ms * (1 - MARGIN), fast_ms, rival_ms, setup, at=path.timed_at(lm),
+                              race_s=race_s, wait_s=wait)
+            if earlier is not None:  # the earlier race was disturbed: the less disturbed of the two stands
+                verdict.tries = earlier.tries + 1
+                if _share(earlier) < _share(verdict):
+                    verdict = replace(earlier, tries=verdict.tries, setup_s=setup, cached=False)
         measured_cache.remember(folder, key, {k: v for k, v in asdict(verdict).items() if k != "cached"})
         return (path.attach(backends, built) if verdict.use else backends), verdict
+
+
+def _share(verdict: Verdict) -> float:
+    return (verdict.wait_s or 0.0) / verdict.race_s if verdict.race_s > 0 else 0.0
 
 
 def _verdict(record: dict | None) -> Verdict | None:
@@ -141,8 +174,11 @@ def _verdict(record: dict | None) -> Verdict | None:
     if record is None or set(record) != names:  # a record of another shape (an older version): measured again
         return None
     try:
+        wait = record["wait_s"]
         return Verdict(bool(record["use"]), float(record["fast_ms"]), float(record["rival_ms"]),
-                       float(record["setup_s"]), cached=True, note=str(record["note"]), at=str(record["at"]))
+                       float(record["setup_s"]), cached=True, note=str(record["note"]), at=str(record["at"]),
+                       race_s=float(record["race_s"]), wait_s=None if wait is None else float(wait),
+                       tries=int(record["tries"]))
     except (TypeError, ValueError):
         return None
 

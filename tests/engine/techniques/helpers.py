@@ -18,4 +18,5 @@ def write_verdict(folder, lm, path, use: bool, fast_ms: float = 7.0, rival_ms: f
 
     key = measured_cache.machine_key(lm.model, lm.dtype) | path.key(lm) | {"what": path.name}
     measured_cache.remember(folder, key, {"use": use, "fast_ms": fast_ms, "rival_ms": rival_ms, "setup_s": 0.5,
-                                          "note": "", "at": path.timed_at(lm)})
+                                          "note": "", "at": path.timed_at(lm), "race_s": 1.0, "wait_s": 0.0,
+                                          "tries": 1})

@@ -133,6 +133,43 @@ def test_the_one_switch_forces_the_eager_reference(tiny_llama, monkeypatch):
     assert fast_paths.forced_plain() == ""
 
 
+def test_a_disturbed_race_is_used_and_raced_again_at_the_next_loads(tiny_llama, tmp_path, monkeypatch):
+    """Other programs held the CPU for much of a race: its outcome stands for this load only; the next loads race
+    again (MAX_TRIES in all), and the least disturbed race is kept."""
+    from engine.host.cpu_wait import Wait
+    from engine.techniques import kernel_choice
+
+    waits = [0.6, 0.9, 0.3]
+
+    class Busy:
+        available = True
+
+        def mark(self):
+            pass
+
+        def lap(self):
+            return Wait(waits.pop(0), 0.0)
+
+    clock = iter(range(100))
+    monkeypatch.setattr(kernel_choice, "WaitMeter", Busy)
+    monkeypatch.setattr(fast_paths.time, "perf_counter", lambda: float(next(clock)))  # every race takes 1 s
+    first = Scripted(ms=(7.0, 9.0))
+    _, verdict = decide(first, tiny_llama, EAGER, tmp_path)
+    assert verdict.use and verdict.disturbed and verdict.tries == 1
+    assert "other programs held the CPU for 0.60 s of the 1.00 s raced" in verdict.words(first)
+    assert "raced again at the next load, try 1 of 3" in verdict.words(first)
+    second = Scripted(ms=(9.5, 9.0))  # raced again (90 %: worse): the first race stands
+    _, verdict = decide(second, tiny_llama, EAGER, tmp_path)
+    assert second.calls["race"] == 1 and verdict.use and verdict.fast_ms == 7.0 and verdict.tries == 2
+    third = Scripted(ms=(9.5, 9.0))  # 30 %: the least disturbed, kept; the tries are spent
+    backends, verdict = decide(third, tiny_llama, EAGER, tmp_path)
+    assert third.calls["race"] == 1 and not verdict.use and verdict.tries == 3 and backends == EAGER
+    assert "the least disturbed of 3 tries, kept" in verdict.words(third)
+    fourth = Scripted()
+    _, verdict = decide(fourth, tiny_llama, EAGER, tmp_path)
+    assert fourth.calls == {"build": 0, "check": 0, "race": 0} and verdict.cached and not verdict.use
+
+
 def test_verdicts_and_failures_read_in_one_line():
     assert failure(RuntimeError("a\n  b")) == "RuntimeError: a b" and failure(MemoryError()) == "MemoryError"
     path = Scripted()
