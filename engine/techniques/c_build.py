@@ -12,6 +12,7 @@ AVX2 and AVX-512), no C compiler, a compiler without OpenMP (Apple's clang).
 from __future__ import annotations
 
 import ctypes
+import functools
 import hashlib
 import os
 import platform
@@ -63,14 +64,18 @@ def build(folder: Path, source: Path) -> Path:
     cc = c_compiler()
     if cc is None:
         raise BuildError("no C compiler here (install gcc, or set CC)")
-    version = subprocess.run([cc, "--version"], capture_output=True, text=True).stdout.splitlines()[:1]
     caps = [os.environ.get(name, "") for name in ISA_CAPS]
-    made_of = [source.read_text(), *flags(), *version, *cpu_identity(), *caps]
+    made_of = [source.read_text(), *flags(), *_version(cc), *cpu_identity(), *caps]
     path = folder / "c-kernels" / f"{source.stem}-{hashlib.sha256(repr(made_of).encode()).hexdigest()[:20]}.so"
     with _BUILDING_LOCK:
         lock = _BUILDING.setdefault(path, threading.Lock())
     with lock:  # a build already under way (prebuild) is waited for, not started again
         return path if path.is_file() else _compile(cc, source, path)
+
+
+@functools.cache  # a compiler's version line, asked once per process
+def _version(cc: str) -> tuple[str, ...]:
+    return tuple(subprocess.run([cc, "--version"], capture_output=True, text=True).stdout.splitlines()[:1])
 
 
 def prebuild(folder: Path, sources: list[Path]) -> threading.Thread | None:

@@ -328,3 +328,13 @@ def test_a_model_of_a_context_shorter_than_the_timed_one_keeps_the_eager_steps(p
     for path in (C_DECODE_STEP, COMPILED_DECODE_STEP):
         fit = path.fit(short, short.backends)
         assert fit.why_not.startswith(f"models of a context of at least {step_race.CONTEXT + step_race.STEPS + 1}")
+
+
+def test_a_first_load_builds_the_libraries_in_the_background_once(tmp_path):
+    """load_model starts the builds before it reads the weights (c_build.prebuild); the fast path's own build then
+    finds the library (or waits for the build under way) instead of compiling again."""
+    thread = c_build.prebuild(tmp_path, [c_decode.SOURCE])
+    path = c_build.build(tmp_path, c_decode.SOURCE)  # waits for the prebuild's compile, if it is still running
+    thread.join()
+    (built,) = (tmp_path / "c-kernels").glob("decode_step-*.so")
+    assert built == path and built.stat().st_mtime_ns == c_build.build(tmp_path, c_decode.SOURCE).stat().st_mtime_ns
