@@ -76,7 +76,7 @@ def with_kernels(lm, kernels: str, cache_dir: Path | None = None, remeasure: boo
     fast = replace(lm, backends=Backends(ops=MatmulKernels(lm.model, choice)), kernel_choice="fast",
                    kernel_why=choice.why())
     for path in PROMPT_PATHS:
-        fast = _tried(path, fast, cache_dir, remeasure)
+        fast = _tried(path, fast, cache_dir, remeasure)[0]
     fast = replace(fast, kernels=label(fast.backends))
     return with_decode_step(fast, cache_dir, remeasure) if decode_step else fast
 
@@ -87,19 +87,23 @@ def with_decode_step(fast, cache_dir: Path | None = None, remeasure: bool = Fals
     if fast.kernel_choice != "fast" or fast.backends.decode_step is not None or fast.device.type != "cpu":
         return fast
     for path in DECODE_STEPS:
-        fast = _tried(path, fast, cache_dir, remeasure)
+        fast, verdict = _tried(path, fast, cache_dir, remeasure)
         if fast.backends.decode_step is not None:
             break
+        if verdict is not None and verdict.disturbed:  # a loss other programs may have made: raced again at the
+            break  # next load, before anything costlier (torch.compile: seconds to minutes on a busy machine) is tried
     return replace(fast, kernels=label(fast.backends))
 
 
 def _tried(path: FastPath, lm, cache_dir: Path | None, remeasure: bool):
-    """`lm` with `path` decided here: attached where it won, and its verdict (or why it cannot serve) in the why."""
+    """(`lm` with `path` decided here: attached where it won, and its verdict or why it cannot serve in the why;
+    the verdict, None where it cannot serve)."""
     fit = path.fit(lm, lm.backends)
     if not fit.ok:
-        return replace(lm, kernel_why=_and(lm.kernel_why, f"{path.name}: not here ({fit.why_not})")) if fit.said else lm
+        said = _and(lm.kernel_why, f"{path.name}: not here ({fit.why_not})")
+        return (replace(lm, kernel_why=said) if fit.said else lm), None
     backends, verdict = decide(path, lm, lm.backends, cache_dir, remeasure)
-    return replace(lm, backends=backends, kernel_why=_and(lm.kernel_why, verdict.words(path)))
+    return replace(lm, backends=backends, kernel_why=_and(lm.kernel_why, verdict.words(path))), verdict
 
 
 def prebuild(device, kernels: str, cache_dir: Path | None = None):

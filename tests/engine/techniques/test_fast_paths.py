@@ -181,3 +181,32 @@ def test_taking_turns_keeps_each_timers_best_round():
     order, times = [], {"a": iter([3.0, 1.0, 2.0]), "b": iter([5.0, 6.0, 4.0])}
     best = take_turns({name: (lambda name=name: order.append(name) or next(times[name])) for name in "ab"}, 3)
     assert best == {"a": 1.0, "b": 4.0} and order == ["b", "a", "a", "b", "b", "a"]
+
+
+def test_a_decode_step_that_lost_a_disturbed_race_stops_the_costlier_candidates(tiny_llama, tmp_path, monkeypatch):
+    """On a busy machine the C step can lose a race it wins on a quiet one: torch.compile's step (seconds to minutes
+    to compile) is not tried in that load; the next load races the C step again."""
+    from engine.host.cpu_wait import Wait
+    from engine.techniques import kernel_choice, kernels
+
+    class Busy:
+        available = True
+
+        def mark(self):
+            pass
+
+        def lap(self):
+            return Wait(60.0, 0.0)  # more than any race's own time: disturbed
+
+    class NeverBuilt(Scripted):
+        name = "a costlier path"
+
+        def build(self, lm, backends, folder):
+            raise AssertionError("tried after a disturbed loss")
+
+    monkeypatch.setattr(kernel_choice, "WaitMeter", Busy)
+    monkeypatch.setattr(kernels, "DECODE_STEPS", (Scripted(ms=(9.5, 9.0)), NeverBuilt()))
+    stepless = kernels.without_decode_step(tiny_llama)
+    lm = kernels.with_decode_step(stepless, tmp_path)
+    assert lm.backends.decode_step is None and "raced again at the next load, try 1 of 3" in lm.kernel_why
+    assert "a costlier path" not in lm.kernel_why
