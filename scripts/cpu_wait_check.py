@@ -1,6 +1,6 @@
 """Does the stated CPU wait account for what another program added to a decode step? Measured, not assumed.
 
-The page subtracts the wait it measured (engine/core/cpu_wait.py: per step, the longest-waiting thread's run-queue
+The page subtracts the wait it measured (engine/host/cpu_wait.py: per step, the longest-waiting thread's run-queue
 delay) from TPOT to say what the step would have taken alone. That is right only if a step lengthens by about
 the wait. Here a browser-like program (busy B ms out of every P ms, one process) runs beside one model's decode
 loop (fixed threads, as bench); each condition's mean step, its measured wait (longest thread and all threads),
@@ -26,8 +26,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 import torch  # noqa: E402
 
 import engine  # noqa: E402
-from engine.core.cpu_wait import CpuWaitMeter  # noqa: E402
 from engine.core.generate import decode_loop, greedy, new_cache, prefill, warm_up  # noqa: E402
+from engine.host.cpu_wait import CpuWaitMeter  # noqa: E402
+from engine.host.run_watch import RunWatch  # noqa: E402
 from engine.loading.loader import set_threads  # noqa: E402
 from engine.loading.model_store import DEFAULT_MODEL  # noqa: E402
 
@@ -48,7 +49,8 @@ def one_loop(lm, ids: list[int], tokens: int) -> dict:
     """One prefill, then `tokens` decode steps: mean step ms and the mean wait per step (longest, all threads)."""
     cache = new_cache(lm, 1, len(ids) + tokens + 1)
     token = greedy(prefill(lm, torch.tensor([ids]), cache))
-    meter = CpuWaitMeter()
+    watch = RunWatch(adaptive_threads=False)
+    meter = watch.meter
     longest, threads = [], []
 
     def after(_token, _seconds):
@@ -56,7 +58,7 @@ def one_loop(lm, ids: list[int], tokens: int) -> dict:
         threads.append(meter.last.threads)
         return True
 
-    seconds = decode_loop(lm, token, cache, tokens, meter=meter, after_step=after)
+    seconds = decode_loop(lm, token, cache, tokens, watch=watch, after_step=after)
     n = len(seconds)
     return dict(step_ms=1e3 * sum(seconds) / n, wait_ms=1e3 * sum(longest) / n, wait_all_ms=1e3 * sum(threads) / n)
 
