@@ -84,7 +84,8 @@ def with_kernels(lm, kernels: str, cache_dir: Path | None = None, remeasure: boo
 def with_decode_step(fast, cache_dir: Path | None = None, remeasure: bool = False):
     """`fast` with a batch-1 decode step measured faster here than the eager loop (the first of DECODE_STEPS kept),
     else `fast` with what was measured. A new LoadedModel: a run going on `fast` keeps the step it started with."""
-    if fast.kernel_choice != "fast" or fast.backends.decode_step is not None or fast.device.type != "cpu":
+    if (fast.kernel_choice != "fast" or fast.backends.decode_step is not None or fast.device.type != "cpu"
+            or forced_plain()):
         return fast
     for path in DECODE_STEPS:
         fast, verdict = _tried(path, fast, cache_dir, remeasure)

@@ -123,12 +123,13 @@ def test_a_record_of_another_shape_is_measured_again(tiny_llama, tmp_path):
 
 
 def test_the_one_switch_forces_the_eager_reference(tiny_llama, monkeypatch):
-    from engine.techniques.kernels import with_kernels
+    from engine.techniques.kernels import with_decode_step, with_kernels
 
     monkeypatch.setenv(fast_paths.SWITCH, "plain")
     forced = with_kernels(with_kernels(tiny_llama, "plain"), "fast")
     assert forced.backends == EAGER and forced.kernel_choice == "fast"
     assert forced.kernels == "plain (forced by TWO_BENDS_BACKENDS=plain)"
+    assert with_decode_step(forced) is forced  # nor a decode step after it (the dashboard's second stage)
     monkeypatch.setenv(fast_paths.SWITCH, "default")
     assert fast_paths.forced_plain() == ""
 

@@ -12,6 +12,7 @@ from engine.serving.scheduling.early_start import options_from_env
 from engine.serving.scheduling.model_pool import ModelPool, describe
 from engine.serving.scheduling.work import ModelSpec
 from engine.serving.scheduling.worker import ServiceOptions
+from engine.techniques import fast_paths
 
 FAST = ModelSpec("tiny-llama", "cpu", "float32", "fast")
 
@@ -51,6 +52,7 @@ def test_a_run_before_the_fast_kernels_are_ready_uses_plain_and_says_so(held_pac
     assert pool.get(ModelSpec("tiny-llama", "cpu", "float32", "plain")).kernel_choice == "plain"
 
 
+@pytest.mark.skipif(fast_paths.forced_plain() != "", reason="TWO_BENDS_BACKENDS=plain: no fast stage to wait for")
 def test_while_the_decode_step_compiles_runs_take_the_prepacked_model_and_say_so(monkeypatch):
     """Two stages in the background: prepacked kernels first, then (where one may serve) the decode step;
     between them the pool hands out the prepacked model, labelled, and a run on it keeps its model to the end."""
