@@ -60,4 +60,3 @@ lesson_panel.check(lesson_step)  # did the step's run produce the lengths it ask
 demo_panel.publish(page)  # the current settings into the URL, for sharing
 with follow.drawing():  # room mode: a follow-me push counts as seen once its page is drawn
     page.run()
-launch.early_start.mark("first page drawn")  # scripts/startup_time.py: the end of a script run (no-op otherwise)

@@ -2,7 +2,7 @@
 
 Starts the real dashboard (headless Chromium on the same cores drives it) and alternates, round after round:
   the page:  press Run with the default request (64 prompt tokens -> 32, greedy), read the TPOT Home shows and the
-             CPU wait the run panel states ("waited N ms per token for a CPU", engine/core/cpu_wait.py);
+             CPU wait the run panel states ("waited N ms per token for a CPU", engine/host/cpu_wait.py);
   the CLI:   `python -m engine generate --json` for the same 64 prompt tokens and 32 new tokens: its TPOT and wait.
 Once with the dashboard's defaults (live chart and streamed text on) and once with Quiet timing (nothing drawn
 while the model runs). Prints medians and the ratios page / CLI and (page - its wait) / CLI (issue 19 §4's

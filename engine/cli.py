@@ -35,9 +35,10 @@ def cmd_generate(args) -> int:
     if args.prompt_tokens is not None and args.prompt_tokens < 1:
         raise EngineError(f"--prompt-tokens must be at least 1 (got {args.prompt_tokens})")
 
-    from engine.core.cpu_wait import summary_line
     from engine.core.generate import generate
     from engine.core.metrics import format_summary, summarize
+    from engine.host.cpu_wait import summary_line
+    from engine.host.run_watch import RunWatch
     from engine.loading.loader import load_model, set_threads
     from engine.techniques.cuda_graphs import graphed_steps
 
@@ -49,7 +50,7 @@ def cmd_generate(args) -> int:
     trace = generate(lm, prompt, args.max_new_tokens, temperature=args.temperature, top_k=args.top_k,
                      top_p=args.top_p, seed=args.seed, ignore_eos=args.ignore_eos, chat=args.chat,
                      batch_size=args.batch_size, make_step=graphed_steps(lm) if args.cuda_graphs else None,
-                     adaptive_threads=not args.fixed_threads)
+                     watch=RunWatch(adaptive_threads=not args.fixed_threads))
     if args.json:
         print(trace.to_json())
         return 0
@@ -243,7 +244,7 @@ def main(argv: list[str] | None = None) -> int:
                    help="torch threads for the model (default 0: every core; the dashboard's --model-threads)")
     g.add_argument("--fixed-threads", action="store_true",
                    help="keep every decode step at --threads (default: fewer threads while other programs hold "
-                        "cores, chosen by measurement; see engine/core/thread_governor.py)")
+                        "cores, chosen by measurement; see engine/host/thread_governor.py)")
     _add_model_args(g)
     g.set_defaults(func=cmd_generate)
 

@@ -9,21 +9,30 @@ import engine
 os.environ.setdefault("TWO_BENDS_MODEL", "tiny-llama")  # AppTests use the tiny model unless a test says otherwise
 # AppTests run the scheduler in a thread; a browser test's dashboard inherits this unless it sets its own
 os.environ.setdefault("TWO_BENDS_WORKER", "thread")
-# no compiled decode step unless a test asks (tests/engine/techniques/test_compiled_decode.py): compiling costs 3-15 s
-# per process and model; the rest of the suite checks the eager paths the compiled step is measured against
-os.environ.setdefault("TWO_BENDS_COMPILED_DECODE", "off")
-os.environ.setdefault("TWO_BENDS_C_DECODE", "off")  # the same for the C step (test_c_decode.py)
-os.environ.setdefault("TWO_BENDS_C_PROMPT", "off")  # ... and the prompts' C kernels (test_prompt_kernels.py)
+# Every model loads as a user's first start loads it on this machine: the fast paths measured here (their verdicts and
+# the C libraries kept in the model cache, so each is measured and built once per machine, not per test process).
+# `pytest --backends=plain` runs everything on the eager reference instead: the one switch that forces the fallbacks.
 torch.set_num_threads(max(1, min(2, os.cpu_count() or 1)))
+
+
+def pytest_addoption(parser):
+    parser.addoption("--backends", choices=("default", "plain"), default="default",
+                     help="plain: every model on the eager reference (TWO_BENDS_BACKENDS=plain), not the fast paths "
+                          "measured on this machine")
+
+
+def pytest_configure(config):
+    if config.getoption("--backends") == "plain":
+        os.environ["TWO_BENDS_BACKENDS"] = "plain"  # read at each load (engine/techniques/fast_paths.py)
 
 
 @pytest.fixture(autouse=True)
 def runs_start_on_every_thread():
     """Each test's first run starts on every thread, as after a run that kept them all: what this suite's own
-    subprocesses and browsers did before it (other programs to engine/core/machine_load.py) must not decide the
+    subprocesses and browsers did before it (other programs to engine/host/machine_load.py) must not decide the
     thread split of a test's prefill (results can differ in the last bits from 1 to 2 threads). The tests of that
     rule give generate() or Batch a LoadWatch of their own; the decode loop's governor still runs."""
-    from engine.core.machine_load import WATCH
+    from engine.host.machine_load import WATCH
 
     WATCH.mark(torch.get_num_threads())
 

@@ -55,5 +55,5 @@ def capture_attention(lm, prompt_ids: list[int], output_ids: list[int], layers=N
 
     cache = KVCache(lm.config, 1, len(seq), lm.dtype, lm.device)  # scratch: thrown away afterwards
     ids = torch.tensor([seq], device=lm.device)  # (1, T + N - 1)
-    lm.model(ids, cache, capture_layers=tuple(layers), on_probs=keep, last_layer=max(layers))
+    lm.forward(ids, cache, capture_layers=tuple(layers), on_probs=keep, last_layer=max(layers))
     return capture

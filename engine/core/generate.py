@@ -1,31 +1,31 @@
-"""Prefill once, then decode one token per step: the two phases, timed separately, into a Trace.
+"""Prefill once, then decode one token per step: the two phases of engine/core/reference.py, timed into a Trace.
 
 `prefill` pushes every prompt token through the model in ONE forward pass (wide, parallel,
 compute-bound). `decode_step` pushes exactly one new token per sequence (narrow, serial, reads all
-weights and the whole KV cache each time: memory-bound). `decode_loop` is the timed serial loop of
-generate, the prefix cache and the labs' decode timings (continuous batching and speculative decoding
-time their own steps). Each batch row is a Sequence (engine/core/sequence.py), which says when it
-ends. Timestamps follow vLLM's metric meanings and, on CUDA, are taken after
-`torch.cuda.synchronize()` (engine/core/clock.py).
+weights and the whole KV cache each time: memory-bound). Both go through the fast paths the model chose at
+load (`lm.forward`, engine/core/backends.py). `decode_loop` is the timed serial loop of generate, the prefix
+cache and the labs' decode timings (continuous batching and speculative decoding time their own steps). Each
+batch row is a Sequence (engine/core/sequence.py), which says when it ends. Timestamps follow vLLM's metric
+meanings and, on CUDA, are taken after `torch.cuda.synchronize()` (engine/core/clock.py). A caller may hand a
+run a `watch` (engine/host/run_watch.py): it measures how long the threads waited for a CPU in each timed
+interval, and may change the threads between steps; the core itself neither measures nor steers the machine.
 """
 from __future__ import annotations
 
 import threading
 import weakref
 from collections.abc import Callable
+from typing import Protocol
 
 import torch
 
 from engine.core.clock import now
-from engine.core.cpu_wait import CpuWaitMeter
 from engine.core.kv_cache import KVCache
-from engine.core.machine_load import WATCH
 from engine.core.prompting import check_batch_size, check_lengths, encode_prompt
 from engine.core.recorder import add_attention, finish_trace, start_trace
 from engine.core.sampling import make_generator, sample_with
 from engine.core.sampling_params import SamplingParams
 from engine.core.sequence import CANCELLED, EOS, Sequence
-from engine.core.thread_governor import ThreadGovernor, use_threads
 from engine.core.trace import DecodeStep, Trace
 from engine.errors import EngineError
 
@@ -33,16 +33,36 @@ StepCallback = Callable[[Trace], bool | None]  # return False to stop early (e.g
 StepMaker = Callable[[object, KVCache], Callable[[torch.Tensor], torch.Tensor]]  # (lm, cache) -> step(token) -> logits
 
 
+class RunWatch(Protocol):
+    """What a caller outside the core watches of one run, between its timed intervals (engine/host/run_watch.py)."""
+
+    last_wait: float  # seconds the threads waited for a CPU in the latest interval (0 where not measured)
+
+    def begin(self, trace: Trace, device: torch.device) -> None: ...  # before the prefill (may set torch's threads)
+
+    def mark(self) -> None: ...  # right before a timed interval
+
+    def lap(self) -> float: ...  # right after it: its CPU wait, also kept in last_wait
+
+    def after_prefill(self) -> None: ...
+
+    def after_step(self, seconds: float, wait: float) -> None: ...  # between decode steps (may change the threads)
+
+    def end(self) -> None: ...  # after the run, whatever happened: the threads as they were
+
+    def record(self, trace: Trace) -> None: ...  # a finished run's CPU wait and thread notes into its trace
+
+
 @torch.inference_mode()
 def prefill(lm, input_ids: torch.Tensor, cache: KVCache, *, all_logits: bool = False) -> torch.Tensor:
     """All T prompt tokens (B, T) in one forward pass; logits (B, V), or (B, T, V) with all_logits."""
-    return lm.model(input_ids, cache, all_logits=all_logits)[0]
+    return lm.forward(input_ids, cache, all_logits=all_logits)[0]
 
 
 @torch.inference_mode()
 def decode_step(lm, token_ids: torch.Tensor, cache: KVCache) -> torch.Tensor:
     """Exactly one new token per sequence, (B,) or (B, 1) -> logits (B, V)."""
-    return lm.model(token_ids.reshape(-1, 1), cache)[0]  # (B, 1) in
+    return lm.forward(token_ids.reshape(-1, 1), cache)[0]  # (B, 1) in
 
 
 def new_cache(lm, batch: int, max_len: int) -> KVCache:
@@ -57,32 +77,26 @@ def greedy(logits: torch.Tensor) -> torch.Tensor:
 def decode_loop(lm, token: torch.Tensor, cache: KVCache, max_steps: int, *,
                 choose: Callable[[torch.Tensor], torch.Tensor] = greedy, step=None,
                 after_step: Callable[[torch.Tensor, float], bool] | None = None,
-                meter: CpuWaitMeter | None = None, governor: ThreadGovernor | None = None) -> list[float]:
+                watch: RunWatch | None = None) -> list[float]:
     """The bridge: feed `token` (B,), choose the next from the logits, `max_steps` times or until
     `after_step(token, seconds)` returns False. Returns each step's seconds (pass + choice, host-side
-    token ready). `step` replaces `decode_step` (e.g. a CUDA-graph replay). With a `meter`, each step's
-    CPU wait is in `meter.last` when `after_step` runs (its reads lie outside the timed interval), and
-    `torch.get_num_threads()` is the threads the step ran with. With a `governor` (and a meter) the threads
-    change between steps as it measures (engine/core/thread_governor.py); they are set back when the loop ends."""
+    token ready). `step` replaces `decode_step` (e.g. a CUDA-graph replay). With a `watch`, each step's
+    CPU wait is in `watch.last_wait` when `after_step` runs (its reads lie outside the timed interval), and
+    `torch.get_num_threads()` is the threads the step ran with; the watch may change them for the next step."""
     step = step or (lambda t: decode_step(lm, t, cache))
     seconds: list[float] = []
-    threads = torch.get_num_threads()
-    try:
-        for _ in range(max_steps):
-            if meter is not None:
-                meter.mark()
-            start = now(lm.device)
-            token = choose(step(token))  # (B,)
-            token.tolist()  # the token exists on the host: the step is over
-            seconds.append(now(lm.device) - start)
-            if meter is not None:
-                meter.lap()
-            if after_step is not None and after_step(token, seconds[-1]) is False:
-                break
-            if governor is not None and meter is not None:
-                use_threads(governor.observe(seconds[-1], meter.last.longest))
-    finally:
-        use_threads(threads)
+    for _ in range(max_steps):
+        if watch is not None:
+            watch.mark()
+        start = now(lm.device)
+        token = choose(step(token))  # (B,)
+        token.tolist()  # the token exists on the host: the step is over
+        seconds.append(now(lm.device) - start)
+        wait = watch.lap() if watch is not None else 0.0
+        if after_step is not None and after_step(token, seconds[-1]) is False:
+            break
+        if watch is not None:
+            watch.after_step(seconds[-1], wait)
     return seconds
 
 
@@ -94,22 +108,22 @@ _warmed: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # model -> bat
 def warm_up(lm, batch: int) -> float:
     """Run a tiny prefill and two decode steps once per model and batch size; return the seconds it took."""
     with _warm_lock:
-        done = _warmed.setdefault(lm.model, set())
-        if batch in done:
+        done = _warmed.setdefault(lm.model, set())  # (batch, backends): plain and fast share the model, not their paths
+        if (batch, id(lm.backends)) in done:
             return 0.0
         start = now(lm.device)
         cache = new_cache(lm, batch, 16)
         ids = torch.zeros(batch, 8, dtype=torch.long, device=lm.device)
         prefill(lm, ids, cache)
         decode_loop(lm, ids[:, 0], cache, 2)
-        done.add(batch)
+        done.add((batch, id(lm.backends)))
         return now(lm.device) - start
 
 
 def generate(lm, prompt: str | list[int], max_new_tokens: int, params: SamplingParams | None = None, *,
              chat: bool = False, batch_size: int = 1, capture_attention: bool = False, capture_layers=None,
              on_step: StepCallback | None = None, on_capture: Callable[[Trace], None] | None = None,
-             warmup: bool = True, make_step: StepMaker | None = None, adaptive_threads: bool = True,
+             warmup: bool = True, make_step: StepMaker | None = None, watch: RunWatch | None = None,
              **sampling) -> Trace:
     """Generate for one prompt (text or ids), replicated `batch_size` times; see `generate_batch`.
 
@@ -120,7 +134,7 @@ def generate(lm, prompt: str | list[int], max_new_tokens: int, params: SamplingP
     max_new_tokens = check_lengths(lm, len(ids), max_new_tokens)
     params = (params or SamplingParams(**sampling)).checked(lm.config.vocab_size)
     trace = _run(lm, [ids] * batch_size, max_new_tokens, params, chat, capture_attention, capture_layers,
-                 on_step, on_capture, warmup, make_step, adaptive_threads)
+                 on_step, on_capture, warmup, make_step, watch)
     trace.prompt_text = prompt if isinstance(prompt, str) else lm.tokenizer.decode(ids)
     return trace
 
@@ -128,7 +142,7 @@ def generate(lm, prompt: str | list[int], max_new_tokens: int, params: SamplingP
 def generate_batch(lm, prompts: list[list[int]], max_new_tokens: int, params: SamplingParams | None = None, *,
                    capture_attention: bool = False, capture_layers=None, on_step: StepCallback | None = None,
                    on_capture: Callable[[Trace], None] | None = None, warmup: bool = True,
-                   make_step: StepMaker | None = None, chat: bool = False, adaptive_threads: bool = True,
+                   make_step: StepMaker | None = None, chat: bool = False, watch: RunWatch | None = None,
                    **sampling) -> Trace:
     """B prompts of equal token length: one batched prefill, then batched decode steps.
 
@@ -137,8 +151,7 @@ def generate_batch(lm, prompts: list[list[int]], max_new_tokens: int, params: Sa
     (untimed) attention capture of `capture_layers` (default: all) starts; a cancelled run skips both.
     `make_step(lm, cache)` builds the decode step after the first token, e.g. a CUDA-graph replay
     (engine/techniques/cuda_graphs.py); the time it takes counts as warm-up, not as a decode step.
-    On CPU with more than one thread, `adaptive_threads` lets the decode loop use fewer threads while other
-    programs hold cores (engine/core/thread_governor.py; each step records its threads); False keeps them fixed.
+    A `watch` (engine/host/run_watch.py) measures the run's CPU wait and may change the threads between steps.
     """
     if not isinstance(prompts, (list, tuple)) or not prompts:
         raise EngineError("give at least one prompt")
@@ -150,22 +163,21 @@ def generate_batch(lm, prompts: list[list[int]], max_new_tokens: int, params: Sa
     max_new_tokens = check_lengths(lm, len(prompts[0]), max_new_tokens)
     params = (params or SamplingParams(**sampling)).checked(lm.config.vocab_size)
     return _run(lm, prompts, max_new_tokens, params, chat, capture_attention, capture_layers, on_step, on_capture,
-                warmup, make_step, adaptive_threads)
+                warmup, make_step, watch)
 
 
 @torch.inference_mode()
 def _run(lm, prompts: list[list[int]], max_new_tokens: int, params: SamplingParams, chat: bool,
          capture_attention: bool, capture_layers, on_step: StepCallback | None,
          on_capture: Callable[[Trace], None] | None, warmup: bool, make_step: StepMaker | None,
-         adaptive_threads: bool) -> Trace:
+         watch: RunWatch | None) -> Trace:
     """The run itself, on checked input: one Sequence per row, timed prefill, then the decode loop."""
     B, T = len(prompts), len(prompts[0])
     device = lm.device
     on_cpu = device.type == "cpu"
-    adaptive_threads = adaptive_threads and on_cpu and torch.get_num_threads() > 1
     settings = dict(params.as_dict(), max_new_tokens=max_new_tokens, chat=chat, capture_attention=capture_attention,
                     decode_step=getattr(make_step, "__name__", "custom") if make_step else "eager",
-                    adaptive_threads=adaptive_threads)
+                    adaptive_threads=False)
     trace = start_trace(lm, prompts[0], settings, batch_size=B, warmup_seconds=warm_up(lm, B) if warmup else 0.0)
     gen = make_generator(params.seed, device)
     seqs = [Sequence(p, max_new_tokens, params, lm.config.eos_token_ids) for p in prompts]
@@ -192,19 +204,17 @@ def _run(lm, prompts: list[list[int]], max_new_tokens: int, params: SamplingPara
                 return False
         return not all(seq.finished for seq in seqs)  # else every row is over: some by eos, the rest by length
 
-    most = torch.get_num_threads()
-    threads, why = WATCH.threads_for_run(most) if adaptive_threads else (most, "")  # other programs' recent load
-    use_threads(threads)
-    governor = None  # made after the prefill: a prefill that raises leaves none to ask in `finally`
     try:
-        meter = CpuWaitMeter()  # the time this process's threads waited for a CPU, per timed interval
-        meter.mark()
+        if watch is not None:
+            watch.begin(trace, device)
+            watch.mark()
         start = now(device)
         token = choose(prefill(lm, torch.tensor(prompts, device=device), cache))  # (B,)
         token.tolist()  # the first token exists on the host: TTFT ends here
         trace.prefill_seconds = now(device) - start
-        trace.prefill_cpu_wait_seconds = meter.lap().longest
-        governor = ThreadGovernor(most, start=threads) if adaptive_threads and meter.available else None
+        if watch is not None:
+            trace.prefill_cpu_wait_seconds = watch.lap()
+            watch.after_prefill()
         if keep(token):
             step = None
             if make_step is not None:
@@ -214,37 +224,23 @@ def _run(lm, prompts: list[list[int]], max_new_tokens: int, params: SamplingPara
 
             def after_step(token: torch.Tensor, seconds: float) -> bool:
                 trace.steps.append(DecodeStep(seconds, cache.length, cache.nbytes_used, riders=B,
-                                              cpu_wait_seconds=meter.last.longest,
+                                              cpu_wait_seconds=watch.last_wait if watch is not None else 0.0,
                                               threads=torch.get_num_threads() if on_cpu else 0))
                 return keep(token)
 
             decode_loop(lm, token, cache, max_new_tokens - 1, choose=choose, step=step, after_step=after_step,
-                        meter=meter, governor=governor)
+                        watch=watch)
     finally:
-        use_threads(most)
-        if adaptive_threads:  # the next run looks at other programs' load from here
-            WATCH.mark(governor.kept_threads if governor is not None else threads)
-    record_cpu_wait(trace, meter)
-    if on_cpu:
-        trace.settings["prefill_threads"] = threads
-    notes = [f"prefill on {threads} thread(s) ({why})" if threads < most else "",
-             governor.note() if governor is not None else ""]
-    trace.threads_note = "; ".join(note for note in notes if note)
+        if watch is not None:
+            watch.end()
+    if watch is not None:
+        watch.record(trace)
     finish_trace(lm, trace, [seq.output_ids for seq in seqs], cache)
     if capture_attention and trace.stop_reason != CANCELLED:  # nobody waits for a cancelled run's pictures
         if on_capture is not None:
             on_capture(trace)
         add_attention(lm, trace, capture_layers)
     return trace
-
-
-def record_cpu_wait(trace: Trace, meter: CpuWaitMeter) -> None:
-    """The run's CPU wait into its trace: totals, or why it was not measured; and what measuring it cost."""
-    trace.cpu_wait_read_seconds = meter.read_seconds
-    if meter.available:
-        trace.cpu_wait_seconds, trace.cpu_wait_all_threads_seconds = meter.total.longest, meter.total.threads
-    else:
-        trace.cpu_wait_note = meter.reason
 
 
 @torch.inference_mode()

@@ -13,6 +13,16 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from engine.core.backends import TORCH, TorchOps
+
+
+class Linear(nn.Linear):
+    """nn.Linear whose product runs through the pass's ops: torch's F.linear, or a matmul kernel measured faster here
+    (engine/techniques/kernels.py). Called as a module, so hooks on it run."""
+
+    def forward(self, x: torch.Tensor, ops: TorchOps = TORCH) -> torch.Tensor:
+        return ops.linear(self, x)
+
 
 class RMSNorm(nn.Module):
     def __init__(self, dim: int, eps: float):
@@ -75,11 +85,11 @@ class GeluMLP(nn.Module):
 
     def __init__(self, dim: int, hidden: int):
         super().__init__()
-        self.fc = nn.Linear(dim, hidden)
-        self.proj = nn.Linear(hidden, dim)
+        self.fc = Linear(dim, hidden)
+        self.proj = Linear(hidden, dim)
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.proj(F.gelu(self.fc(x), approximate="tanh"))
+    def forward(self, x: torch.Tensor, ops: TorchOps = TORCH) -> torch.Tensor:
+        return self.proj(F.gelu(self.fc(x, ops), approximate="tanh"), ops)
 
 
 class SwiGLUMLP(nn.Module):
@@ -87,12 +97,12 @@ class SwiGLUMLP(nn.Module):
 
     def __init__(self, dim: int, hidden: int):
         super().__init__()
-        self.gate_up = nn.Linear(dim, 2 * hidden, bias=False)
-        self.down = nn.Linear(hidden, dim, bias=False)
+        self.gate_up = Linear(dim, 2 * hidden, bias=False)
+        self.down = Linear(hidden, dim, bias=False)
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        gate, up = self.gate_up(x).chunk(2, dim=-1)  # (B, T, F) each
-        return self.down(F.silu(gate) * up)
+    def forward(self, x: torch.Tensor, ops: TorchOps = TORCH) -> torch.Tensor:
+        gate_up = self.gate_up(x, ops)  # (B, T, 2F): both projections in one product
+        return self.down(ops.silu_mul(gate_up), ops)  # SiLU(gate) * up (B, T, F), then down
 
 
 def make_mlp(arch: str, dim: int, hidden: int) -> nn.Module:

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 from engine.core.capture import capture_attention
 from engine.core.clock import now
-from engine.core.model import DECODE_STEP_LABELS
 from engine.core.prompting import token_pieces
 from engine.core.trace import Trace, environment
 
@@ -16,24 +15,24 @@ from engine.core.trace import Trace, environment
 def start_trace(lm, prompt_ids: list[int], settings: dict, batch_size: int = 1, warmup_seconds: float = 0.0) -> Trace:
     """An empty trace for `prompt_ids` with everything known before the first token."""
     trace = Trace(model=lm.name, device=str(lm.device), dtype=lm.dtype_name, prompt_ids=list(prompt_ids), output_ids=[],
-                 text="", prefill_seconds=0.0, steps=[], env=environment(lm.device) | {"kernels": lm.kernels,
-                                                                         "kernels_measured": getattr(lm, "kernel_why", "")},
+                 text="", prefill_seconds=0.0, steps=[],
+                 env=environment(lm.device) | {"kernels": lm.kernels, "kernels_measured": lm.kernel_why,
+                                               "backends": lm.backends.record()},
                  batch_size=batch_size, warmup_seconds=warmup_seconds,
                  kv_bytes_per_token=lm.config.kv_bytes_per_token(lm.dtype.itemsize), weight_bytes=lm.weight_bytes,
                  n_params=lm.config.n_params, settings=dict(settings), config=lm.config.to_dict())
-    trace.fallbacks_at_start = _fallbacks(lm)  # not a field: finish_trace compares
+    trace.fallbacks_at_start = lm.backends.fallbacks()  # not a field: finish_trace compares
     return trace
 
 
 def finish_trace(lm, trace: Trace, outputs: list[list[int]], cache=None, row: int = 0) -> Trace:
     """Fill the readable parts once timing is over: text, token pieces and (from `cache` row `row`) key norms."""
     tok = lm.tokenizer
-    eager_steps = _fallbacks(lm) - getattr(trace, "fallbacks_at_start", _fallbacks(lm))
-    if eager_steps > 0:  # the label named a compiled decode step; say which steps were not
+    eager_steps = lm.backends.fallbacks() - getattr(trace, "fallbacks_at_start", lm.backends.fallbacks())
+    if eager_steps > 0:  # the model's decode step could not serve some steps: say so beside its name
+        trace.env["backends"]["eager_decode_steps"] = eager_steps
         trace.env["kernels"] += (f" (but {eager_steps} decode step{'s' if eager_steps > 1 else ''} of this run ran the "
-                                 "eager loop instead of the compiled step)")
-    elif missing_decode_step(lm) and trace.steps:
-        trace.env["kernels"] += " (but this model has no decode step attached: every decode step ran the eager loop)"
+                                 f"eager loop instead of the {lm.backends.decode_step.kind} step)")
     trace.output_ids = list(outputs[0])
     trace.batch_output_ids = [list(o) for o in outputs] if trace.batch_size > 1 else None
     trace.text = tok.decode(trace.output_ids, skip_special_tokens=True)
@@ -53,15 +52,3 @@ def add_attention(lm, trace: Trace, layers=None) -> None:
     trace.attention = capture_attention(lm, trace.prompt_ids, trace.output_ids, layers)
     trace.capture_seconds = now(lm.device) - start
 
-
-def missing_decode_step(lm) -> bool:
-    """The kernels label names a compiled or C decode step that the model does not have (a copy of the model that
-    left it behind: every step then runs the eager loop under the step's name)."""
-    named = any(label in (lm.kernels or "") for label in DECODE_STEP_LABELS)
-    return named and getattr(lm.model, "compiled_decode", None) is None
-
-
-def _fallbacks(lm) -> int:
-    """Decode steps the model's compiled step handed to the eager loop so far (engine/techniques/compiled_decode.py)."""
-    compiled = getattr(lm.model, "compiled_decode", None)
-    return getattr(compiled, "fallbacks", 0)

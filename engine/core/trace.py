@@ -34,8 +34,8 @@ class DecodeStep:
     riders: int = 1  # sequences that shared this decode step (continuous batching: other requests too)
     stall_seconds: float = 0.0  # part of `seconds` spent on other requests' prefills run in between
     cpu_wait_seconds: float = 0.0  # part of `seconds` the engine's threads were runnable but had no CPU (longest
-    # waiting thread; engine/core/cpu_wait.py); 0 where not measured (see Trace.cpu_wait_seconds)
-    threads: int = 0  # CPU threads this step ran with (engine/core/thread_governor.py); 0: not recorded (GPU, older files)
+    # waiting thread; engine/host/cpu_wait.py); 0 where not measured (see Trace.cpu_wait_seconds)
+    threads: int = 0  # CPU threads this step ran with (engine/host/thread_governor.py); 0: not recorded (GPU, older files)
 
 
 @dataclass
@@ -92,13 +92,13 @@ class Trace:
     attention: AttentionCapture | None = None
     kv_key_norms: list | None = None  # (layers, kv_heads, tokens) L2 norm of each cached key
     kv_value_norms: list | None = None
-    # the time other programs took the CPU from this run (engine/core/cpu_wait.py): None = not measured
+    # the time other programs took the CPU from this run (engine/host/cpu_wait.py): None = not measured
     prefill_cpu_wait_seconds: float = 0.0  # during prefill (longest waiting thread)
     cpu_wait_seconds: float | None = None  # prefill + every decode step (longest waiting thread of each)
     cpu_wait_all_threads_seconds: float | None = None  # the same intervals, every thread's wait added up
     cpu_wait_note: str = ""  # why it was not measured (no schedstat on this system), else ""
     cpu_wait_read_seconds: float = 0.0  # what reading schedstat cost, outside every timed interval
-    threads_note: str = ""  # the decode loop's thread changes and why (engine/core/thread_governor.py), else ""
+    threads_note: str = ""  # the decode loop's thread changes and why (engine/host/thread_governor.py), else ""
     source: str = "local"  # "local" (this engine) or "server" (measured over HTTP, see engine.serving.client.openai_client)
     schema_version: int = SCHEMA_VERSION
 

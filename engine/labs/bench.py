@@ -20,7 +20,6 @@ import torch
 
 from engine.core.clock import now
 from engine.core.generate import decode_loop, generate, greedy, new_cache, prefill
-from engine.core.recorder import missing_decode_step
 from engine.errors import EngineError
 from engine.labs.hardware import measure_peaks, measure_read_bandwidth, step_bytes_reader
 from engine.labs.sweeps import prompt_ids_of_length
@@ -218,9 +217,6 @@ def run_bench(args) -> None:
           f"threads | {time.strftime('%Y-%m-%d')} | fast = {fast.kernels}")
     if fast.kernel_why:
         print(f"# kernels chosen by measurement: {fast.kernel_why}")
-    if missing_decode_step(fast):
-        print("# WARNING: the label names a decode step this model does not have: its decode rows are the eager "
-              "loop's (a bug: please report it)")
     hf = hf_reference(fast)
     peaks = measure_peaks(fast.device, fast.dtype, fast.config)
     if fast.dtype != torch.float32:  # the fast path may widen to float32 GEMMs: the ceiling is the better of the two
@@ -249,7 +245,7 @@ def run_bench(args) -> None:
 def write_json(path: str, fast, read: float, peaks, table: dict) -> None:
     """The bench's numbers as JSON (scripts/cpu_check.py reads them): every row's seconds per engine and its floor,
     the machine's measured read and matmul rates, and which kernels fast meant."""
-    from engine.techniques.kernel_choice import cpu_identity
+    from engine.techniques.measured_cache import cpu_identity
 
     record = dict(model=fast.name, dtype=fast.dtype_name, device=str(fast.device), torch=torch.__version__,
                   threads=torch.get_num_threads(), date=time.strftime("%Y-%m-%d %H:%M"), cpu=cpu_identity()[0],
@@ -262,7 +258,7 @@ def write_json(path: str, fast, read: float, peaks, table: dict) -> None:
 
 def vector_flags() -> list[str]:
     """The CPU's vector instruction sets (avx2, avx512_bf16, amx_tile, ...); [] where the flags are unknown."""
-    from engine.techniques.kernel_choice import cpu_flags
+    from engine.techniques.measured_cache import cpu_flags
 
     return [f for f in cpu_flags() if f.startswith(("avx", "amx", "fma", "f16c"))]
 

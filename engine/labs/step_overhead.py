@@ -14,11 +14,12 @@ from dataclasses import dataclass
 import torch
 
 import engine
+from engine.core.backends import EAGER
 from engine.core.generate import decode_loop, new_cache, prefill
 from engine.core.prompting import encode_prompt
 from engine.labs.remedies import PhaseRow, Progress, _tick
 from engine.techniques.cuda_graphs import graphed_steps
-from engine.techniques.kernels import without_compiled_decode
+from engine.techniques.kernels import without_decode_step
 
 
 @dataclass
@@ -45,7 +46,7 @@ def skeleton_of(lm):
             p.normal_(0.0, 0.02, generator=gen)
     model.reset_buffers()
     model = model.to(device=lm.device, dtype=lm.dtype).eval().requires_grad_(False)
-    return dataclasses.replace(lm, model=model, config=cfg, name=f"{lm.name} skeleton")
+    return dataclasses.replace(lm, model=model, config=cfg, name=f"{lm.name} skeleton", backends=EAGER)
 
 
 @torch.inference_mode()
@@ -58,7 +59,7 @@ def median_decode_step(lm, context: int, steps: int) -> float:
 
 
 def measure_overhead(lm, context: int = 64, steps: int = 16, progress: Progress | None = None) -> OverheadResult:
-    lm = without_compiled_decode(lm)  # eager steps, as the skeleton's: the same operators on both sides
+    lm = without_decode_step(lm)  # eager steps, as the skeleton's: the same operators on both sides
     _tick(progress, "timing decode steps of the real model", 0.1)
     real = median_decode_step(lm, context, steps)
     _tick(progress, "timing decode steps of the same-depth skeleton", 0.6)

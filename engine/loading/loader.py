@@ -2,10 +2,11 @@
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
 import torch
 
+from engine.core.backends import EAGER, Backends, run_pass
 from engine.core.config import ModelConfig
 from engine.core.model import Transformer
 from engine.errors import EngineError
@@ -25,9 +26,14 @@ class LoadedModel:
     dtype: torch.dtype
     load_seconds: float = 0.0
     source: str = ""  # what load_model was given (name, HF id or folder), to load the same weights again
-    kernels: str = "plain"  # what the linear layers' matmuls run, in words (engine/techniques/kernels.py)
-    kernel_choice: str = "plain"  # what was asked for: "plain" (nn.Linear) or "fast" (best library kernels here)
-    kernel_why: str = ""  # fast on CPU: each candidate kernel's measured ms (engine/techniques/kernel_choice.py)
+    kernels: str = "plain"  # what its passes run, in words (engine/techniques/kernels.py writes them from `backends`)
+    kernel_choice: str = "plain"  # what was asked for: "plain" (the eager reference) or "fast" (measured here)
+    kernel_why: str = ""  # fast on CPU: what each fast path measured against its rival (engine/techniques/kernels.py)
+    backends: Backends = field(default=EAGER)  # the fast paths chosen at load (engine/core/backends.py); EAGER: none
+
+    def forward(self, ids: torch.Tensor, cache, **kwargs):
+        """One forward pass through the path this model's backends have for it (Transformer.forward's arguments)."""
+        return run_pass(self.model, self.backends, ids, cache, **kwargs)
 
     @property
     def dtype_name(self) -> str:
@@ -106,26 +112,30 @@ def load_model(name_or_path: str = DEFAULT_MODEL, device: str = "auto", dtype: s
     kernels: "fast" (default: the library kernels measured fastest on this machine, the measurement cached
     beside the model cache) or "plain" (nn.Linear).
     """
-    from engine.techniques.kernels import KERNELS, with_kernels
+    from engine.techniques.kernels import KERNELS, prebuild, with_kernels
 
     if kernels not in KERNELS:
         raise EngineError(f"unknown kernels '{kernels}'; use one of {', '.join(KERNELS)}")
     start = time.perf_counter()
     dev = pick_device(device)
     dt = pick_dtype(dtype, dev)
+    builds = prebuild(dev, kernels, cache_root())  # a first load's C builds, beside reading the weights
     ckpt = load_checkpoint(name_or_path, progress)
     cfg = ModelConfig.from_hf_config(ckpt.hf_config)
     tokenizer = ckpt.tokenizer
     if tokenizer.eos_token_id is not None and tokenizer.eos_token_id not in cfg.eos_token_ids:
         cfg = replace(cfg, eos_token_ids=(*cfg.eos_token_ids, tokenizer.eos_token_id))
     model = build_model(cfg, ckpt.state_dict, dev, dt)
+    lm = LoadedModel(model, tokenizer, cfg, ckpt.name, dev, dt, 0.0, str(name_or_path))
     if progress and kernels == "fast" and dev.type == "cpu":
         from engine.techniques.kernels import builds_decode_step
 
-        compiling = " and building the decode step" if builds_decode_step(model, dt, dev) else ""
-        progress(f"{ckpt.name}: choosing matmul kernels{compiling} (measured on a machine's first load: about half a minute on 2 cores; "
-                 "then read from the cache)", 0.95)
-    lm = with_kernels(LoadedModel(model, tokenizer, cfg, ckpt.name, dev, dt, 0.0, str(name_or_path)), kernels, cache_root())
+        building = " and building the decode step" if builds_decode_step(replace(lm, kernel_choice="fast")) else ""
+        progress(f"{ckpt.name}: choosing matmul kernels{building} (measured on a machine's first load, then read "
+                 "from the cache)", 0.95)
+    if builds is not None:
+        builds.join()  # before anything is timed: a compiler beside a race would be timed too
+    lm = with_kernels(lm, kernels, cache_root())
     if progress:
         progress(f"{ckpt.name} ready on {dev.type} ({dtype}, {lm.kernels})", 1.0)
     return replace(lm, load_seconds=time.perf_counter() - start)

@@ -14,11 +14,13 @@ call, ~1 ms a step; vLLM dispatches its compiled model the same way). What the g
 here by construction (one model's weights, its dtype, one row; the cache's view with any length and stride), the
 generated code asserts sizes and strides itself, and a cache it cannot serve (more rows, another dtype) runs the
 eager loop, counted. The compiled layer (dynamo's code and inductor's kernels, from torch.compile's `aot_compile`)
-is saved in the model cache, so a later process reads it instead of tracing and compiling again. Whether the
-compiled step is used is measured on this machine, against the eager flat loop (`Transformer.decode_rows`), and
-the verdict cached beside the matmul kernels' choice; compiling costs seconds the first time. Batch-1
-Llama-family decode on CPU only: a batch's rows would each read the weights again in these loops, and GPT-2,
-biases or other devices keep the eager paths.
+is saved in the model cache, so a later process reads it instead of tracing and compiling again.
+
+The second decode-step candidate (engine/techniques/kernels.py): tried only where the C step (c_decode.py) cannot
+serve or lost, because compiling costs seconds (7-17 s on 2 cores) where building the C step costs one. Measured like
+every fast path (fast_paths.py, step_race.py), against the eager flat loop. Batch-1 Llama-family decode on CPU only:
+a batch's rows would each read the weights again in these loops, and GPT-2, biases or other devices keep the eager
+paths.
 """
 from __future__ import annotations
 
@@ -27,65 +29,22 @@ import os
 import shutil
 import sys
 import threading
-import time
 import types
-from dataclasses import asdict, dataclass, replace
+from dataclasses import replace
 from pathlib import Path
 
 import torch
 import torch.nn.functional as F
 
+from engine.core.backends import TORCH, Backends, TorchOps
 from engine.core.kv_cache import KVCache, Plan
 from engine.core.layers import rms_norm, rotate_rows
-from engine.techniques.kernel_choice import MARGIN, _key_id, _read, add_to_cache_file, cache_key, default_cache_dir, switched_off
+from engine.techniques import step_race
+from engine.techniques.fast_paths import Fit
+from engine.techniques.measured_cache import key_id, machine_key
 
-CACHE_FILE = "compiled-decode.json"
-SWITCH = "TWO_BENDS_COMPILED_DECODE"  # "off": never compile (the test suite's default; a user's escape hatch)
-CONTEXT = 128  # the context the eager and compiled steps are timed at
-CHECKED = 24  # the context the compiled step is checked at: the same code for every length, without 128-token prefills
-NO_COMPILER = "no C++ compiler here (torch.compile writes C++ on CPU: install g++, or set CXX)"
 VERSION = 2  # of make_layer and its call: a changed layer is measured again, never judged by an older one's verdict
-STEPS, ROUNDS = 8, 3  # steps per timed round; rounds, the two taking turns (the best round counts)
-
-
-@dataclass
-class Verdict:
-    use: bool  # True: the compiled step is faster here and gives the eager step's tokens
-    eager_ms: float
-    compiled_ms: float
-    compile_s: float  # seconds to compile and warm up in the process that measured (or this one)
-    cached: bool = False
-    note: str = ""  # why not used, when it is not
-
-    def words(self) -> str:
-        timing = f"compiled {self.compiled_ms:.1f} ms vs eager {self.eager_ms:.1f} ms per step at context {CONTEXT}"
-        if self.note:
-            return f"decode step eager: {self.note}"
-        where = "cached verdict" if self.cached else "measured now"
-        return f"decode step {'compiled' if self.use else 'eager'} ({timing}; {where}; compiling took {self.compile_s:.1f} s)"
-
-
-def applicable(model, device: torch.device) -> str:
-    """'' when the compiled step can serve this model here, else why not."""
-    cfg = model.cfg
-    if off := switched_off(SWITCH):
-        return off
-    if device.type != "cpu":
-        return "CPU only (CUDA has CUDA graphs)"
-    if not cfg.uses_rope or cfg.qkv_bias:
-        return "Llama family without biases only"
-    if short := too_short_to_time(cfg):
-        return short
-    if cxx_compiler() is None:  # inductor would import, trace and then fail: seconds in every process, for nothing
-        return NO_COMPILER
-    return ""
-
-
-def too_short_to_time(cfg) -> str:
-    """'' when a decode step (this one or c_decode.py's) can be timed at CONTEXT in this model's context, else why not."""
-    if cfg.max_seq_len < CONTEXT + STEPS + 1:
-        return f"models of a context of at least {CONTEXT + STEPS + 1} tokens only (the step is timed at {CONTEXT})"
-    return ""
+NO_COMPILER = "no C++ compiler here (torch.compile writes C++ on CPU: install g++, or set CXX)"
 
 
 def cxx_compiler() -> str | None:
@@ -122,8 +81,11 @@ def make_layer(H: int, K: int, D: int, eps: float):
 class CompiledDecode:
     """The compiled step of one model: `__call__(ids (1, 1), cache, plan) -> logits (1, V)`, as decode_rows."""
 
-    def __init__(self, model, saved: Path | None = None):
+    kind = "torch.compile"
+
+    def __init__(self, model, saved: Path | None = None, ops: TorchOps = TORCH):
         cfg = model.cfg
+        self.ops = ops  # the eager loop's kernels, for a step the generated code refuses
         self.saved = saved  # where the compiled layer is kept between processes (None: compiled in each process)
         self.loaded = False  # True: this process read the compiled layer from `saved` (no trace, no compile)
         self.model = model
@@ -139,11 +101,13 @@ class CompiledDecode:
         self.fallbacks = 0  # steps that ran eager (a cache the compiled layer was not made for), counted
         self._compiling = threading.Lock()
 
+    def serves(self, cache: KVCache, plan: Plan) -> bool:
+        """One row of the model's dtype (what it was compiled for)."""
+        return cache.keys[0].shape[0] == 1 and cache.keys[0].dtype == self.dtype
+
     @torch.inference_mode()  # its own tensors always inference tensors, as when compiled
     def __call__(self, ids: torch.Tensor, cache: KVCache, plan: Plan) -> torch.Tensor:
         m = self.model
-        if cache.keys[0].shape[0] != 1 or cache.keys[0].dtype != self.dtype:  # compiled for one row of this dtype
-            return self._eager(ids, cache, plan)
         start, S = plan.positions.start, plan.read_len  # write at start, read [0, S)
         pos = torch.tensor([start])
         x = F.embedding(ids[:, 0], m.tok_emb.weight)  # (1, C)
@@ -207,7 +171,7 @@ class CompiledDecode:
 
     def _eager(self, ids: torch.Tensor, cache: KVCache, plan: Plan) -> torch.Tensor:
         self.fallbacks += 1  # counted: the run's Trace says how many of its steps ran eager
-        return self.model.decode_rows(ids, cache, plan)
+        return self.model.decode_rows(ids, cache, plan, self.ops)
 
 
 def _inductor_settings(built_here: bool):
@@ -220,116 +184,63 @@ def _inductor_settings(built_here: bool):
     return inductor.patch({"cpp_cache_precompile_headers": False} | ({"cpp.vec_isa_ok": True} if built_here else {}))
 
 
-# ------------------------------------------------------------------------------------------------
-# Measured here: compile, check against the eager step, time both taking turns; the verdict cached
-# ------------------------------------------------------------------------------------------------
-def _steps(step, cache: KVCache) -> float:
-    """Seconds for STEPS decode steps from CONTEXT cached tokens (the cache's length put back afterwards)."""
-    ids = torch.ones(1, 1, dtype=torch.long)
-    start = time.perf_counter()
-    for _ in range(STEPS):
-        step(ids, cache, cache.plan(1)).argmax(-1).tolist()
-    seconds = time.perf_counter() - start
-    cache.lengths[:] = CONTEXT
-    return seconds
+class CompiledDecodeStep:
+    """The fast path (fast_paths.FastPath): torch.compile's decode step against the eager flat loop."""
+
+    name = "decode step compiled (torch.compile)"
+    fast, rival = "compiled", "eager"
+
+    def timed_at(self, lm) -> str:
+        return f"per step at context {step_race.CONTEXT}"
+
+    def fit(self, lm, backends: Backends) -> Fit:
+        cfg = lm.model.cfg
+        if lm.device.type != "cpu":
+            return Fit.no("CPU only (CUDA has CUDA graphs)")
+        if not cfg.uses_rope or cfg.qkv_bias:
+            return Fit.no("Llama family without biases only")
+        context = step_race.context_fit(cfg)
+        if not context.ok:
+            return context
+        if cxx_compiler() is None:  # inductor would import, trace and then fail: seconds in every process, for nothing
+            return Fit.no(NO_COMPILER, said=True)
+        return Fit.yes()
+
+    def key(self, lm) -> dict:
+        cfg = lm.model.cfg
+        return {"model": [cfg.n_layers, cfg.d_model, cfg.n_heads, cfg.n_kv_heads, cfg.head_dim, cfg.d_ff, cfg.vocab_size],
+                "version": VERSION, "context": step_race.CONTEXT}
+
+    def build(self, lm, backends: Backends, folder: Path) -> CompiledDecode:
+        # generated code kept with the model, per instruction set: inductor's own cache key missed an ISA cap here
+        # (code generated under AVX-512, read back under ATEN_CPU_CAPABILITY=avx2, gave wrong logits; a home folder
+        # shared by an AVX2 and an AVX-512 machine would do the same), so the folder is keyed by the machine
+        machine = {k: v for k, v in machine_key(lm.model, lm.dtype).items() if k not in ("dtype", "shapes", "threads")}
+        inductor = folder / "inductor" / key_id(machine)
+        os.environ.setdefault("TORCHINDUCTOR_CACHE_DIR", str(inductor))
+        saved = inductor / f"decode-layer-{key_id(machine_key(lm.model, lm.dtype) | self.key(lm))}.bin"
+        return CompiledDecode(lm.model, saved, backends.ops)
+
+    @torch.inference_mode()
+    def check(self, lm, backends: Backends, step: CompiledDecode) -> bool:
+        """The first step compiles; then each kind of cache (made inside inference mode and outside it), two steps
+        beside the eager loop: the one compiled layer serves them all, with the eager step's numbers; then one step
+        at another length in another cache, served without falling back."""
+        model = lm.model
+        ok = all(step_race.same_steps(model, backends, step, inference) for inference in (True, False))
+        if ok:
+            cache = step_race.filled(model, backends, step_race.CHECKED + 5, step_race.CONTEXT + step_race.STEPS + 1)
+            step(torch.ones(1, 1, dtype=torch.long), cache, cache.plan(1))
+            ok = step.fallbacks == 0
+        if not ok and step.loaded:  # what an earlier process saved is wrong here: never read again
+            step.saved.unlink(missing_ok=True)
+        return ok
+
+    def race(self, lm, backends: Backends, step: CompiledDecode) -> tuple[float, float]:
+        return step_race.race(lm.model, backends, step)
+
+    def attach(self, backends: Backends, step: CompiledDecode) -> Backends:
+        return replace(backends, decode_step=step)
 
 
-@torch.inference_mode()
-def measure(model, dtype: torch.dtype, time_it: bool = True,
-            saved: Path | None = None) -> tuple[CompiledDecode | None, Verdict]:
-    """Compile, warm up at two lengths beside decode_rows (same tokens, logits close), then time both taking turns."""
-    begin = time.perf_counter()
-    compiled = CompiledDecode(model, saved)
-    ids = torch.ones(1, 1, dtype=torch.long)
-    tol = 1e-3 if dtype == torch.float32 else 5e-2  # half types: eager rounds after every op, inductor at stores
-
-    def filled(context: int, size: int, inference: bool) -> KVCache:  # a real prefix: attention over real keys
-        with torch.inference_mode(inference):  # a cache made outside inference mode is another kind of tensor
-            cache = KVCache(model.cfg, 1, size, dtype, "cpu")
-        model(torch.arange(context).remainder(model.cfg.vocab_size)[None], cache)  # (1, context) prompt
-        return cache
-
-    # the first step compiles; then each kind of cache, two steps: partly read (its view strided), then read to its
-    # end (contiguous): the one compiled layer serves them all, with the eager step's numbers. Checked at a short
-    # context (the cache length is symbolic: one generated code for every length); a 128-token prefill per cache
-    # took ~0.5 s each on a slow 2-vCPU host, in every process that compiles
-    for inference in (True, False):
-        eager_cache, cache = filled(CHECKED, CHECKED + 2, inference), filled(CHECKED, CHECKED + 2, inference)
-        for _ in range(2):
-            want = model.decode_rows(ids, eager_cache, eager_cache.plan(1))  # (1, V)
-            got = compiled(ids, cache, cache.plan(1))  # (1, V)
-            close = float((got - want).abs().max()) <= tol * float(want.abs().max())
-            if got.argmax(-1).tolist() != want.argmax(-1).tolist() or not close:
-                if compiled.loaded:  # what an earlier process saved is wrong here: never read again
-                    saved.unlink(missing_ok=True)
-                return None, Verdict(False, 0.0, 0.0, time.perf_counter() - begin, note="its logits differed from the eager step's")
-    compile_s = time.perf_counter() - begin
-    cache = filled(CONTEXT if time_it else CHECKED + 5, CONTEXT + STEPS + 1, True)  # (the timing's context)
-    compiled(ids, cache, cache.plan(1))  # another length in another cache
-    if compiled.fallbacks:
-        return None, Verdict(False, 0.0, 0.0, compile_s, note="its compiled layer refused another cache's layout")
-    if not time_it:
-        return compiled, Verdict(True, 0.0, 0.0, compile_s)
-    cache.lengths[:] = CONTEXT
-    best = {"eager": math.inf, "compiled": math.inf}
-    for r in range(ROUNDS):
-        for name in (("eager", "compiled") if r % 2 else ("compiled", "eager")):
-            best[name] = min(best[name], _steps(model.decode_rows if name == "eager" else compiled, cache))
-    eager_ms, compiled_ms = (1000 * best[k] / STEPS for k in ("eager", "compiled"))
-    use = compiled_ms < eager_ms * (1 - MARGIN)
-    return (compiled if use else None), Verdict(use, eager_ms, compiled_ms, compile_s)
-
-
-def attach(model, dtype: torch.dtype, device: torch.device, cache_dir: Path | None = None,
-           remeasure: bool = False) -> Verdict:
-    """Give `model` its compiled decode step where measured faster here (call only where `applicable` says '').
-
-    The verdict is cached by the kernel choice's key (CPU, flags, torch, threads, dtype) and the model's shape: a
-    machine where compiling lost never compiles again; one where it won compiles once per process."""
-    folder = cache_dir or default_cache_dir()
-    # generated code kept with the model, per instruction set: inductor's own cache key missed an ISA cap here (code
-    # generated under AVX-512, read back under ATEN_CPU_CAPABILITY=avx2, gave wrong logits; a home folder shared by
-    # an AVX2 and an AVX-512 machine would do the same), so the folder is keyed like the kernel choice
-    machine = {k: v for k, v in cache_key(model, dtype).items() if k not in ("dtype", "shapes", "threads")}
-    os.environ.setdefault("TORCHINDUCTOR_CACHE_DIR", str(folder / "inductor" / _key_id(machine)))
-    path = folder / CACHE_FILE
-    key = verdict_key(model, dtype)
-    found = None if remeasure else _cached(_read(path)[0].get(_key_id(key)), key)
-    if found is not None and not found.use:
-        return found
-    try:
-        saved = folder / "inductor" / _key_id(machine) / f"decode-layer-{_key_id(key)}.bin"  # dynamo's and inductor's
-        compiled, verdict = measure(model, dtype, time_it=found is None, saved=saved)  # won before: no timing
-    except Exception as exc:  # no C++ compiler, an inductor error: the eager loop, and the reason said
-        return Verdict(False, 0.0, 0.0, 0.0, note=f"torch.compile failed here ({type(exc).__name__}: {str(exc)[:120]})")
-    if found is not None and compiled is not None:
-        verdict = replace(found, compile_s=verdict.compile_s)
-    else:
-        _save(path, key, verdict)
-    model.compiled_decode = compiled
-    return verdict
-
-
-def verdict_key(model, dtype: torch.dtype) -> dict:
-    """What makes a verdict valid: this CPU, torch, threads and dtype (the kernel choice's key), this model's shape."""
-    cfg = model.cfg
-    return cache_key(model, dtype) | {"shapes": model_shape(cfg), "what": "compiled decode step", "version": VERSION, "context": CONTEXT}
-
-
-def _save(path: Path, key: dict, verdict) -> None:
-    """Write a verdict (any of the techniques' dataclasses) for `key`, less its `cached` flag: what `_cached` reads."""
-    add_to_cache_file(path, key, "verdict", {k: v for k, v in asdict(verdict).items() if k != "cached"})
-
-
-def model_shape(cfg) -> list[int]:
-    """The shape a verdict holds for: a model of another shape is measured again."""
-    return [cfg.n_layers, cfg.d_model, cfg.n_heads, cfg.n_kv_heads, cfg.head_dim, cfg.d_ff, cfg.vocab_size]
-
-
-def _cached(entry, key: dict, kind=Verdict):
-    """The verdict (a `kind`) an earlier process wrote for this key, marked cached; None when there is none (or it is
-    unreadable). Serves c_decode.py's verdicts too."""
-    try:
-        return kind(**entry["verdict"], cached=True) if entry["key"] == key else None
-    except (KeyError, TypeError):
-        return None
+COMPILED_DECODE_STEP = CompiledDecodeStep()

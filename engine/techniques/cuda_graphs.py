@@ -31,7 +31,7 @@ def static_plan(cache: KVCache, positions: torch.Tensor) -> Plan:
 @torch.inference_mode()
 def static_decode_step(lm, token: torch.Tensor, positions: torch.Tensor, cache: KVCache) -> torch.Tensor:
     """token (B, 1) at `positions` (B, 1) -> logits (B, V); fixed shapes, no host-side bookkeeping."""
-    return lm.model(token, cache, plan=static_plan(cache, positions))[0]
+    return lm.forward(token, cache, plan=static_plan(cache, positions))[0]
 
 
 class GraphedDecoder:

@@ -3,11 +3,13 @@
 // dependent parts instead of a library call (and a fork/join of the threads) each. Weights and KV cache in float32
 // or bfloat16 (`bf16`: widened to float32 as they are read, the cache's new entries rounded to bfloat16 as torch
 // rounds); everything between them in float32.
-// Built and loaded by c_decode.py (gcc -O3 -march=native -fopenmp -ffast-math); the same maths as
-// Transformer.decode_rows, in another order of additions (float32: logits within ~1e-5 relative; tests check).
+// Built and loaded by c_decode.py (gcc -O3 -march=native -fopenmp -ffast-math: no infinity or NaN is made here,
+// the softmax starts from -FLT_MAX); the same maths as Transformer.decode_rows, in another order of additions
+// (float32: logits within ~1e-5 relative; tests check).
 #include <float.h>
 #include <math.h>
 #include <omp.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <string.h>
 
@@ -278,4 +280,20 @@ void decode_step(const Model *m, const float *cos, const float *sin_signed, long
   }
 }
 
-int decode_step_abi(void) { return 2; }  // the Model/Layer layout c_decode.py's ctypes structures were written for
+int decode_step_abi(void) { return 3; }  // the Model/Layer layout c_decode.py's ctypes structures were written for
+
+// sizeof(Layer) and each field's offset, then the same for Model, into out (at most n numbers); returns how many:
+// c_decode.py compares them with its ctypes structures before it calls decode_step
+int decode_step_layout(long *out, int n) {
+  const long v[] = {
+      sizeof(Layer), offsetof(Layer, n1), offsetof(Layer, wqkv), offsetof(Layer, wout), offsetof(Layer, n2),
+      offsetof(Layer, wgu), offsetof(Layer, wdown), offsetof(Layer, k), offsetof(Layer, v),
+      sizeof(Model), offsetof(Model, L), offsetof(Model, C), offsetof(Model, H), offsetof(Model, KH),
+      offsetof(Model, D), offsetof(Model, F), offsetof(Model, bf16), offsetof(Model, V), offsetof(Model, smax),
+      offsetof(Model, eps), offsetof(Model, layers), offsetof(Model, nfinal), offsetof(Model, whead),
+      offsetof(Model, x), offsetof(Model, h), offsetof(Model, qkv), offsetof(Model, scores), offsetof(Model, part),
+      offsetof(Model, att), offsetof(Model, gu), offsetof(Model, act)};
+  const int count = (int)(sizeof(v) / sizeof(v[0]));
+  for (int i = 0; i < count && i < n; i++) out[i] = v[i];
+  return count;
+}

@@ -4,16 +4,19 @@ Every one computes x @ Wᵀ + b with the same weights; they differ only in how t
 and read. No hand-written kernels: each is one call into a library PyTorch ships.
 
   plain       F.linear: MKL's GEMM/GEMV for float32; oneDNN's matmul for bfloat16 on AVX-512 CPUs
-  prepacked   oneDNN inner product on weights reordered once into its blocked layout
-              (`torch.ops.mkldnn._reorder_linear_weight`; what torch.compile's freezing does on CPU)
+  prepacked   oneDNN inner product on weights reordered once into its blocked layout (what torch.compile's
+              freezing does on CPU)
   onednn      the same oneDNN inner product on the plain weights (no packed copy)
   mkl-packed  MKL's packed GEMM (`cblas_sgemm_pack`, float32 only), the weights packed once per phase's rows
-  aten-gemv   bfloat16/float16 decode through ATen's own matrix-vector kernel (float32 accumulation, vectorised)
-              with oneDNN switched off for the call: where the CPU has AVX-512, F.linear sends bfloat16 to
-              oneDNN's matmul, which streamed the weights at under half the speed of ATen's GEMV on an EPYC
-              (one row only: a decode batch's few rows go to plain F.linear)
   widened     bfloat16/float16 weights widened to float32 for one float32 GEMM (prefill only: the widening
               costs a write and a read of every weight, which only a wide product pays back)
+
+prepacked, onednn and mkl-packed call torch's private ops (torch.ops.mkldnn._reorder_linear_weight,
+_linear_pointwise; torch.ops.mkl._mkl_reorder_linear_weight, _mkl_linear): torch has no public API for a packed
+weight layout; they are the ops its own compiler emits for CPU linears, and a torch without them fails `available`
+(the candidate is then not timed). Left out: ATen's own bfloat16 GEMV reached by switching oneDNN off around each
+call (torch._C._set_mkldnn_enabled): the switch is process-wide, so every other thread's bfloat16 ops changed kernel
+while it was off; its one case (one bfloat16 row) is the C decode step's (c_decode.py).
 """
 from __future__ import annotations
 
@@ -37,7 +40,6 @@ CANDIDATES = {
     "prepacked": Candidate("oneDNN prepacked", ("decode", "prefill"), (torch.float32, *_HALF)),
     "onednn": Candidate("oneDNN on plain weights", ("decode", "prefill"), (torch.float32, *_HALF)),
     "mkl-packed": Candidate("MKL packed GEMM", ("decode", "prefill"), (torch.float32,)),
-    "aten-gemv": Candidate("ATen GEMV (oneDNN off)", ("decode",), _HALF),
     "widened": Candidate("float32 GEMM from widened weights", ("prefill",), _HALF),
 }
 
@@ -62,15 +64,6 @@ def apply(kernel: str, x2: torch.Tensor, weight: torch.Tensor, bias: torch.Tenso
         return torch.ops.mkldnn._linear_pointwise(x2, weight, bias, "none", [], "")
     if kernel == "mkl-packed":
         return torch.ops.mkl._mkl_linear(x2, extras[0], weight, bias, x2.shape[0])
-    if kernel == "aten-gemv":
-        if x2.shape[0] != 1:  # ATen's kernel is for one row; a batch's rows would each read the weights again
-            return F.linear(x2, weight, bias)
-        enabled = torch._C._get_mkldnn_enabled()  # process-wide, as torch.backends.mkldnn.flags() is: set and put back
-        torch._C._set_mkldnn_enabled(False)
-        try:
-            return F.linear(x2, weight, bias)
-        finally:
-            torch._C._set_mkldnn_enabled(enabled)
     if kernel == "widened":
         b = None if bias is None else bias.float()
         return F.linear(x2.float(), weight.float(), b).to(x2.dtype)

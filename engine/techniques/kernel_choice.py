@@ -15,16 +15,12 @@ A choice measured while other programs held the CPU is not a measurement of the 
 beside it on a 2-vCPU EPYC the measuring threads waited 1.4-1.5 s of ~4 s for a core, every candidate's time rose
 unevenly (prefill's up to 2.5x) and the choice changed (decode to MKL packed in both runs, where the two runs
 alone just before, with 0.01 s of wait, chose oneDNN prepacked or oneDNN on plain weights). So the
-measuring records its threads' run-queue wait (engine/core/cpu_wait.py); a disturbed choice is used and cached
+measuring records its threads' run-queue wait (engine/host/cpu_wait.py); a disturbed choice is used and cached
 as such, and the next loads measure again (up to MAX_TRIES in all), keeping the least disturbed measurement.
 """
 from __future__ import annotations
 
-import hashlib
-import json
 import math
-import os
-import platform
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -32,7 +28,8 @@ from pathlib import Path
 import torch
 from torch import nn
 
-from engine.core.cpu_wait import CpuWaitMeter
+from engine.host.cpu_wait import CpuWaitMeter
+from engine.techniques import measured_cache
 from engine.techniques.kernel_candidates import CANDIDATES, apply, available, prepare
 
 PHASES = ("decode", "prefill", "prefill_long")
@@ -40,31 +37,19 @@ PREFILL_ROWS = 128  # the prompt length prefill is timed at (a wide matrix produ
 LONG_ROWS = 1024  # and long prefill: the library's blocking for many rows may favour another kernel
 LONG_FROM = int(math.sqrt(PREFILL_ROWS * LONG_ROWS))  # 362: prompts (rows) from here on run the long-prefill kernel
 DECODE_BYTES = 64e6  # decode is timed over enough whole layers to leave the CPU's caches (then scaled to all)
-MARGIN = 0.03  # a candidate must beat plain F.linear by more than this to be chosen (timing noise)
+MARGIN = 0.03  # a candidate must beat plain F.linear by more than this to be chosen (timing noise; fast_paths' too)
 ROWS = {"decode": 1, "prefill": PREFILL_ROWS, "prefill_long": LONG_ROWS}  # each phase's matrix rows (its inputs)
 REPEATS = {"decode": 5, "prefill": 3, "prefill_long": 3}
-CACHE_FILE = "kernel-choice.json"
 DISTURBED_SHARE = 0.05  # a measurement whose threads waited for a CPU more than this share of its time is disturbed
 DISTURBED_MIN_S = 0.05  # ... and more than this in all (a scheduler tick or two is not a disturbance)
 MAX_TRIES = 3  # measurements of one key, at most, while each was disturbed; then the least disturbed one stays
 WaitMeter = CpuWaitMeter  # what reads the measuring threads' run-queue wait (a test puts a fake one here)
 
 
-def switched_off(switch: str) -> str:
-    """'switched off (NAME=off)' when the environment variable `switch` says off (off, 0, false, no), else ''."""
-    value = os.environ.get(switch, "")
-    return f"switched off ({switch}={value})" if value.lower() in ("off", "0", "false", "no") else ""
-
-
-def default_cache_dir() -> Path:
-    """The model cache's folder (engine/loading/model_store.cache_root: techniques sit below loading)."""
-    return Path(os.environ.get("TWO_BENDS_CACHE") or Path.home() / ".cache" / "two-bends")
-
-
 @dataclass
 class Choice:
     decode: str  # the kernel for a few rows (decode steps)
-    prefill: str  # the kernel for wide prompts (more than WIDE_ROWS rows, fewer than LONG_FROM)
+    prefill: str  # the kernel for wide prompts (more than WIDE_PASS rows, fewer than LONG_FROM)
     ms: dict  # {"decode": {kernel: ms of all the model's matmuls for one step}, "prefill": {kernel: ms at PREFILL_ROWS},
     #            "prefill_long": {kernel: ms at LONG_ROWS}}
     seconds: float = 0.0  # how long the measuring took, on the run that measured
@@ -128,116 +113,27 @@ def pick(ms: dict[str, float]) -> str:
 
 
 # ------------------------------------------------------------------------------------------------
-# The key: what makes an earlier measurement valid here
+# The record in the cache file (measured_cache.py); one that cannot be read is measured again
 # ------------------------------------------------------------------------------------------------
-def _cpuinfo() -> tuple[str | None, list[str] | None]:
-    """(the first model name, the sorted instruction-set flags) from /proc/cpuinfo's first CPU; None where absent."""
-    name = None
+def _valid(c: dict | None) -> Choice | None:
+    if c is None:
+        return None
     try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            key, _, value = line.partition(":")
-            if key.strip() == "model name" and name is None:
-                name = value.strip()
-            elif key.strip() in ("flags", "Features"):
-                return name, sorted(value.split())
-    except OSError:
-        pass
-    return name, None
-
-
-def cpu_flags() -> list[str]:
-    """The CPU's instruction-set flags (avx2, avx512_bf16, amx_tile, ...), sorted; [] where /proc/cpuinfo has none."""
-    return _cpuinfo()[1] or []
-
-
-def cpu_identity() -> tuple[str, str]:
-    """(CPU model name, a digest of its instruction-set flags) from /proc/cpuinfo; platform's words elsewhere."""
-    name, flags = _cpuinfo()
-    text = " ".join(flags) if flags is not None else torch.backends.cpu.get_cpu_capability()
-    return name or platform.processor() or platform.machine(), hashlib.sha256(text.encode()).hexdigest()[:16]
-
-
-def shapes(model: nn.Module) -> list[list[int]]:
-    """[out, in, count] of every nn.Linear in the model, sorted: the matrices the kernels will read."""
-    count: dict[tuple[int, int], int] = {}
-    for m in model.modules():
-        if isinstance(m, nn.Linear):
-            count[m.out_features, m.in_features] = count.get((m.out_features, m.in_features), 0) + 1
-    return sorted([o, i, n] for (o, i), n in count.items())
-
-
-# the libraries' own instruction-set caps: with them an AVX-512 machine runs as an AVX2-only one would
-# (ATEN_CPU_CAPABILITY=avx2 ONEDNN_MAX_CPU_ISA=AVX2 MKL_ENABLE_INSTRUCTIONS=AVX2), so a choice made under a cap is
-# its own measurement, never reused without it
-ISA_CAPS = ("ATEN_CPU_CAPABILITY", "ONEDNN_MAX_CPU_ISA", "DNNL_MAX_CPU_ISA", "MKL_ENABLE_INSTRUCTIONS")
-
-
-def cache_key(model: nn.Module, dtype: torch.dtype) -> dict:
-    cpu, flags = cpu_identity()
-    key = {"cpu": cpu, "flags": flags, "torch": torch.__version__, "threads": torch.get_num_threads(),
-           "dtype": str(dtype).removeprefix("torch."), "shapes": shapes(model)}
-    caps = {name: os.environ[name] for name in ISA_CAPS if os.environ.get(name)}
-    if caps:  # absent otherwise, so the choices already cached on a machine stay valid
-        key["isa_caps"] = dict(caps, aten=torch.backends.cpu.get_cpu_capability())
-    return key
-
-
-def _key_id(key: dict) -> str:
-    return hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()[:20]
-
-
-# ------------------------------------------------------------------------------------------------
-# The cache file: {key id: {"key": ..., "choice": ...}}; unreadable means empty, never a crash
-# ------------------------------------------------------------------------------------------------
-def _read(path: Path) -> tuple[dict, str]:
-    if not path.exists():
-        return {}, ""
-    try:
-        data = json.loads(path.read_text())
-        if not isinstance(data, dict):
-            raise ValueError("not a JSON object")
-        return data, ""
-    except (OSError, ValueError) as exc:
-        return {}, f"the cache file {path.name} was unreadable ({type(exc).__name__}), so measured again"
-
-
-def _valid(entry, key: dict) -> Choice | None:
-    try:
-        c = entry["choice"]
         ms = {p: {k: float(v) for k, v in c["ms"][p].items()} for p in PHASES}  # an entry from before a phase: measured again
         wait = c["cpu_wait"]  # an entry from before the wait was recorded: measured again (its wait unknown)
         choice = Choice(c["decode"], c["prefill"], ms, float(c["seconds"]), prefill_long=c["prefill_long"],
                         cpu_wait=None if wait is None else float(wait), tries=int(c.get("tries", 1)))
-        ok = entry["key"] == key and {choice.decode, choice.prefill, choice.long} <= set(CANDIDATES)
-        return choice if ok else None
+        return choice if {choice.decode, choice.prefill, choice.long} <= set(CANDIDATES) else None
     except (KeyError, TypeError, ValueError, AttributeError):
         return None
 
 
-def _write(path: Path, key: dict, choice: Choice) -> None:
-    add_to_cache_file(path, key, "choice", asdict(choice) | {"cached": False, "note": ""})
-
-
-def add_to_cache_file(path: Path, key: dict, name: str, record: dict) -> None:
-    """Add {key, name: record} under the key's id, written aside and renamed into place; a cache that cannot be
-    written is skipped (the kernel choice, the compiled decode step's verdict)."""
-    data, _ = _read(path)
-    data[_key_id(key)] = {"key": key, name: record, "when": time.strftime("%Y-%m-%d %H:%M:%S")}
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-        tmp.write_text(json.dumps(data, indent=1))
-        os.replace(tmp, path)
-    except OSError:
-        pass
-
-
 def choose(model: nn.Module, dtype: torch.dtype, cache_dir: Path | None = None, remeasure: bool = False) -> Choice:
     """The kernels for this model on this CPU: from the cache file when its key matches, else measured (and cached)."""
-    path = (cache_dir or default_cache_dir()) / CACHE_FILE
-    key = cache_key(model, dtype)
-    data, note = _read(path)
-    found = None if remeasure else _valid(data.get(_key_id(key)), key)
+    folder = cache_dir or measured_cache.default_cache_dir()
+    key = measured_cache.machine_key(model, dtype) | {"what": "matmul kernels"}
+    note = measured_cache.read_all(folder)[1]
+    found = None if remeasure else _valid(measured_cache.recall(folder, key))
     if found is not None and not (found.disturbed and found.tries < MAX_TRIES):
         found.cached = True
         return found
@@ -250,7 +146,7 @@ def choose(model: nn.Module, dtype: torch.dtype, cache_dir: Path | None = None, 
             found.tries, found.cached = choice.tries, True
             choice = found
         choice.note = f"measured again after a disturbed measurement (waits {waits}); kept the less disturbed of the two"
-    _write(path, key, choice)
+    measured_cache.remember(folder, key, asdict(choice) | {"cached": False, "note": ""})
     return choice
 
 

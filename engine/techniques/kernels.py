@@ -1,252 +1,135 @@
-"""Which matmul kernels the linear layers run: `plain` (nn.Linear, the readable teaching path) or `fast`.
+"""What a model loaded with `kernels="fast"` runs: its Backends (engine/core/backends.py), chosen once, by measurement.
 
-A decode step reads every weight once, so it is bound by how well the matmul kernel streams the
-weights, not by the arithmetic. `fast` keeps the same weights and the same maths and only changes
-how they are read: library kernels for the matmuls, chosen on CPU by measuring them on this
-machine at this model's shapes, per phase (kernel_choice.py; the candidates: kernel_candidates.py).
-Plain F.linear is always a candidate and wins ties, so fast is never slower than plain.
+A decode step reads every weight once, so it is bound by how well its kernels stream the weights, not by the
+arithmetic; a prompt is bound by the arithmetic. Which kernels do either best depends on the chip, so on CPU every
+candidate is measured on this machine, at this model's shapes, against what would run without it, and kept only
+where faster (ties go to plain), the verdicts cached (measured_cache.py):
 
-  cpu            the fastest measured candidate for decode (rows <= WIDE_ROWS), for prompts and for long
-                 prompts (LONG_FROM rows or more): oneDNN prepacked won decode and 128-token prompts on a
-                 2-core AVX2 EPYC and MKL's plain GEMM its 1024-token prompts; plain F.linear (MKL, at the
-                 memory's speed) won decode on an AVX-512 Xeon. bfloat16 may widen to float32 for prompts.
-  cuda / mps     the vendor library (cuBLAS / MPS) is already what nn.Linear calls: fast = plain;
-                 on CUDA the decode remedy is CUDA graphs (engine/techniques/cuda_graphs.py).
+  matmuls        the library kernels for the linear layers, per phase (kernel_choice.py; candidates:
+                 kernel_candidates.py; as ops: matmul_kernels.py)
+  prompt pass    a bfloat16/float16 model's prompts in float32 from a widened copy of its weights (prompt_pass.py)
+  prompt ops     a float32 prompt's work between its matmuls in three C kernels (prompt_kernels.py)
+  decode step    a batch-1 decode step as one C call (c_decode.py); where that cannot serve or lost, as code
+                 torch.compile generated (compiled_decode.py), whose compile costs seconds the C build does not
 
-A bfloat16/float16 model on CPU may also run its prompts (passes wider than WIDE_ROWS tokens) in float32 from a
-widened copy of its weights (prompt_pass.py), measured against its own prompt pass at first load and kept only where
-faster: on CPUs without bfloat16 arithmetic.
-
-On top of the matmul choice, a batch-1 decode step on CPU may run as code torch.compile generated for one layer
-(compiled_decode.py), measured against the eager loop at first load, and then as one hand-written C loop nest for
-the whole step (c_decode.py, float32 or bfloat16), measured against whichever of those two won: each kept only
-where faster, the verdicts cached. A float32 prompt's work between its matmuls (norms, RoPE, the cache write, causal
-attention, SwiGLU) may run as three hand-written C kernels (prompt_kernels.py), measured the same way.
-Tried and left out: torch.compile of the whole model with weight freezing (it turns the matmuls back into the
-same oneDNN calls; 37-100 s to compile on 2 cores, in every worker process); fp16 weights through FBGEMM (half
-the bytes, but it changes the numbers: that is quantisation, a different remedy).
-
-The fast model is a twin of the plain one: it shares every parameter (a packed layout is one extra
-copy of the matrices), and `with_kernels(fast_lm, "plain")` gives the plain model back.
+On CUDA and MPS the vendor library (cuBLAS, Metal) is what nn.Linear already calls: fast = plain there, and the
+decode remedy on CUDA is CUDA graphs (engine/techniques/cuda_graphs.py). `plain` is the eager reference: nn.Linear
+and torch's ops. Plain and fast share every module and weight; only the Backends differ, so going back is
+`with_kernels(fast, "plain")`. Tried and left out: torch.compile of the whole model with weight freezing (it turns
+the matmuls back into the same oneDNN calls; 37-100 s to compile on 2 cores, in every worker process); fp16 weights
+through FBGEMM (half the bytes, but it changes the numbers: that is quantisation, a different remedy).
 """
 from __future__ import annotations
 
-import copy
-import dataclasses
+from dataclasses import replace
 from pathlib import Path
 
-import torch
-from torch import nn
-
-from engine.core.model import DECODE_STEP_LABELS, WIDE_PASS
-from engine.techniques import c_decode, compiled_decode, prompt_kernels, prompt_pass
-from engine.techniques.kernel_candidates import apply, prepare
-from engine.techniques.kernel_choice import LONG_FROM, LONG_ROWS, PREFILL_ROWS, Choice, choose
+from engine.core.backends import EAGER, Backends
+from engine.techniques import c_build, c_decode, prompt_kernels
+from engine.techniques.c_decode import C_DECODE_STEP
+from engine.techniques.compiled_decode import COMPILED_DECODE_STEP
+from engine.techniques.fast_paths import FastPath, decide, forced_plain
+from engine.techniques.kernel_choice import choose
+from engine.techniques.matmul_kernels import MatmulKernels
+from engine.techniques.measured_cache import default_cache_dir
+from engine.techniques.prompt_kernels import C_PROMPT_KERNELS
+from engine.techniques.prompt_pass import FLOAT32_PROMPTS
 
 KERNELS = ("plain", "fast")
-COMPILED_LABEL = DECODE_STEP_LABELS[0]  # what a fast model's kernels add when it runs one
-C_LABEL = DECODE_STEP_LABELS[1]  # ... or when it runs the C step
-WIDE_ROWS = WIDE_PASS  # up to this many rows (decode steps, small batches) run the decode kernel; wider ones the prompt
-PROMPT_LABEL = "; prompts in float32 (widened copy)"  # what a half-precision fast model's kernels add when it runs one
-PROMPT_C_LABEL = "; prompts' attention, norms and SwiGLU in C"  # ... or when it runs prompt_kernels.py's
+PROMPT_PATHS: tuple[FastPath, ...] = (FLOAT32_PROMPTS, C_PROMPT_KERNELS)  # each for its dtype: at most one fits
+DECODE_STEPS: tuple[FastPath, ...] = (C_DECODE_STEP, COMPILED_DECODE_STEP)  # tried in turn; the first kept serves
+DECODE_STEP_WORDS = {"C": "decode step in C (hand-written, one OpenMP region)",
+                     "torch.compile": "decode step compiled (torch.compile)"}
 
 
-class ChosenLinear(nn.Module):
-    """nn.Linear through the kernels measured fastest here: one for decode's few rows, one for prompts, one for long
-    prompts (LONG_FROM rows or more)."""
-
-    def __init__(self, linear: nn.Linear, decode: str, prefill: str, prefill_long: str | None = None):
-        super().__init__()
-        self.in_features, self.out_features = linear.in_features, linear.out_features
-        self.weight = linear.weight  # shared with the plain model: weight_bytes, and the way back to plain
-        self.bias = linear.bias
-        self.decode, self.prefill, self.prefill_long = decode, prefill, prefill_long or prefill
-        self.decode_extras = prepare(decode, linear.weight, 1)  # e.g. a packed copy (opaque); () for plain
-        self.prefill_extras = self._extras(prefill, PREFILL_ROWS, [(decode, self.decode_extras)])
-        self.long_extras = self._extras(self.prefill_long, LONG_ROWS,
-                                        [(decode, self.decode_extras), (prefill, self.prefill_extras)])
-
-    def _extras(self, kernel: str, rows: int, made: list[tuple[str, tuple]]) -> tuple:
-        """A kernel's extras, shared with a phase that already made them (MKL packs for a number of rows: its own)."""
-        for other, extras in made:
-            if other == kernel and kernel != "mkl-packed":
-                return extras
-        return prepare(kernel, self.weight, rows)
-
-    def extras(self) -> list[torch.Tensor]:
-        return [*self.decode_extras, *self.prefill_extras, *self.long_extras]  # shared ones twice: _twin keys by id
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        x2 = x.reshape(-1, self.in_features)  # (M, K), M = B * T
-        rows = x2.shape[0]
-        if rows <= WIDE_ROWS:
-            y = apply(self.decode, x2, self.weight, self.bias, self.decode_extras)  # (M, N)
-        elif rows < LONG_FROM:
-            y = apply(self.prefill, x2, self.weight, self.bias, self.prefill_extras)  # (M, N)
-        else:
-            y = apply(self.prefill_long, x2, self.weight, self.bias, self.long_extras)  # (M, N)
-        return y.view(*x.shape[:-1], self.out_features)  # (..., N)
+def label(backends: Backends) -> str:
+    """What a fast model's passes run, in words (the sidebar and the Trace), from its backends."""
+    matmuls = backends.ops.words() if isinstance(backends.ops, MatmulKernels) else "plain F.linear"
+    parts = [matmuls if matmuls.startswith("fast") else f"fast: {matmuls}"]
+    if backends.prompt_pass is not None:
+        parts.append("prompts in float32 (widened copy)")
+    if backends.prompt_ops is not None:
+        parts.append("prompts' attention, norms and SwiGLU in C")
+    if backends.decode_step is not None:
+        parts.append(DECODE_STEP_WORDS[backends.decode_step.kind])
+    return "; ".join(parts)
 
 
-FAST_LINEARS = (ChosenLinear,)  # what replaces nn.Linear on the fast path
+def with_kernels(lm, kernels: str, cache_dir: Path | None = None, remeasure: bool = False, decode_step: bool = True):
+    """`lm` running the asked kernels: `lm` itself when it already does, else the same model with other Backends.
 
-
-def fast_path(lm, cache_dir: Path | None = None, remeasure: bool = False) -> tuple[Choice | None, str, str]:
-    """(the measured choice, or None where fast = plain; a label saying what the matmuls run; why)."""
-    if lm.device.type != "cpu":
-        library = "cuBLAS" if lm.device.type == "cuda" else "Metal"
-        return None, f"plain ({library} already; fast = plain on {lm.device.type})", ""
-    choice = choose(lm.model, lm.dtype, cache_dir, remeasure)
-    return choice, choice.label(), choice.why()
-
-
-def _swap(parent: nn.Module, make) -> None:
-    for name, child in parent.named_children():
-        replacement = make(child)
-        if replacement is not None:
-            setattr(parent, name, replacement)
-        else:
-            _swap(child, make)
-
-
-def _twin(model: nn.Module, make) -> nn.Module:
-    """A copy of `model` sharing every parameter and buffer, with modules replaced where make(m) is not None."""
-    extras = [t for m in model.modules() if isinstance(m, ChosenLinear) for t in m.extras()]  # opaque: cannot be copied
-    shared = {id(t): t for t in [*model.parameters(), *model.buffers(), *extras]}
-    shared[id(model.prompt_pass)] = model.prompt_pass  # a float32 prompt pass is shared by reference, never copied
-    shared[id(model.prompt_kernels)] = model.prompt_kernels  # so are the prompts' C kernels (a loaded library)
-    compiled, model.compiled_decode = model.compiled_decode, None  # compiled code belongs to its model alone
-    try:
-        twin = copy.deepcopy(model, shared)  # new module objects, the same tensors
-    finally:
-        model.compiled_decode = compiled
-    _swap(twin.blocks, make)
-    replacement = make(twin.lm_head)
-    if replacement is not None:  # a tied head gets its own packed copy; the embedding keeps the plain matrix
-        twin.lm_head = replacement
-    return twin.eval().requires_grad_(False)
-
-
-def _plain_linear(module: nn.Module) -> nn.Linear | None:
-    if not isinstance(module, FAST_LINEARS):
-        return None
-    with torch.device("meta"):
-        linear = nn.Linear(module.in_features, module.out_features, bias=module.bias is not None)
-    linear.weight = module.weight
-    linear.bias = module.bias
-    return linear
-
-
-def with_kernels(lm, kernels: str, cache_dir: Path | None = None, remeasure: bool = False, compile_decode: bool = True):
-    """`lm` running the asked kernels: `lm` itself when it already does, else a twin sharing its weights.
-
-    fast on CPU measures the candidates at first use on this machine (cached in cache_dir's kernel-choice.json;
-    remeasure=True measures again), then the compiled decode step (`with_compiled_decode`; compile_decode=False
-    leaves that to the caller, e.g. a background thread)."""
+    fast on CPU measures what it has not measured on this machine yet (remeasure=True: everything again), then the
+    decode step (`with_decode_step`; decode_step=False leaves that to the caller, e.g. a background thread)."""
     if kernels not in KERNELS:
         raise ValueError(f"unknown kernels '{kernels}'; use one of {', '.join(KERNELS)}")
     if kernels == lm.kernel_choice and not remeasure:
         return lm
     if kernels == "plain":
-        model = _twin(lm.model, _plain_linear)
-        model.prompt_pass = None  # plain: the model's own dtype all the way
-        model.prompt_kernels = None  # ... and torch's ops
-        return dataclasses.replace(lm, model=model, kernels="plain", kernel_choice="plain", kernel_why="")
-    base = with_kernels(lm, "plain") if lm.kernel_choice != "plain" else lm  # measure on (and swap) nn.Linear layers
-    choice, label, why = fast_path(base, cache_dir, remeasure)
-    if choice is None or (choice.decode, choice.prefill, choice.long) == ("plain", "plain", "plain"):
-        model = base.model
-    else:
-        model = _twin(base.model, lambda m: ChosenLinear(m, choice.decode, choice.prefill, choice.long)
-                      if isinstance(m, nn.Linear) else None)
-    fast = dataclasses.replace(base, model=model, kernels=label, kernel_choice="fast", kernel_why=why)
-    fast = with_prompt_pass(fast, base, cache_dir, remeasure)
-    return with_compiled_decode(fast, cache_dir, remeasure) if compile_decode else fast
+        return replace(lm, backends=EAGER, kernels="plain", kernel_choice="plain", kernel_why="")
+    if forced := forced_plain():
+        return replace(lm, backends=EAGER, kernels=f"plain ({forced})", kernel_choice="fast", kernel_why=forced)
+    if lm.device.type != "cpu":
+        library = "cuBLAS" if lm.device.type == "cuda" else "Metal"
+        return replace(lm, backends=EAGER, kernels=f"plain ({library} already; fast = plain on {lm.device.type})",
+                       kernel_choice="fast", kernel_why="")
+    choice = choose(lm.model, lm.dtype, cache_dir, remeasure)
+    fast = replace(lm, backends=Backends(ops=MatmulKernels(lm.model, choice)), kernel_choice="fast",
+                   kernel_why=choice.why())
+    for path in PROMPT_PATHS:
+        fast = _tried(path, fast, cache_dir, remeasure)[0]
+    fast = replace(fast, kernels=label(fast.backends))
+    return with_decode_step(fast, cache_dir, remeasure) if decode_step else fast
 
 
-def with_prompt_pass(fast, plain, cache_dir: Path | None = None, remeasure: bool = False):
-    """A half-precision `fast` with its prompts in float32 from a widened copy (a twin) where that was measured faster
-    here (prompt_pass.py), else `fast` with the measured why."""
-    if prompt_pass.applicable(fast.dtype, fast.device):
+def with_decode_step(fast, cache_dir: Path | None = None, remeasure: bool = False):
+    """`fast` with a batch-1 decode step measured faster here than the eager loop (the first of DECODE_STEPS kept),
+    else `fast` with what was measured. A new LoadedModel: a run going on `fast` keeps the step it started with."""
+    if (fast.kernel_choice != "fast" or fast.backends.decode_step is not None or fast.device.type != "cpu"
+            or forced_plain()):
         return fast
-    model = _twin(fast.model, lambda m: None)  # never the plain model itself (fast = plain where plain won)
-
-    def kernels32(model32):  # the float32 kernels measured for prompts here (decode never reaches the copy)
-        choice = fast_path(dataclasses.replace(plain, model=model32, dtype=torch.float32), cache_dir)[0]
-        if choice is None or (choice.prefill, choice.long) == ("plain", "plain"):
-            return model32
-        _swap(model32, lambda m: ChosenLinear(m, "plain", choice.prefill, choice.long) if isinstance(m, nn.Linear) else None)
-        return model32
-
-    verdict = prompt_pass.attach(model, plain.model, fast.dtype, kernels32, cache_dir, remeasure)
-    label = fast.kernels + (PROMPT_LABEL if model.prompt_pass is not None else "")
-    return dataclasses.replace(fast, model=model if model.prompt_pass is not None else fast.model, kernels=label,
-                               kernel_why=_and(fast.kernel_why, verdict.words()))
+    for path in DECODE_STEPS:
+        fast, verdict = _tried(path, fast, cache_dir, remeasure)
+        if fast.backends.decode_step is not None:
+            break
+        if verdict is not None and verdict.disturbed:  # a loss other programs may have made: raced again at the
+            break  # next load, before anything costlier (torch.compile: seconds to minutes on a busy machine) is tried
+    return replace(fast, kernels=label(fast.backends))
 
 
-def with_compiled_decode(fast, cache_dir: Path | None = None, remeasure: bool = False):
-    """`fast` with a batch-1 decode step measured faster here, else `fast`: the hand-written C step (c_decode.py)
-    where it beat the step that would run otherwise, else torch.compile's layer (compiled_decode.py) where it beat
-    the eager loop. And with its prompts' work between the matmuls in C where measured faster (`with_prompt_kernels`).
-
-    A twin (new module objects, the same tensors), so a run already going on `fast` keeps the step it started with."""
-    return with_prompt_kernels(_with_decode_step(fast, cache_dir, remeasure), cache_dir, remeasure)
-
-
-def with_prompt_kernels(fast, cache_dir: Path | None = None, remeasure: bool = False):
-    """`fast` with its float32 prompts' attention, norms and SwiGLU in hand-written C (prompt_kernels.py) where
-    measured faster here, a twin; else `fast`, with the verdict's why."""
-    if prompt_kernels.applicable(fast.model, fast.dtype, fast.device):
-        return fast
-    model = _twin(fast.model, lambda m: None)
-    # the twin replaces no module, so the decode step `fast` chose (it reads the same tensors) serves it as well:
-    # _twin leaves it behind, and without it every decode step ran eager (2.5x slower, unseen behind its label)
-    model.compiled_decode = fast.model.compiled_decode
-    verdict = prompt_kernels.attach(model, fast.dtype, cache_dir, remeasure)
-    label = fast.kernels + (PROMPT_C_LABEL if model.prompt_kernels is not None else "")
-    return dataclasses.replace(fast, model=model if model.prompt_kernels is not None else fast.model, kernels=label,
-                               kernel_why=_and(fast.kernel_why, verdict.words()))
+def _tried(path: FastPath, lm, cache_dir: Path | None, remeasure: bool):
+    """(`lm` with `path` decided here: attached where it won, and its verdict or why it cannot serve in the why;
+    the verdict, None where it cannot serve)."""
+    fit = path.fit(lm, lm.backends)
+    if not fit.ok:
+        said = _and(lm.kernel_why, f"{path.name}: not here ({fit.why_not})")
+        return (replace(lm, kernel_why=said) if fit.said else lm), None
+    backends, verdict = decide(path, lm, lm.backends, cache_dir, remeasure)
+    return replace(lm, backends=backends, kernel_why=_and(lm.kernel_why, verdict.words(path))), verdict
 
 
-def _with_decode_step(fast, cache_dir: Path | None = None, remeasure: bool = False):
-    reason = compiled_decode.applicable(fast.model, fast.device)  # '' where a compiled decode step may serve
-    c_reason = c_decode.applicable(fast.model, fast.dtype, fast.device)  # '' where the C step may serve
-    if reason == compiled_decode.NO_COMPILER and c_reason:  # the one reason a user can act on: said beside the why
-        return dataclasses.replace(fast, kernel_why=_and(fast.kernel_why, f"decode step eager: {reason}"))
-    if reason and c_reason:
-        return fast
-    model = _twin(fast.model, lambda m: None)
-    label, why = fast.kernels, fast.kernel_why
-    won = None if c_reason else c_decode.attach(model, fast.dtype, cache_dir, remeasure, only_if_won=True)
-    if won is not None and won.use:  # the C step won here before: torch.compile's layer is never built
-        return dataclasses.replace(fast, model=model, kernels=label + C_LABEL, kernel_why=_and(why, won.words()))
-    if not reason:
-        verdict = compiled_decode.attach(model, fast.dtype, fast.device, cache_dir, remeasure)
-        label, why = label + (COMPILED_LABEL if verdict.use else ""), _and(why, verdict.words())
-    c_verdict = None if c_reason else c_decode.attach(model, fast.dtype, cache_dir, remeasure)
-    if c_verdict is not None:
-        why = _and(why, c_verdict.words())
-        if c_verdict.use:
-            label = label.replace(COMPILED_LABEL, "") + C_LABEL
-    return dataclasses.replace(fast, model=model, kernels=label, kernel_why=why)
+def prebuild(device, kernels: str, cache_dir: Path | None = None):
+    """Start building the C libraries a fast load on this CPU may use (a thread; None where none will be): called
+    before the weights are read, joined before anything is timed, so a first load's compiling overlaps its reading."""
+    if kernels != "fast" or device.type != "cpu" or forced_plain():
+        return None
+    return c_build.prebuild(cache_dir or default_cache_dir(), [c_decode.SOURCE, prompt_kernels.SOURCE])
 
 
-def builds_decode_step(model, dtype: torch.dtype, device: torch.device) -> bool:
-    """Whether `with_compiled_decode` may build a decode step for this model (seconds: worth saying, and serving the
-    fast kernels meanwhile)."""
-    return not (compiled_decode.applicable(model, device) and c_decode.applicable(model, dtype, device)
-                and prompt_kernels.applicable(model, dtype, device))
+def builds_decode_step(lm) -> bool:
+    """Whether `with_decode_step` may build a decode step for this model here (seconds: worth saying, and serving
+    the fast kernels meanwhile)."""
+    return (lm.kernel_choice == "fast" and lm.device.type == "cpu" and not forced_plain()
+            and any(path.fit(lm, lm.backends).ok for path in DECODE_STEPS))
+
+
+def without_decode_step(lm):
+    """`lm` with its decode steps on the eager loop (the same model, its other fast paths kept)."""
+    if lm.backends.decode_step is None:
+        return lm
+    backends = replace(lm.backends, decode_step=None)
+    return replace(lm, backends=backends, kernels=label(backends) + "; decode step eager")
 
 
 def _and(why: str, more: str) -> str:
     """The kernels' why with one more clause."""
     return f"{why}; {more}" if why else more
-
-
-def without_compiled_decode(lm):
-    """`lm` with its decode steps eager (a twin) where it has a compiled one, else `lm` itself."""
-    if getattr(lm.model, "compiled_decode", None) is None:
-        return lm
-    label = lm.kernels.replace(COMPILED_LABEL, "").replace(C_LABEL, "").replace(PROMPT_C_LABEL, "") + "; decode step eager"
-    label += PROMPT_C_LABEL if lm.model.prompt_kernels is not None else ""
-    return dataclasses.replace(lm, model=_twin(lm.model, lambda m: None), kernels=label)

@@ -30,5 +30,5 @@ def prefill_chunked(lm, input_ids: torch.Tensor, cache: KVCache, chunk: int) -> 
         raise EngineError("prefill needs at least one prompt token")
     logits = None
     for start in range(0, T, chunk):
-        logits = lm.model(input_ids[:, start:start + chunk], cache)[0]  # (B, V): only the last chunk's is kept
+        logits = lm.forward(input_ids[:, start:start + chunk], cache)[0]  # (B, V): only the last chunk's is kept
     return logits

@@ -12,8 +12,10 @@
 // silu_mul: SwiGLU's SiLU(gate) * up from the fused gate/up projection's rows.
 //
 // Head dims a multiple of 16. Built and loaded by prompt_kernels.py (gcc -O3 -march=native -fopenmp
-// -ffast-math); the same maths as layers.apply_rope + KVCache.write + attention_fast, layers.rms_norm and
-// SwiGLUMLP, in another order of additions (tests check the outputs close).
+// -ffast-math: no infinity or NaN is made here, the running max starts from -FLT_MAX); the same maths as
+// layers.apply_rope + KVCache.write + attention_fast, layers.rms_norm and SwiGLUMLP, in another order of additions
+// (tests check the outputs close).
+#include <float.h>
 #include <math.h>
 #include <omp.h>
 #include <stdlib.h>
@@ -140,7 +142,7 @@ static void tile(const float *q, const float *kt, long ld, const float *v, long 
   for (int r = 0; r < R4; r++) {
     int rr = r < R ? r : R - 1;  // padding rows repeat the last one (computed, never written out)
     rows[r] = q + ((t0 + rr / G) * H + kh * G + rr % G) * (long)D;
-    m[r] = -INFINITY;
+    m[r] = -FLT_MAX;  // below every score: the first block's rescale is expf(-FLT_MAX - top) = 0
     l[r] = 0;
   }
   memset(o, 0, sizeof(float) * R4 * D);
@@ -161,7 +163,7 @@ static void tile(const float *q, const float *kt, long ld, const float *v, long 
       }
       float top = m[r];
       for (int j = 0; j < seen; j++) top = sr[j] > top ? sr[j] : top;
-      const float rescale = expf(m[r] - top);  // 0 on the first block (m = -inf)
+      const float rescale = expf(m[r] - top);  // 0 on the first block (m = -FLT_MAX, a finite number)
       float sum = 0;
       #pragma omp simd reduction(+:sum)
       for (int j = 0; j < seen; j++) {

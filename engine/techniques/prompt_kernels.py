@@ -12,34 +12,28 @@ calls a layer:
               strided halves).
 vLLM's CPU backend writes the same three in C++ for the same reasons.
 
-Chosen by measurement like the other kernels: at first load it is built (c_decode.build: gcc -O3 -march=native,
-~1 s, kept in the model cache), checked against torch's ops (a prompt, then a second prompt on top of it: outputs
-and caches close) and one layer's work between its products is timed both ways at TIMED_TOKENS tokens, taking
-turns; kept only if more than MARGIN faster, the verdict cached beside the decode step's. float32 only (a bfloat16
-model's prompts run in bfloat16, or through prompt_pass.py's float32 copy into a bfloat16 cache: both keep torch's
-ops), batch 1, Llama family without biases, head dims a multiple of 16.
+Chosen by measurement like every fast path (fast_paths.py): built at first load (c_build.py), checked against
+torch's ops (a prompt, then a second prompt on top of it: outputs and caches close), and one layer's work between
+its products timed both ways at TIMED_TOKENS tokens, taking turns; kept only where faster. float32 only (a
+bfloat16 model's prompts run in bfloat16, or through prompt_pass.py's float32 copy into a bfloat16 cache: both keep
+torch's ops), batch 1, Llama family without biases, head dims a multiple of 16.
 """
 from __future__ import annotations
 
 import ctypes
 import hashlib
-import math
-import threading
 import time
-from contextlib import contextmanager, nullcontext
-from dataclasses import dataclass
+from dataclasses import replace
 from pathlib import Path
 
 import torch
 
+from engine.core.backends import Backends, TorchOps, run_pass
 from engine.core.kv_cache import KVCache, Plan, RaggedPlan
-from engine.techniques.c_decode import build, c_compiler
-from engine.techniques.compiled_decode import _cached, _save, model_shape
-from engine.techniques.kernel_choice import MARGIN, _key_id, _read, cache_key, default_cache_dir, switched_off
+from engine.techniques import c_build
+from engine.techniques.fast_paths import Fit, take_turns
 
 SOURCE = Path(__file__).with_name("prompt_kernels.c")
-SWITCH = "TWO_BENDS_C_PROMPT"  # "off": never build them (the test suite's default; a user's escape hatch)
-CACHE_FILE = "compiled-decode.json"  # beside the decode steps' verdicts, told apart by their key's "what"
 ABI = 1  # prompt_kernels.c's prompt_kernels_abi(): the functions and arguments below
 P, LONG, INT, FLOAT = ctypes.c_void_p, ctypes.c_long, ctypes.c_int, ctypes.c_float
 TIMED_TOKENS = 512  # the prompt length one layer's work is timed at
@@ -49,58 +43,14 @@ TOLERANCE = 1e-4  # of the outputs' scale: float32 both ways, sums in another or
 MAX_GROUP = 8  # query heads per KV head the attention tile holds
 
 
-@dataclass
-class Verdict:
-    use: bool  # True: the C kernels are faster here and agree with torch's ops
-    torch_ms: float  # one layer's work between its products (norms, RoPE, cache write, attention, SwiGLU)
-    c_ms: float
-    build_s: float  # seconds to build (or find) the library and check it
-    cached: bool = False
-    note: str = ""  # why not used, when it could not be (a failed build, other outputs)
-    tokens: int = TIMED_TOKENS  # the prompt length timed (a model of a shorter context: its whole context)
-
-    def words(self) -> str:
-        if self.note:
-            return f"prompt kernels not in C: {self.note}"
-        timing = f"C {self.c_ms:.2f} ms vs torch {self.torch_ms:.2f} ms a layer at {self.tokens} tokens"
-        where = "cached verdict" if self.cached else "measured now"
-        chosen = "in C" if self.use else "torch's (not in C)"
-        return f"prompt attention, norms and SwiGLU {chosen} ({timing}; {where})"
-
-
-def applicable(model, dtype: torch.dtype, device: torch.device) -> str:
-    """'' when the C kernels can serve this model's prompts here, else why not."""
-    cfg = model.cfg
-    if off := switched_off(SWITCH):
-        return off
-    if device.type != "cpu":
-        return "CPU only"
-    if dtype != torch.float32:
-        return "float32 only"
-    if (cfg.arch != "llama" or not cfg.uses_rope or cfg.qkv_bias or cfg.n_heads % cfg.n_kv_heads or cfg.head_dim % 16
-            or cfg.n_heads // cfg.n_kv_heads > MAX_GROUP):
-        return "Llama family without biases, head dims a multiple of 16, only"
-    if cfg.max_seq_len <= sum(CHECKED):
-        return f"models of a context over {sum(CHECKED)} tokens only (their check's two prompts)"
-    if c_compiler() is None:
-        return "no C compiler here (install gcc, or set CC)"
-    return ""
-
-
 def timed_tokens(cfg) -> int:
     """The prompt length the race times: TIMED_TOKENS, or the model's whole context where that is shorter."""
     return min(TIMED_TOKENS, cfg.max_seq_len)
 
 
 def load(path: Path) -> ctypes.CDLL:
-    """The built library, its functions checked; a file that cannot be loaded is removed (the next load builds again)."""
-    try:
-        lib = ctypes.CDLL(str(path))
-        if lib.prompt_kernels_abi() != ABI:
-            raise OSError(f"{path.name} was built for other arguments")
-    except OSError:
-        path.unlink(missing_ok=True)
-        raise
+    """The built library, its interface checked; a file that cannot be loaded is removed (the next load builds again)."""
+    lib = c_build.load(path, "prompt_kernels_abi", ABI)
     lib.prompt_attention.argtypes = [P, LONG, INT, INT, INT, P, P, P, P, LONG, LONG, P, INT]
     lib.prompt_attention.restype = INT
     lib.rms_norm.argtypes = [P, P, P, P, LONG, INT, FLOAT, INT]
@@ -115,25 +65,32 @@ MARKS = {"attention": "two_bends::prompt_attention (C)", "rms_norm": "two_bends:
 
 
 def _marked(kernel: str):
-    """A profiler range named after the kernel while torch.profiler records (the profiling labs' splits count the C
-    time), else nothing (a check costs one C call)."""
-    return torch.profiler.record_function(MARKS[kernel]) if torch._C._autograd._profiler_enabled() else nullcontext()
+    """A profiler range named after the kernel (the profiling labs' splits count the C time; a few microseconds when
+    no profiler records, on passes of more than WIDE_PASS tokens)."""
+    return torch.profiler.record_function(MARKS[kernel])
 
 
-class PromptKernels:
-    """The three kernels for one model's prompts, where `serves` says they can (model.Transformer.forward asks)."""
+class CPromptOps(TorchOps):
+    """A float32 prompt's ops with the three C kernels: the products through `matmuls` (the kernels chosen here), the
+    rest in C. Every tensor whose address a call takes is a local of that call (no address outlives it)."""
 
-    def __init__(self, cfg, lib: ctypes.CDLL):
-        self.cfg, self.lib = cfg, lib
+    name = "C"
+    fused_attention = True
+
+    def __init__(self, cfg, lib: ctypes.CDLL, matmuls: TorchOps):
+        self.cfg, self.lib, self.matmuls = cfg, lib, matmuls
         self.calls = 0  # attention calls served (tests and the check read it)
 
-    def __deepcopy__(self, memo) -> PromptKernels:
-        return self  # a loaded library and the model's shape: a copied model (a twin, a quantised copy) shares them
+    def record(self):
+        return "C"
 
-    def serves(self, x: torch.Tensor, cache: KVCache, plan: Plan) -> bool:
-        """x (1, T, C) float32 on the CPU in one piece, a plain prompt plan (positions start..end, every earlier key
+    def linear(self, m, x: torch.Tensor) -> torch.Tensor:
+        return self.matmuls.linear(m, x)
+
+    def serves(self, ids: torch.Tensor, cache: KVCache, plan: Plan) -> bool:
+        """One row of more than a few tokens on the CPU, a plain prompt plan (positions start..end, every earlier key
         seen), a one-row float32 cache whose layers are each in one piece."""
-        if x.shape[0] != 1 or x.dtype != torch.float32 or x.device.type != "cpu" or not x.is_contiguous():
+        if ids.shape[0] != 1 or ids.device.type != "cpu":
             return False
         if isinstance(plan, RaggedPlan) or not isinstance(plan.positions, slice) or plan.mask is not None:
             return False
@@ -160,11 +117,17 @@ class PromptKernels:
         self.calls += 1
         return out
 
-    def rms_norm(self, x: torch.Tensor, norm, add: torch.Tensor | None = None) -> torch.Tensor:
-        """x (1, T, C) in one piece; with `add`, x += add first (in place: x is the residual stream). Returns
-        norm(x) as a new tensor; `norm` an RMSNorm (weight, eps)."""
-        if add is not None:
-            add = add.contiguous()
+    def norm(self, norm, x: torch.Tensor) -> torch.Tensor:
+        return self._rms_norm(x, norm)
+
+    def add_norm(self, x: torch.Tensor, a: torch.Tensor, norm) -> tuple[torch.Tensor, torch.Tensor]:
+        """x += a in place (x is the residual stream, this pass's own tensor), then norm(x) as a new tensor."""
+        return x, self._rms_norm(x, norm, add=a)
+
+    def _rms_norm(self, x: torch.Tensor, norm, add: torch.Tensor | None = None) -> torch.Tensor:
+        """x (1, T, C) in one piece; `norm` an RMSNorm (weight, eps)."""
+        x = x if x.is_contiguous() else x.contiguous()
+        add = None if add is None else add.contiguous()
         out = torch.empty_like(x)
         C = x.shape[-1]
         with _marked("rms_norm"):
@@ -183,107 +146,86 @@ class PromptKernels:
         return out
 
 
-# ------------------------------------------------------------------------------------------------
-# Measured here: build, check against torch's ops, time one layer of a prompt both ways
-# ------------------------------------------------------------------------------------------------
-@contextmanager
-def _serving(model, kernels: PromptKernels | None):
-    """`model` with `kernels` (None: torch's ops) for the block, restored after."""
-    before, model.prompt_kernels = model.prompt_kernels, kernels
-    try:
-        yield model
-    finally:
-        model.prompt_kernels = before
+class CPromptKernels:
+    """The fast path (fast_paths.FastPath): the prompts' C kernels against torch's ops."""
 
+    name = "prompts' attention, norms and SwiGLU in C"
+    fast, rival = "C", "torch"
 
-@torch.inference_mode()
-def check(model, kernels: PromptKernels) -> bool:
-    """A prompt, then a second one on top of it, both ways: every position's logits and the caches within
-    TOLERANCE of their scale, the same next tokens."""
-    size = sum(CHECKED) + 1
-    ours, eager = (KVCache(model.cfg, 1, size, torch.float32) for _ in range(2))
-    calls = kernels.calls
-    for seed, T in enumerate(CHECKED):
-        ids = torch.randint(0, model.cfg.vocab_size, (1, T), generator=torch.Generator().manual_seed(seed))
-        with _serving(model, None):
-            want = model(ids, eager, all_logits=True)[0]  # (1, T, V)
-        with _serving(model, kernels):
-            got = model(ids, ours, all_logits=True)[0]
-        if float((got - want).abs().max()) > TOLERANCE * float(want.abs().max()):
+    def timed_at(self, lm) -> str:
+        return f"a layer at {timed_tokens(lm.model.cfg)} tokens"
+
+    def fit(self, lm, backends: Backends) -> Fit:
+        cfg = lm.model.cfg
+        if lm.device.type != "cpu":
+            return Fit.no("CPU only")
+        if lm.dtype != torch.float32:
+            return Fit.no("float32 only")
+        if (cfg.arch != "llama" or not cfg.uses_rope or cfg.qkv_bias or cfg.n_heads % cfg.n_kv_heads
+                or cfg.head_dim % 16 or cfg.n_heads // cfg.n_kv_heads > MAX_GROUP):
+            return Fit.no("Llama family without biases, head dims a multiple of 16, only")
+        if cfg.max_seq_len <= sum(CHECKED):
+            return Fit.no(f"models of a context over {sum(CHECKED)} tokens only (their check's two prompts)")
+        return c_build.toolchain_fit()
+
+    def key(self, lm) -> dict:
+        cfg = lm.model.cfg
+        return {"model": [cfg.n_layers, cfg.d_model, cfg.n_heads, cfg.n_kv_heads, cfg.head_dim, cfg.d_ff, cfg.vocab_size],
+                "source": hashlib.sha256(SOURCE.read_bytes()).hexdigest()[:16], "tokens": timed_tokens(cfg)}
+
+    def build(self, lm, backends: Backends, folder: Path) -> CPromptOps:
+        return CPromptOps(lm.model.cfg, load(c_build.build(folder, SOURCE)), backends.ops)
+
+    @torch.inference_mode()
+    def check(self, lm, backends: Backends, ops: CPromptOps) -> bool:
+        """A prompt, then a second one on top of it, both ways: every position's logits and the caches within
+        TOLERANCE of their scale, the same next tokens, and every layer's attention in C."""
+        model = lm.model
+        size = sum(CHECKED) + 1
+        ours, theirs = (KVCache(model.cfg, 1, size, torch.float32) for _ in range(2))
+        with_ops = self.attach(backends, ops)
+        calls = ops.calls
+        for seed, T in enumerate(CHECKED):
+            ids = torch.randint(0, model.cfg.vocab_size, (1, T), generator=torch.Generator().manual_seed(seed))
+            want = run_pass(model, backends, ids, theirs, all_logits=True)[0]  # (1, T, V)
+            got = run_pass(model, with_ops, ids, ours, all_logits=True)[0]
+            if not close(got, want) or not torch.equal(got.argmax(-1), want.argmax(-1)):
+                return False
+        if not all(close(mine, other) for mine, other in zip(ours.keys + ours.values, theirs.keys + theirs.values)):
             return False
-        if not torch.equal(got.argmax(-1), want.argmax(-1)):
-            return False
-    for mine, theirs in zip(ours.keys + ours.values, eager.keys + eager.values):
-        if float((mine - theirs).abs().max()) > TOLERANCE * float(theirs.abs().max()):
-            return False
-    return kernels.calls - calls == len(CHECKED) * model.cfg.n_layers  # every layer's attention ran in C
+        return ops.calls - calls == len(CHECKED) * model.cfg.n_layers
 
+    @torch.inference_mode()
+    def race(self, lm, backends: Backends, ops: CPromptOps) -> tuple[float, float]:
+        """(C ms, torch ms) for the first block of a `timed_tokens`-token prompt (its products the same both ways):
+        best of ROUNDS rounds of REPEATS, the two taking turns."""
+        model = lm.model
+        cfg = model.cfg
+        T = timed_tokens(cfg)
+        cache = KVCache(cfg, 1, T, torch.float32)
+        plan = cache.plan(T)
+        rope = (model.rope_cos[plan.positions], model.rope_sin[plan.positions])  # (T, D) each
+        x = torch.randn(1, T, cfg.d_model, generator=torch.Generator().manual_seed(0))  # (1, T, C)
+        block = model.blocks[0]
+        for way in (ops, backends.ops):
+            block(x.clone(), 0, cache, plan, rope, False, way)  # warm
 
-@torch.inference_mode()
-def race(model, kernels: PromptKernels) -> tuple[float, float]:
-    """(C ms, torch ms) for the first block of a `timed_tokens`-token prompt (its products the same both ways):
-    best of ROUNDS rounds of REPEATS, the two taking turns."""
-    cfg = model.cfg
-    T = timed_tokens(cfg)
-    cache = KVCache(cfg, 1, T, torch.float32)
-    plan = cache.plan(T)
-    rope = (model.rope_cos[plan.positions], model.rope_sin[plan.positions])  # (T, D) each
-    x = torch.randn(1, T, cfg.d_model, generator=torch.Generator().manual_seed(0))  # (1, T, C)
-    block = model.blocks[0]
-    ways = {"c": kernels, "torch": None}
-    best = {name: math.inf for name in ways}
-    for fused in ways.values():
-        block(x.clone(), 0, cache, plan, rope, False, fused)  # warm
-    for r in range(ROUNDS):
-        for name in (("c", "torch") if r % 2 else ("torch", "c")):
+        def layer(way: TorchOps) -> float:
             inputs = [x.clone() for _ in range(REPEATS)]  # the C path adds to its residual stream in place
             begin = time.perf_counter()
             for xi in inputs:
-                block(xi, 0, cache, plan, rope, False, ways[name])
-            best[name] = min(best[name], (time.perf_counter() - begin) / REPEATS)
-    return 1000 * best["c"], 1000 * best["torch"]
+                block(xi, 0, cache, plan, rope, False, way)
+            return (time.perf_counter() - begin) / REPEATS
+
+        best = take_turns({"c": lambda: layer(ops), "torch": lambda: layer(backends.ops)}, ROUNDS)
+        return 1000 * best["c"], 1000 * best["torch"]
+
+    def attach(self, backends: Backends, ops: CPromptOps) -> Backends:
+        return replace(backends, prompt_ops=ops)
 
 
-_LOCK = threading.Lock()  # one build and measurement at a time in a process
+def close(got: torch.Tensor, want: torch.Tensor) -> bool:
+    return float((got - want).abs().max()) <= TOLERANCE * float(want.abs().max())
 
 
-def attach(model, dtype: torch.dtype, cache_dir: Path | None = None, remeasure: bool = False) -> Verdict:
-    """Give `model` the C prompt kernels where they were measured faster here (call where `applicable`);
-    the verdict, timed now and cached when there was none."""
-    folder = cache_dir or default_cache_dir()
-    path, key = folder / CACHE_FILE, verdict_key(model, dtype)
-    with _LOCK:
-        found = None if remeasure else _cached(_read(path)[0].get(_key_id(key)), key, Verdict)
-        if found is not None and not found.use:
-            return found
-        begin = time.perf_counter()
-        try:
-            kernels = PromptKernels(model.cfg, load(build(folder, SOURCE)))
-            ok = check(model, kernels)
-        except Exception as exc:  # a failed build, a library of other arguments: torch's ops, the reason said
-            return Verdict(False, 0.0, 0.0, 0.0, note=f"could not build them here ({type(exc).__name__}: {str(exc)[:160]})")
-        build_s = time.perf_counter() - begin
-        if not ok:
-            verdict = Verdict(False, 0.0, 0.0, build_s, note="their outputs differed from torch's")
-        elif found is not None:  # won here before: no timing
-            model.prompt_kernels = kernels
-            return Verdict(True, found.torch_ms, found.c_ms, build_s, cached=True, tokens=found.tokens)
-        else:
-            try:
-                c_ms, torch_ms = race(model, kernels)
-            except Exception as exc:  # the race could not run here: torch's ops, the reason said (not cached)
-                return Verdict(False, 0.0, 0.0, build_s, note=f"could not time them here ({type(exc).__name__}: "
-                                                               f"{str(exc)[:160]})")
-            verdict = Verdict(c_ms < torch_ms * (1 - MARGIN), torch_ms, c_ms, build_s, tokens=timed_tokens(model.cfg))
-        _save(path, key, verdict)
-        if verdict.use:
-            model.prompt_kernels = kernels
-        return verdict
-
-
-def verdict_key(model, dtype: torch.dtype) -> dict:
-    """This CPU, torch, threads and dtype (the kernel choice's key), this model's shape, this source."""
-    cfg = model.cfg
-    source = hashlib.sha256(SOURCE.read_bytes()).hexdigest()[:16]
-    return cache_key(model, dtype) | {"shapes": model_shape(cfg), "what": "C prompt kernels", "source": source,
-                                      "tokens": timed_tokens(cfg)}
+C_PROMPT_KERNELS = CPromptKernels()

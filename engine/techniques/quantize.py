@@ -17,7 +17,7 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
-from engine.techniques.kernels import FAST_LINEARS, with_kernels
+from engine.techniques.kernels import with_kernels
 
 KERNEL_MAX_ROWS = 8  # above this many rows (prefill), dequantise + float GEMM beat the int8 kernel on CPU
 
@@ -62,7 +62,8 @@ class Int8Linear(nn.Module):
         self.in_features, self.out_features = linear.in_features, linear.out_features
         self.use_kernel = use_kernel
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
+    def forward(self, x: torch.Tensor, ops=None) -> torch.Tensor:
+        """x (..., in) -> (..., out); `ops` is ignored: the int8 kernel is this layer's own choice."""
         shape = x.shape
         x2 = x.reshape(-1, self.in_features).to(self.scales.dtype)  # (M, K) with M = B * T
         if self.use_kernel and x2.shape[0] <= KERNEL_MAX_ROWS:  # decode: a few rows, the int8 kernel
@@ -86,7 +87,7 @@ def matrix_bytes(model: nn.Module) -> int:
     for module in model.modules():
         if isinstance(module, Int8Linear):
             total += module.nbytes
-        elif isinstance(module, (nn.Linear, *FAST_LINEARS)):
+        elif isinstance(module, nn.Linear):
             total += module.weight.numel() * module.weight.element_size()
             if module.bias is not None:
                 total += module.bias.numel() * module.bias.element_size()
@@ -99,7 +100,7 @@ def quantize_model(lm, include_lm_head: bool = True):
     Returns (quantized LoadedModel, kernel name). The token embedding stays float: a lookup reads one
     row per token, not the whole matrix; a tied LM head gets its own int8 copy.
     """
-    lm = with_kernels(lm, "plain")  # quantise nn.Linear layers (a fast twin shares the same weights)
+    lm = with_kernels(lm, "plain")  # the eager reference's ops: the int8 layers run themselves
     # prefer bfloat16 activations for the kernel where it works (its fast path on CPU), else the model's dtype
     kernel_dtype = next((d for d in (torch.bfloat16, lm.dtype) if int8_kernel_works(lm.device, d)), None)
     use_kernel = kernel_dtype is not None

@@ -9,11 +9,12 @@ visitor arriving by a path-style link saw it; here it is off before any request.
 went through that path.
 In room mode (TWO_BENDS_ROOM=1, from `scripts/dashboard.sh --room`) it also fixes the join and teacher codes
 (given, or generated) before any session reads them and prints them with the room's address and its QR code.
-A fast start (issue 19 §3): before it imports Streamlit or anything heavy, the launcher spawns the engine worker
+A fast start: before it imports Streamlit or anything heavy, the launcher spawns the engine worker
 (engine/serving/scheduling/early_start.py), so the worker's torch import and model load run beside Streamlit's start
 instead of after the first page asked for them; the app's first run adopts that worker. Not in replay mode (no model)
-nor with TWO_BENDS_WORKER=thread (the scheduler then lives in this process). And once Streamlit's runtime exists, a
-thread imports app.py's modules while the browser is still loading the page, so the first run finds them imported.
+nor with TWO_BENDS_WORKER=thread (the scheduler then lives in this process).
+Why the pre-imports and the GC freeze stay: importing app.py's modules took 0.4-0.6 s on a 2-core host, now paid while
+the browser loads the page; a full collection over those imports' ~120k objects took 60-66 ms, 0 once frozen.
 Usage: python -m ui.controls.launch [streamlit options, e.g. --server.port 8501]
 """
 import gc
@@ -41,7 +42,7 @@ def import_app_modules_soon(wait_s: float = 60.0) -> threading.Thread:
     loaded by Hugging Face id brings transformers' class, imported then), while the worker still loads the weights.
     Then freeze what exists (gc.freeze): the imports' objects live as long as the server, and every full collection
     (Python's own, and one Streamlit would run after each script run) would otherwise walk all of them, holding the
-    GIL ~150 ms."""
+    GIL (measured: the module's docstring)."""
     def run() -> None:
         from streamlit.runtime import Runtime
 
@@ -53,15 +54,13 @@ def import_app_modules_soon(wait_s: float = 60.0) -> threading.Thread:
                 importlib.import_module(name)
             except Exception:  # the script run imports it again and shows the error where it belongs
                 return
-        early_start.mark("app modules imported")
         try:
             importlib.import_module(TOKENIZER_MODULE)
             importlib.import_module("tokenizers")
             read_default_tokenizer()
         except Exception:  # the description's unpickling imports and reads what it needs
             pass
-        early_start.mark("tokenizer classes imported")
-        gc.freeze()  # ~300k long-lived objects of the imports leave the collector: a full collection walks the rest only
+        gc.freeze()  # the imports' long-lived objects leave the collector: a full collection walks the rest only
 
 
     global _preimport
@@ -97,7 +96,6 @@ def engine_worker_wanted(env=os.environ) -> bool:
 
 
 def main() -> None:
-    early_start.mark("launcher started", early_start.process_started_at())
     if engine_worker_wanted():
         early_start.start_early()  # first: its imports and model load overlap everything below
     from streamlit.runtime.pages_manager import PagesManager
@@ -105,7 +103,6 @@ def main() -> None:
 
     from ui.room import config
 
-    early_start.mark("streamlit imported")
     import_app_modules_soon()
     if not hasattr(PagesManager, "uses_pages_directory"):  # a Streamlit that renamed it: fail loudly, not silently
         raise SystemExit("this Streamlit has no PagesManager.uses_pages_directory; see ui/controls/launch.py")

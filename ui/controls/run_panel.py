@@ -12,8 +12,8 @@ from dataclasses import dataclass, field
 
 import streamlit as st
 
-from engine.core.proc_stat import wait_for_quiet
 from engine.core.sampling_params import SamplingParams
+from engine.host.proc_stat import wait_for_quiet
 from engine.serving.scheduling.work import Request
 from ui import state
 from ui.controls import demo_panel, theme_toggle

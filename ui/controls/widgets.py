@@ -13,7 +13,6 @@ from engine.core.prompting import encode_prompt
 from engine.core.sampling_params import SamplingParams
 from engine.errors import EngineError
 from engine.loading.model_store import DEFAULT_MODEL as BUNDLED_DEFAULT
-from engine.serving.scheduling import early_start
 from ui import state
 from ui.controls import demo_panel, glossary_panel, presets, theme_toggle
 from ui.controls.run_panel import DEFAULT_OUTPUT_TOKENS, RunRequest
@@ -165,7 +164,6 @@ def sidebar() -> RunRequest:
                                  f"{prompt_max}: shorten it or turn on 'Use exactly N prompt tokens'.")
                 st.warning(request.error)
         st.button("Run", key=state.RUN, type="primary", width="stretch")
-        early_start.mark("Run button sent")
         _server_line()
         demo_panel.sidebar_section()
     return request

@@ -22,7 +22,6 @@ from streamlit.runtime.scriptrunner_utils.script_run_context import get_script_r
 
 from engine.errors import EngineError
 from engine.loading.model_store import DEFAULT_MODEL
-from engine.serving.scheduling import early_start
 from engine.serving.scheduling import lab_jobs as jobs
 from engine.serving.scheduling.lab_jobs import LabJob
 from engine.serving.scheduling.work import FINAL, Done, Failed, Job, ModelSpec, Progress, Queued, Work
@@ -152,7 +151,6 @@ def model_info(spec: ModelSpec):
             bar.progress(min(max(event.fraction, 0.0), 1.0), text=event.message)
 
     final = follow(job, show)
-    early_start.mark("model description received")
     bar.empty()
     if isinstance(final, Failed):
         raise EngineError(final.message)

@@ -68,7 +68,7 @@ class ChunkedPrefill:
                 for t in (s.prompt_ids[s.prefilled:s.prefilled + c] if s.prefilling else [s.last_token])]
         threads = self._threads_for_step(len(seqs))  # the threads the plain steps chose (not timed for them)
         try:
-            logits, _ = lm.model(torch.tensor([flat], device=lm.device), view, plan=plan)  # (rows in plan, V)
+            logits, _ = lm.forward(torch.tensor([flat], device=lm.device), view, plan=plan)  # (rows in plan, V)
         finally:
             self._every_thread()
         chosen = {}

@@ -20,14 +20,14 @@ import torch
 
 from engine.core.capture import layers_within_budget
 from engine.core.clock import now
-from engine.core.cpu_wait import CpuWaitMeter, Wait
 from engine.core.kv_cache import KVCache
-from engine.core.machine_load import WATCH, LoadWatch
 from engine.core.recorder import add_attention, finish_trace, start_trace
 from engine.core.sampling import make_generator, sample_with
 from engine.core.sequence import CANCELLED, Sequence
-from engine.core.thread_governor import ThreadGovernor, use_threads
 from engine.core.trace import DecodeStep, Trace
+from engine.host.cpu_wait import CpuWaitMeter, Wait
+from engine.host.machine_load import WATCH, LoadWatch
+from engine.host.thread_governor import ThreadGovernor, use_threads
 from engine.serving.scheduling.chunked_prefill import ChunkedPrefill, check_token_budget
 from engine.serving.scheduling.work import Done, Failed, FirstToken, Request, Started, Token, failure_message
 
@@ -67,7 +67,7 @@ class Batch(ChunkedPrefill):
         self.cache: KVCache | None = None
         self.meter = CpuWaitMeter()  # how long the engine's threads waited for a CPU in each rider's gaps
         # every step and whole-prefill join on the governor's threads: fewer while other programs hold cores
-        # (engine/core/thread_governor.py; only plain decode steps are timed for it); the window starts again whenever
+        # (engine/host/thread_governor.py; only plain decode steps are timed for it); the window starts again whenever
         # riders join or leave (another amount of work per step), a batch forming from empty where a run would start
         threads = torch.get_num_threads()
         self.governor = (ThreadGovernor(threads) if adaptive_threads and lm.device.type == "cpu" and threads > 1
@@ -144,7 +144,7 @@ class Batch(ChunkedPrefill):
             return
         ids = torch.tensor([req.prompt_ids], device=lm.device)  # (1, T)
         try:
-            logits = lm.model(ids, self.cache.rows(row, row + 1))[0]  # (1, V)
+            logits = lm.forward(ids, self.cache.rows(row, row + 1))[0]  # (1, V)
         finally:
             self._every_thread()
         token = int(sample_with(req.params, logits, seq.generator))
@@ -182,7 +182,7 @@ class Batch(ChunkedPrefill):
         start = now(lm.device)
         view = self.cache.rows(0, n)
         tokens = torch.tensor([[s.last_token] for s in self.seqs], device=lm.device)  # (n, 1)
-        logits = lm.model(tokens, view)[0]  # (n, V): rows of different lengths, each at its own position
+        logits = lm.forward(tokens, view)[0]  # (n, V): rows of different lengths, each at its own position
         greedy = logits.argmax(dim=-1).tolist()
         chosen = [greedy[i] if s.request.params.greedy else int(sample_with(s.request.params, logits[i:i + 1], s.generator))
                   for i, s in enumerate(self.seqs)]

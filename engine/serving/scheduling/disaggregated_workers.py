@@ -135,7 +135,7 @@ def _prefill(link: _Link, pool: ModelPool, req: Request, session: str) -> None:
     cache = KVCache(lm.config, 1, len(req.prompt_ids), lm.dtype, lm.device)
     start = now(lm.device)
     ids = torch.tensor([req.prompt_ids], device=lm.device)  # (1, T)
-    logits = lm.model(ids, cache)[0]  # (1, V)
+    logits = lm.forward(ids, cache)[0]  # (1, V)
     token = int(sample_with(req.params, logits, seq.generator))
     ready = now(lm.device)
     trace.prefill_seconds = ready - start

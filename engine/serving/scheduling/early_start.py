@@ -7,49 +7,19 @@ before it imports anything heavy: the child builds its settings from the same en
 the dashboard reads (options_from_env, below) and starts loading at once. The first ProcessService
 (engine/serving/scheduling/worker.py) adopts that child when its settings are the ones it wanted, and
 starts a fresh one otherwise. Standard library only, on purpose: importing this costs nothing.
-
-`mark(event)` writes start-up timestamps (one JSON line each) to the file named by TWO_BENDS_STARTUP_LOG,
-which scripts/startup_time.py reads for its split (Streamlit import, worker spawn, torch import, weights,
-prepacking); without that variable it does nothing.
 """
 from __future__ import annotations
 
-import json
 import os
 import subprocess
 import sys
 import threading
-import time
 from dataclasses import dataclass, field
 from multiprocessing.connection import Listener
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[3]  # the project folder, so the child imports this engine
 FROM_ENV = "--options-from-env"  # the child builds its ServiceOptions from the environment and sends them back
-ENV_LOG = "TWO_BENDS_STARTUP_LOG"
-
-
-def mark(event: str, at: float | None = None) -> None:
-    """Append {event, t (wall clock), pid} to $TWO_BENDS_STARTUP_LOG, if set (scripts/startup_time.py)."""
-    path = os.environ.get(ENV_LOG)
-    if not path:
-        return
-    line = json.dumps({"event": event, "t": time.time() if at is None else at, "pid": os.getpid()})
-    try:
-        with open(path, "a") as f:
-            f.write(line + "\n")
-    except OSError:
-        pass  # a measurement aid must never stop the program
-
-
-def process_started_at() -> float | None:
-    """Wall-clock time this process was created (Linux /proc, 10 ms ticks), None elsewhere."""
-    try:
-        ticks = int(Path("/proc/self/stat").read_text().rsplit(")", 1)[1].split()[19])  # field 22: starttime
-        age = time.clock_gettime(time.CLOCK_BOOTTIME) - ticks / os.sysconf("SC_CLK_TCK")
-        return time.time() - age
-    except (OSError, ValueError, IndexError, AttributeError):
-        return None
 
 
 @dataclass
@@ -99,7 +69,6 @@ def start_early() -> None:
     global _early
     with _lock:
         if _early is None:
-            mark("worker spawned")
             _early = spawn(FROM_ENV)
 
 

@@ -6,9 +6,9 @@
 With `background_kernels` (the dashboard's worker, for a fast start: issue 19 §3) a model asked for with fast
 kernels is loaded with plain nn.Linear first, and its fast kernels are prepacked in a background thread. Until they
 are ready the pool hands out the plain model under a label that says so: a run started meanwhile is timed on plain
-nn.Linear, and its Trace's kernels say exactly that. Then, where a compiled decode step may serve, the prepacked
-model runs (its label saying the step is still compiling) until the compiled one is ready and the next `get`
-returns it.
+nn.Linear, and its Trace's kernels say exactly that. Then, where a decode step of its own may serve (the C step, or
+torch.compile's), the prepacked model runs (its label saying so) until that step is ready and the next `get` returns
+it. Every stage is the same model with other backends (engine/core/backends.py).
 """
 from __future__ import annotations
 
@@ -18,9 +18,8 @@ from dataclasses import replace
 
 from engine.errors import EngineError
 from engine.loading.loader import load_model
-from engine.serving.scheduling.early_start import mark
 from engine.serving.scheduling.work import COMPILING, PREPACKING, ModelInfo, ModelSpec
-from engine.techniques.kernels import builds_decode_step, with_compiled_decode, with_kernels
+from engine.techniques.kernels import builds_decode_step, with_decode_step, with_kernels
 
 MAX_MODELS = 3  # models kept loaded at once (least recently used goes first)
 
@@ -50,13 +49,11 @@ class _Packing:
 
     def _run(self, kernels: str) -> None:
         try:
-            fast = with_kernels(self.plain, kernels, compile_decode=False)  # reads the shared weights: safe beside a run
-            mark("kernels prepacked")
-            if builds_decode_step(fast.model, fast.dtype, fast.device):  # a decode step to compile or build: serve fast meanwhile
+            fast = with_kernels(self.plain, kernels, decode_step=False)  # reads the shared weights: safe beside a run
+            if builds_decode_step(fast):  # a decode step to build (or compile): serve fast meanwhile
                 self.early = replace(fast, kernels=f"{fast.kernels} ({COMPILING} when this started: this run's "
                                                    "steps ran eager)")
-            self.result = with_compiled_decode(fast)  # a twin: a run going on `early` keeps its eager step
-            mark("decode step compiled")
+            self.result = with_decode_step(fast)  # a new LoadedModel: a run going on `early` keeps its eager step
         except Exception as exc:  # the next get loads the model the ordinary way and says what failed
             self.error = exc
 
@@ -92,17 +89,15 @@ class ModelPool:
         if spec in self._packing:  # its kernels are not ready yet: the plain model (or eager fast), labelled so
             return self._packing[spec].early or self._packing[spec].stand_in
         twin = next((lm for s, lm in self._models.items() if replace(s, kernels=spec.kernels) == spec), None)
-        if twin is not None:  # the same weights with the other kernels: share them, only re-pack
+        if twin is not None:  # the same weights with the other kernels: the same model, other backends
             lm = with_kernels(twin, spec.kernels)
         elif self.background_kernels and spec.kernels != "plain":
             plain = self._loader(spec.name, device=spec.device, dtype=spec.dtype, progress=progress, kernels="plain")
-            mark("weights loaded")
             self._store(replace(spec, kernels="plain"), plain)
             self._packing[spec] = _Packing(plain, spec.kernels)
             return self._packing[spec].stand_in
         else:
             lm = self._loader(spec.name, device=spec.device, dtype=spec.dtype, progress=progress, kernels=spec.kernels)
-            mark("model loaded (weights and kernels)")
         self._store(spec, lm)
         return lm
 

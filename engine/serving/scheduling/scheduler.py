@@ -18,9 +18,10 @@ from collections import deque
 
 from engine.core.capture import layers_within_budget
 from engine.core.generate import generate
-from engine.core.machine_load import WATCH
 from engine.core.prompting import check_context, encode_prompt
 from engine.errors import EngineError
+from engine.host.machine_load import WATCH
+from engine.host.run_watch import RunWatch
 from engine.serving.scheduling.chunked_prefill import StepRecord, check_token_budget
 from engine.serving.scheduling.continuous_batch import Batch
 from engine.serving.scheduling.job_runner import run_lab_job
@@ -236,7 +237,7 @@ class Scheduler(Slicing):
             layers = layers_within_budget(lm.config, len(req.prompt_ids), req.max_new_tokens, preferred=req.capture_layer)
         trace = generate(lm, req.prompt_ids, req.max_new_tokens, req.params, chat=req.chat, on_step=on_step,
                          capture_attention=req.capture_attention, capture_layers=layers, on_capture=on_capture,
-                         adaptive_threads=self.adaptive_threads)
+                         watch=RunWatch(self.adaptive_threads))
         on_step(trace)  # the last token (generate does not call back after the final one)
         trace.queue_seconds = started - req.arrival
         trace.prompt_text = req.prompt_text or trace.prompt_text

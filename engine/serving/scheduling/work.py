@@ -199,7 +199,7 @@ class ServiceOptions:
     max_num_batched_tokens: int | None = None  # batch mode's token budget per step (chunked prefill); None: whole prefills
     threads: int = 0  # torch threads in the worker (0 = torch's default: every core)
     fixed_threads: bool = False  # queue mode: every decode step at `threads` (default: fewer while other programs
-    # hold cores, chosen by measurement: engine/core/thread_governor.py)
+    # hold cores, chosen by measurement: engine/host/thread_governor.py)
     preload: ModelSpec | None = None  # load this model at start, before the first request
     # fast kernels prepacked in the background, runs meanwhile on plain nn.Linear and saying so (model_pool.py); the
     # dashboard's early-started worker only (a fast start); not part of equality: any such worker may be adopted

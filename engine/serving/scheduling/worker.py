@@ -292,8 +292,6 @@ def make_service(options: ServiceOptions, transport: str = "process"):
 
 
 if __name__ == "__main__":  # the worker process: python -m engine.serving.scheduling.worker ADDRESS [--options-from-env]
-    early_start.mark("worker process started", early_start.process_started_at())
-    early_start.mark("worker imported torch and the engine")
     connection = Client(sys.argv[1], family="AF_UNIX", authkey=bytes.fromhex(os.environ.pop("TWO_BENDS_WORKER_KEY")))
     if early_start.FROM_ENV in sys.argv[2:]:  # spawned early by the launcher: its settings are the environment's
         settings = early_start.options_from_env()  # ServiceOptions by its import name: the parent unpickles them

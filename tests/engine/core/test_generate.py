@@ -239,18 +239,22 @@ def test_the_cli_summary_of_a_one_token_answer_says_no_decode_step_ran(tiny_llam
     assert "no decode step" not in more and "TPOT" in more and " ms" in more.split("TPOT")[1].splitlines()[0]
 
 
-def test_a_label_that_names_a_decode_step_the_model_lacks_is_corrected_in_the_trace(tiny_llama):
-    """A copy of the model that left its decode step behind ran every step eager under the step's name once (issue 19,
-    2026-12-04): the Trace says so instead of repeating the label."""
-    from engine.core.model import DECODE_STEP_LABELS
-    from engine.techniques.kernels import without_compiled_decode
+def test_the_trace_records_the_backends_and_the_steps_their_decode_step_could_not_serve(tiny_llama):
+    """The Trace keeps the typed choice (engine/core/backends.py), and says how many steps ran the eager loop because
+    the model's decode step could not serve them (counted by run_pass, not read back from a label)."""
+    class Refusing:
+        kind, fallbacks = "C", 0
 
-    stepless = without_compiled_decode(tiny_llama)  # itself, unless a run switched the C decode step on
-    for label in DECODE_STEP_LABELS:
-        lm = dataclasses.replace(stepless, kernels="fast: oneDNN prepacked" + label)
-        assert lm.model.compiled_decode is None
-        trace = engine.generate(lm, "hello", 4, ignore_eos=True)
-        assert trace.env["kernels"].endswith("(but this model has no decode step attached: every decode step ran the "
-                                             "eager loop)")
-    honest = dataclasses.replace(tiny_llama, kernels="fast: oneDNN prepacked; decode step eager")
-    assert engine.generate(honest, "hello", 4, ignore_eos=True).env["kernels"] == honest.kernels
+        def serves(self, cache, plan) -> bool:
+            return False
+
+        def __call__(self, ids, cache, plan):
+            raise AssertionError("never called: it serves nothing")
+
+    plain = engine.generate(tiny_llama, "hello", 4, ignore_eos=True)
+    lm = dataclasses.replace(tiny_llama, backends=dataclasses.replace(tiny_llama.backends, decode_step=Refusing()))
+    trace = engine.generate(lm, "hello", 4, ignore_eos=True)
+    assert trace.output_ids == plain.output_ids and trace.env["backends"]["decode_step"] == "C"
+    assert trace.env["backends"]["eager_decode_steps"] == 3
+    assert trace.env["kernels"].endswith("(but 3 decode steps of this run ran the eager loop instead of the C step)")
+    assert "eager_decode_steps" not in plain.env["backends"] and plain.env["kernels"] == tiny_llama.kernels

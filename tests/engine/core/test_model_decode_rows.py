@@ -1,4 +1,5 @@
-"""The flat decode loop (Transformer.decode_rows) gives the blocks' forward, bit for bit, and steps aside when it must."""
+"""The flat decode loop (Transformer.decode_rows) gives the blocks' forward, bit for bit, and steps aside when it must;
+run_pass (engine/core/backends.py) sends each pass where its backends say."""
 import dataclasses
 
 import pytest
@@ -7,7 +8,7 @@ import torch
 import engine
 from engine.core.generate import decode_step, greedy, new_cache, prefill
 from engine.core.layers import apply_rope, rope_tables, rotate_rows, signed_sin
-from engine.techniques.kernels import with_kernels
+from engine.techniques.kernels import with_kernels, without_decode_step
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
@@ -20,19 +21,17 @@ def test_rotate_rows_gives_apply_ropes_bits(dtype):
 
 
 def _steps(lm, flat: bool, batch: int = 1, steps: int = 6):
-    lm.model.flat_decode = flat
-    try:
-        ids = torch.randint(0, lm.config.vocab_size, (batch, 9), generator=torch.Generator().manual_seed(1))
-        cache = new_cache(lm, batch, 9 + steps)
-        token = greedy(prefill(lm, ids, cache))
-        out = []
-        for _ in range(steps):
-            logits = decode_step(lm, token, cache)
-            out.append(logits)
-            token = greedy(logits)
-        return torch.stack(out), [k.clone() for k in cache.keys], cache.length
-    finally:
-        lm.model.flat_decode = True
+    """Decode steps through the flat loop (flat) or the blocks, the lm's matmul kernels either way."""
+    lm = dataclasses.replace(lm, backends=dataclasses.replace(lm.backends, decode_step=None, flat_decode=flat))
+    ids = torch.randint(0, lm.config.vocab_size, (batch, 9), generator=torch.Generator().manual_seed(1))
+    cache = new_cache(lm, batch, 9 + steps)
+    token = greedy(prefill(lm, ids, cache))
+    out = []
+    for _ in range(steps):
+        logits = decode_step(lm, token, cache)
+        out.append(logits)
+        token = greedy(logits)
+    return torch.stack(out), [k.clone() for k in cache.keys], cache.length
 
 
 @pytest.mark.parametrize("batch", [1, 3])
@@ -51,14 +50,18 @@ def test_flat_decode_gives_the_blocks_bits_through_the_fast_kernels(tiny_llama, 
     assert torch.equal(_steps(fast, True)[0], _steps(fast, False)[0])
 
 
-def test_flat_decode_is_what_a_decode_step_runs(tiny_llama, monkeypatch):
+@pytest.mark.parametrize("batch", [1, 3])
+def test_flat_decode_is_what_a_decode_step_runs_without_a_decode_step_of_its_own(tiny_llama, monkeypatch, batch):
     calls = []
     model = tiny_llama.model
-    monkeypatch.setattr(type(model), "decode_rows", lambda self, *a: calls.append(1) or torch.zeros(1, 5))
-    cache = new_cache(tiny_llama, 1, 8)
-    prefill(tiny_llama, torch.zeros(1, 3, dtype=torch.long), cache)
-    decode_step(tiny_llama, torch.zeros(1, dtype=torch.long), cache)
-    assert calls == [1]
+    monkeypatch.setattr(type(model), "decode_rows", lambda self, *a: calls.append(1) or torch.zeros(batch, 5))
+    for lm in (tiny_llama, without_decode_step(tiny_llama)):
+        calls.clear()
+        cache = new_cache(lm, batch, 8)
+        prefill(lm, torch.zeros(batch, 3, dtype=torch.long), cache)
+        decode_step(lm, torch.zeros(batch, dtype=torch.long), cache)
+        stepped = lm.backends.decode_step is not None and batch == 1  # a batch-1 step of its own takes the step
+        assert calls == ([] if stepped else [1])
 
 
 def test_hooks_on_the_blocks_make_decode_run_the_modules(tiny_llama):

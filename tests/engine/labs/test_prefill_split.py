@@ -20,5 +20,7 @@ def test_timing_and_profile_on_a_tiny_model(tiny_llama):
     ms = time_variants(tiny_llama, 24, [0, 8], rounds=1, cpu_time=True)
     assert set(ms) == {0, 8} and all(v >= 0 for v in ms.values())
     split, total = profile_whole(tiny_llama, 24)
-    assert "attention kernel" in split and any(k.startswith("GEMM") for k in split)
+    # torch's flash attention, or the prompts' C kernels where they were measured faster here
+    assert {"attention kernel", "attention in C (with RoPE and the cache write)"} & set(split)
+    assert any(k.startswith("GEMM") for k in split)
     assert abs(sum(split.values()) - total) < 1e-6

@@ -1,30 +1,27 @@
-"""The decode step in C: the eager step's numbers and cache, any cache size and thread count, eager where it cannot
-read a cache, and a measured, cached verdict that decides whether it runs."""
+"""The decode step in C: the eager step's numbers and cache, any cache size and thread count, no address of a cache
+kept, its struct layout the C source's, and where it runs (a model's backends, by measurement) or why not."""
+import ctypes
+import dataclasses
 import json
 
 import pytest
 import torch
 
 import engine
+from engine.core.backends import Backends, run_pass
 from engine.core.kv_cache import KVCache
-from engine.techniques import c_decode, compiled_decode
-from engine.techniques.c_decode import CDecode, Verdict
-from engine.techniques.kernels import C_LABEL, with_kernels, without_compiled_decode
-from tests.engine.techniques.test_compiled_decode import _filled
+from engine.core.model import Transformer
+from engine.techniques import c_build, c_decode, kernels, measured_cache
+from engine.techniques.c_decode import C_DECODE_STEP, CDecode
+from engine.techniques.kernels import with_kernels, without_decode_step
+from tests.engine.techniques.helpers import filled as _filled
 
-pytestmark = pytest.mark.skipif(c_decode.c_compiler() is None, reason="no C compiler (gcc) on this machine")
-
-
-@pytest.fixture
-def building(monkeypatch):
-    """The suite switches the C step off (conftest.py); these tests switch it back on (torch.compile's stays off)."""
-    monkeypatch.setenv(c_decode.SWITCH, "on")
-    monkeypatch.setenv(compiled_decode.SWITCH, "off")
+pytestmark = pytest.mark.skipif(c_build.toolchain_fit().ok is False, reason="the C kernels cannot be built here")
 
 
 @pytest.fixture(scope="module")
 def library(tmp_path_factory):
-    return c_decode.load(c_decode.build(tmp_path_factory.mktemp("c-decode")))
+    return c_decode.load(c_build.build(tmp_path_factory.mktemp("c-kernels"), c_decode.SOURCE))
 
 
 @pytest.fixture(scope="module")
@@ -138,108 +135,142 @@ def test_other_shapes_take_the_other_loops_and_give_the_same_numbers(library, he
 
 
 @torch.inference_mode()
-def test_a_cache_it_cannot_read_runs_eager_and_is_counted(plain_llama, step):
+def test_a_cache_it_cannot_read_runs_the_eager_loop_and_is_counted(plain_llama, step):
+    """run_pass asks the step first: a cache of another dtype or layout never reaches the C code."""
+    backends = Backends(decode_step=step)
     before = step.fallbacks
-    for rows, dtype in ((2, plain_llama.dtype), (1, torch.bfloat16)):  # never read as if it were its own layout:
-        other = KVCache(plain_llama.config, rows, 40, dtype, "cpu")  # the eager loop's own error, not wrong memory
-        with pytest.raises(RuntimeError):
-            step(torch.tensor([[7]]), other, other.plan(1))
+    other = KVCache(plain_llama.config, 1, 40, torch.bfloat16, "cpu")  # another dtype: the eager loop's own error
+    assert not step.serves(other, other.plan(1))
+    with pytest.raises(RuntimeError):
+        run_pass(plain_llama.model, backends, torch.tensor([[7]]), other)
     wide, eager = _filled(plain_llama, 40, rows=2), _filled(plain_llama, 40, rows=2)
     one, eager_one = wide.rows(1, 2), eager.rows(1, 2)  # a row of a batch's cache: each layer's rows in one piece
-    torch.testing.assert_close(step(torch.tensor([[7]]), one, one.plan(1)),
+    assert step.serves(one, one.plan(1))
+    torch.testing.assert_close(run_pass(plain_llama.model, backends, torch.tensor([[7]]), one)[0],
                                plain_llama.model.decode_rows(torch.tensor([[7]]), eager_one, eager_one.plan(1)),
                                rtol=1e-4, atol=1e-4)
-    assert step.fallbacks == before + 2
+    assert step.fallbacks == before + 1
     cfg = plain_llama.config
     every_other = [torch.zeros(1, cfg.n_kv_heads, 80, cfg.head_dim)[:, :, ::2] for _ in range(2 * cfg.n_layers)]
     strided = KVCache(cfg, 1, 40, torch.float32, _tensors=(every_other[::2], every_other[1::2]))  # positions apart
     eager_cache = _filled(plain_llama, 40)
-    with torch.inference_mode():
-        plain_llama.model(torch.arange(9)[None] % cfg.vocab_size, strided)
+    plain_llama.model(torch.arange(9)[None] % cfg.vocab_size, strided)
     want = plain_llama.model.decode_rows(torch.tensor([[7]]), eager_cache, eager_cache.plan(1))
-    torch.testing.assert_close(step(torch.tensor([[7]]), strided, strided.plan(1)), want, rtol=0, atol=0)  # eager ran
-    assert step.fallbacks == before + 3 and strided.length == 10
+    got = run_pass(plain_llama.model, backends, torch.tensor([[7]]), strided)[0]
+    torch.testing.assert_close(got, want, rtol=0, atol=0)  # the eager loop ran
+    assert step.fallbacks == before + 2 and strided.length == 10
 
 
-def _verdict_file(tmp_path, lm, use: bool) -> None:
-    key = c_decode.verdict_key(lm.model, lm.dtype)
-    verdict = {"use": use, "rival": "compiled", "rival_ms": 9.0, "c_ms": 7.0 if use else 9.5, "build_s": 0.5, "note": ""}
-    data = {c_decode._key_id(key): {"key": key, "verdict": verdict}}
-    (tmp_path / c_decode.CACHE_FILE).write_text(json.dumps(data))
+@torch.inference_mode()
+def test_no_address_of_a_cache_stays_behind_and_every_other_is_held(plain_llama, step):
+    """The C structures hold addresses only of tensors the step holds: the weights, its scratch; a cache's only while
+    the call runs."""
+    cache = _filled(plain_llama, 40)
+    step(torch.tensor([[7]]), cache, cache.plan(1))
+    assert all(layer.k is None and layer.v is None for layer in step.layers)
+    held = {t.data_ptr() for t in step.pinned._held.values()}
+    struct = step.struct
+    for name in ("nfinal", "whead", *c_decode.SCRATCH):
+        assert getattr(struct, name) in held, name
+    for layer in step.layers:
+        assert {getattr(layer, name) for name in ("n1", "wqkv", "wout", "n2", "wgu", "wdown")} <= held
+    assert not any(t.data_ptr() in held for t in cache.keys + cache.values)
 
 
-def test_a_machine_where_it_won_runs_it_and_never_compiles_the_other_step(plain_llama, tmp_path, building, monkeypatch):
-    monkeypatch.setenv(compiled_decode.SWITCH, "on")
-    _verdict_file(tmp_path, plain_llama, use=True)
-    monkeypatch.setattr(compiled_decode, "attach", lambda *a, **k: pytest.fail("torch.compile's layer built anyway"))
+def test_the_structs_ctypes_lays_out_are_the_ones_the_c_source_declares(library):
+    """decode_step.c reports sizeof and offsetof of Layer and Model; c_decode.py's ctypes structures must agree
+    (a field added on one side only would read the wrong memory)."""
+    assert c_decode.layout_in_c(library) == c_decode.expected_layout()
+    assert len(c_decode.expected_layout()) == 2 + len(c_decode.LAYER_FIELDS) + len(c_decode.Model._fields_)
+
+
+def test_a_library_of_another_layout_is_refused_and_removed(tmp_path, monkeypatch):
+    path = c_build.build(tmp_path, c_decode.SOURCE)
+
+    class Wider(ctypes.Structure):
+        _fields_ = [*c_decode.Layer._fields_, ("extra", ctypes.c_void_p)]
+
+    monkeypatch.setattr(c_decode, "Layer", Wider)
+    with pytest.raises(OSError, match="lays out its structures differently"):
+        c_decode.load(path)
+    assert not path.exists()
+
+
+def test_a_machine_where_it_wins_runs_it_for_every_batch_one_step(plain_llama, tmp_path):
+    """A first load builds it, checks it, times it against the eager loop and keeps the verdict; the next load uses
+    the verdict. The model's own modules are never touched; the plain model never runs it."""
     fast = with_kernels(plain_llama, "fast", tmp_path)
-    assert isinstance(fast.model.compiled_decode, CDecode) and fast.kernels.endswith(C_LABEL)
-    assert "C 7.0 ms vs compiled 9.0 ms" in fast.kernel_why and "cached verdict" in fast.kernel_why
-    assert plain_llama.model.compiled_decode is None  # the plain model never runs it
-    calls = []
-    step = fast.model.compiled_decode
-    fast.model.compiled_decode = lambda *a: calls.append(1) or step(*a)
-    a = engine.generate(fast, "hello", 6, ignore_eos=True).output_ids
-    b = engine.generate(plain_llama, "hello", 6, ignore_eos=True).output_ids
-    assert a == b and len(calls) >= 5  # every decode step after the prefill's token
-    eager = without_compiled_decode(fast)
-    assert eager.model.compiled_decode is None and C_LABEL not in eager.kernels
+    verdict = next(e["record"] for e in json.loads((tmp_path / measured_cache.CACHE_FILE).read_text()).values()
+                   if e["key"]["what"] == C_DECODE_STEP.name)
+    assert verdict["fast_ms"] > 0 and verdict["rival_ms"] > 0 and not verdict["note"]
+    assert isinstance(fast.backends.decode_step, CDecode) == verdict["use"]
+    assert list((tmp_path / "c-kernels").glob("decode_step-*.so"))  # built into the model cache, for the next process
+    if not verdict["use"]:
+        pytest.skip("the C step lost to the eager loop on this machine")
+    assert fast.model is plain_llama.model and fast.kernels.endswith(kernels.DECODE_STEP_WORDS["C"])
+    again = with_kernels(plain_llama, "fast", tmp_path)
+    assert "decode step in C: used" in again.kernel_why and "cached verdict" in again.kernel_why
+    step, calls = again.backends.decode_step, []
+
+    class Counted:
+        kind, fallbacks = "C", 0
+
+        def serves(self, cache, plan):
+            return step.serves(cache, plan)
+
+        def __call__(self, *args):
+            calls.append(1)
+            return step(*args)
+
+    counted = dataclasses.replace(again, backends=dataclasses.replace(again.backends, decode_step=Counted()))
+    a = engine.generate(counted, "hello", 6, ignore_eos=True)
+    b = engine.generate(plain_llama, "hello", 6, ignore_eos=True)
+    assert a.output_ids == b.output_ids and len(calls) >= 5 and a.env["backends"]["decode_step"] == "C"
+    eager = without_decode_step(again)
+    assert eager.backends.decode_step is None and "decode step eager" in eager.kernels
 
 
-def test_a_machine_where_it_lost_never_builds_it(plain_llama, tmp_path, building, monkeypatch):
-    _verdict_file(tmp_path, plain_llama, use=False)
-    monkeypatch.setattr(c_decode, "build", lambda folder: pytest.fail("built although it lost here"))
-    fast = with_kernels(plain_llama, "fast", tmp_path)
-    assert fast.model.compiled_decode is None and C_LABEL not in fast.kernels
-    assert "decode step compiled, not in C (C 9.5 ms vs compiled 9.0 ms" in fast.kernel_why
+@pytest.mark.parametrize("how, said", [
+    ("no compiler", "decode step in C: not here (no C compiler here (install gcc, or set CC))"),
+    ("clang without OpenMP", "decode step in C: not used (could not build it here: BuildError: clang has no OpenMP"),
+    ("an ARM CPU", "decode step in C: not here (the C kernels are written for x86-64 CPUs (AVX2, AVX-512); this one "
+                   "is aarch64)"),
+])
+def test_where_it_cannot_be_built_the_eager_loop_runs_and_one_line_says_why(plain_llama, tmp_path, monkeypatch, how,
+                                                                              said):
+    monkeypatch.setattr(kernels, "DECODE_STEPS", (C_DECODE_STEP,))  # torch.compile's step has tests of its own
+    if how == "no compiler":
+        monkeypatch.setenv("CC", "no-such-compiler-two-bends")
+    elif how == "clang without OpenMP":  # what Apple's clang says to -fopenmp
+        clang = tmp_path / "clang"
+        clang.write_text("#!/bin/sh\ncase \"$*\" in *--version*) echo 'Apple clang version 15.0.0';; "
+                         "*) echo \"clang: error: unsupported option '-fopenmp'\" >&2; exit 1;; esac\n")
+        clang.chmod(0o755)
+        monkeypatch.setenv("CC", str(clang))
+    else:
+        monkeypatch.setattr(c_build.platform, "machine", lambda: "aarch64")
+    fast = with_kernels(plain_llama, "fast", tmp_path / "cache")
+    assert fast.backends.decode_step is None and said in fast.kernel_why
+    assert engine.generate(fast, "hello", 4, ignore_eos=True).output_ids == \
+        engine.generate(plain_llama, "hello", 4, ignore_eos=True).output_ids
 
 
-def test_a_first_load_checks_times_and_caches_the_verdict(plain_llama, tmp_path, building):
-    fast = with_kernels(plain_llama, "fast", tmp_path)
-    (entry,) = json.loads((tmp_path / c_decode.CACHE_FILE).read_text()).values()
-    verdict = entry["verdict"]
-    assert verdict["rival"] == "eager" and verdict["c_ms"] > 0 and verdict["rival_ms"] > 0 and not verdict["note"]
-    assert "measured now" in fast.kernel_why and entry["key"]["what"] == "C decode step"
-    assert isinstance(fast.model.compiled_decode, CDecode) == verdict["use"]
-    assert list((tmp_path / "c-decode").glob("decode_step-*.so"))  # built into the model cache, for the next process
+def test_where_it_cannot_serve_it_says_why(plain_llama, tiny_gpt2):
+    def why(lm, **changes):
+        return C_DECODE_STEP.fit(dataclasses.replace(lm, **changes), lm.backends)
 
-
-def test_a_build_that_fails_leaves_the_other_step_and_says_why(plain_llama, tmp_path, building, monkeypatch):
-    monkeypatch.setenv("CC", "false")  # a compiler that exits 1
-    fast = with_kernels(plain_llama, "fast", tmp_path)
-    assert fast.model.compiled_decode is None
-    assert "decode step not in C: could not build it here (RuntimeError: false failed" in fast.kernel_why
-    assert not (tmp_path / c_decode.CACHE_FILE).exists()  # a failure is not a measurement: try again next time
-
-
-def test_a_step_with_other_logits_is_refused_and_the_refusal_cached(plain_llama, tmp_path, building, monkeypatch):
-    monkeypatch.setattr(c_decode, "check", lambda model, step: False)
-    fast = with_kernels(plain_llama, "fast", tmp_path)
-    assert fast.model.compiled_decode is None and "its logits differed from the eager step's" in fast.kernel_why
-    (entry,) = json.loads((tmp_path / c_decode.CACHE_FILE).read_text()).values()
-    assert entry["verdict"]["use"] is False
-
-
-def test_where_it_cannot_serve_it_says_why(plain_llama, tiny_gpt2, monkeypatch):
-    cpu = torch.device("cpu")
-    monkeypatch.setenv(c_decode.SWITCH, "off")
-    assert "switched off" in c_decode.applicable(plain_llama.model, torch.float32, cpu)
-    monkeypatch.setenv(c_decode.SWITCH, "on")
-    assert c_decode.applicable(plain_llama.model, torch.float32, cpu) == ""
-    assert c_decode.applicable(plain_llama.model, torch.bfloat16, cpu) == ""
-    assert c_decode.applicable(plain_llama.model, torch.float16, cpu) == "float32 and bfloat16 only"
-    assert c_decode.applicable(plain_llama.model, torch.float32, torch.device("cuda")) == "CPU only"
-    assert c_decode.applicable(tiny_gpt2.model, torch.float32, cpu) == "Llama family without biases only"
-    monkeypatch.setenv("CC", "no-such-compiler-two-bends")
-    assert c_decode.applicable(plain_llama.model, torch.float32, cpu).startswith("no C compiler here")
+    assert why(plain_llama).ok and why(plain_llama, dtype=torch.bfloat16).ok
+    assert why(plain_llama, dtype=torch.float16).why_not == "float32 and bfloat16 only"
+    assert why(plain_llama, device=torch.device("cuda")).why_not == "CPU only"
+    assert why(tiny_gpt2).why_not == "Llama family without biases only" and not why(tiny_gpt2).said
 
 
 def test_an_instruction_set_cap_builds_another_library(tmp_path, monkeypatch):
     """ATEN_CPU_CAPABILITY=avx2 (the emulation of an AVX2-only machine) must not run code built for this CPU's best."""
-    native = c_decode.build(tmp_path)
+    native = c_build.build(tmp_path, c_decode.SOURCE)
     monkeypatch.setenv("ATEN_CPU_CAPABILITY", "default")
-    capped = c_decode.build(tmp_path)
-    assert capped != native and capped.is_file() and "-march=native" not in c_decode._flags()
+    capped = c_build.build(tmp_path, c_decode.SOURCE)
+    assert capped != native and capped.is_file() and "-march=native" not in c_build.flags()
 
 
 def test_loading_the_library_leaves_the_threads_floating_point_mode_alone(tmp_path):
@@ -248,7 +279,7 @@ def test_loading_the_library_leaves_the_threads_floating_point_mode_alone(tmp_pa
     import subprocess
     import sys
 
-    path = c_decode.build(tmp_path)
+    path = c_build.build(tmp_path, c_decode.SOURCE)
     code = ("import ctypes, sys, torch; tiny = torch.tensor([1e-39]); ctypes.CDLL(sys.argv[1]); "
             "print(float(tiny * 2) > 0)")
     out = subprocess.run([sys.executable, "-c", code, str(path)], capture_output=True, text=True, check=True).stdout
@@ -256,25 +287,20 @@ def test_loading_the_library_leaves_the_threads_floating_point_mode_alone(tmp_pa
 
 
 def test_a_library_that_cannot_be_loaded_is_removed_and_built_again(tmp_path):
-    path = c_decode.build(tmp_path)
+    path = c_build.build(tmp_path, c_decode.SOURCE)
     path.write_bytes(b"not a library")
     with pytest.raises(OSError):
         c_decode.load(path)
     assert not path.exists()
-    assert c_decode.load(c_decode.build(tmp_path)).decode_step_abi() == c_decode.ABI
+    assert c_decode.load(c_build.build(tmp_path, c_decode.SOURCE)).decode_step_abi() == c_decode.ABI
 
 
-def test_verdict_words_say_what_runs():
-    assert Verdict(True, "compiled", 14.0, 11.0, 0.6).words() == (
-        "decode step in C, one OpenMP region a step (C 11.0 ms vs compiled 14.0 ms per step at context 128; "
-        "measured now; building and checking took 0.6 s)")
-    assert Verdict(False, "", 0, 0, 0, note="no gcc").words() == "decode step not in C: no gcc"
 
 
 def test_smollm_c_decode_gives_the_eager_greedy_tokens(smollm, tmp_path):
     """SmolLM2, float32, 32 greedy steps at a 400-token context: the C step chooses the tokens the eager loop chooses."""
-    model = with_kernels(smollm, "plain").model
-    step = CDecode(model, c_decode.load(c_decode.build(tmp_path)))
+    model = smollm.model
+    step = CDecode(model, c_decode.load(c_build.build(tmp_path, c_decode.SOURCE)))
     text = "The two phases of LLM inference are prefill and decode. " * 40
     ids = torch.tensor([smollm.tokenizer.encode(text)[:400]])
     with torch.inference_mode():
@@ -291,15 +317,23 @@ def test_smollm_c_decode_gives_the_eager_greedy_tokens(smollm, tmp_path):
     assert tokens == eager and step.fallbacks == 0
 
 
-def test_a_model_of_a_context_shorter_than_the_timed_one_keeps_the_eager_steps(building, monkeypatch):
+def test_a_model_of_a_context_shorter_than_the_timed_one_keeps_the_eager_steps(plain_llama):
     """The steps are timed at context CONTEXT: a shorter model cannot be, and says why instead of failing its load."""
-    monkeypatch.setenv(compiled_decode.SWITCH, "on")
-    from engine.core.config import ModelConfig
-    from engine.core.model import Transformer
+    from engine.techniques import step_race
+    from engine.techniques.compiled_decode import COMPILED_DECODE_STEP
 
-    cfg = ModelConfig(arch="llama", vocab_size=300, n_layers=1, d_model=64, n_heads=4, n_kv_heads=2, head_dim=16,
-                      d_ff=96, max_seq_len=compiled_decode.CONTEXT, norm_eps=1e-5, tie_embeddings=True)
-    short = Transformer(cfg)
-    for reason in (c_decode.applicable(short, torch.float32, torch.device("cpu")),
-                   compiled_decode.applicable(short, torch.device("cpu"))):
-        assert reason.startswith(f"models of a context of at least {compiled_decode.CONTEXT + compiled_decode.STEPS + 1}")
+    cfg = dataclasses.replace(plain_llama.config, max_seq_len=step_race.CONTEXT)
+    short = dataclasses.replace(plain_llama, model=Transformer(cfg), config=cfg)
+    for path in (C_DECODE_STEP, COMPILED_DECODE_STEP):
+        fit = path.fit(short, short.backends)
+        assert fit.why_not.startswith(f"models of a context of at least {step_race.CONTEXT + step_race.STEPS + 1}")
+
+
+def test_a_first_load_builds_the_libraries_in_the_background_once(tmp_path):
+    """load_model starts the builds before it reads the weights (c_build.prebuild); the fast path's own build then
+    finds the library (or waits for the build under way) instead of compiling again."""
+    thread = c_build.prebuild(tmp_path, [c_decode.SOURCE])
+    path = c_build.build(tmp_path, c_decode.SOURCE)  # waits for the prebuild's compile, if it is still running
+    thread.join()
+    (built,) = (tmp_path / "c-kernels").glob("decode_step-*.so")
+    assert built == path and built.stat().st_mtime_ns == c_build.build(tmp_path, c_decode.SOURCE).stat().st_mtime_ns

@@ -1,4 +1,6 @@
-"""The compiled decode step: the eager step's numbers, one compile for every cache, a measured and cached verdict."""
+"""The compiled decode step: the eager step's numbers, one compile for every cache, a measured and cached verdict.
+It is the second decode-step candidate (the C step is tried first): here it is the only one (`compiled_only`)."""
+import dataclasses
 import json
 import os
 
@@ -6,15 +8,18 @@ import pytest
 import torch
 
 import engine
+from engine.core.backends import EAGER, Backends, run_pass
 from engine.core.kv_cache import KVCache
-from engine.techniques import compiled_decode
-from engine.techniques.compiled_decode import CompiledDecode, Verdict
-from engine.techniques.kernels import with_kernels
+from engine.techniques import compiled_decode, kernels, measured_cache
+from engine.techniques.compiled_decode import COMPILED_DECODE_STEP, CompiledDecode
+from engine.techniques.kernels import with_kernels, without_decode_step
+from tests.engine.techniques.helpers import filled as _filled
+from tests.engine.techniques.helpers import write_verdict
 
 
 @pytest.fixture(autouse=True)
 def inductor_folder_put_back(monkeypatch):
-    """attach() sets TORCHINDUCTOR_CACHE_DIR (beside the model cache: here a test's tmp folder): put it back after."""
+    """The path's build sets TORCHINDUCTOR_CACHE_DIR (beside the model cache: here a test's tmp folder): put it back."""
     name = "TORCHINDUCTOR_CACHE_DIR"
     previous = os.environ.get(name)
     monkeypatch.setenv(name, previous or "unset")
@@ -23,9 +28,10 @@ def inductor_folder_put_back(monkeypatch):
 
 
 @pytest.fixture
-def compiling(monkeypatch):
-    """The suite switches compiling off (conftest.py: seconds per process); these tests switch it back on."""
-    monkeypatch.setenv(compiled_decode.SWITCH, "on")
+def compiled_only(monkeypatch):
+    """torch.compile's step the only decode-step candidate, and no prompt paths (tests of their own)."""
+    monkeypatch.setattr(kernels, "DECODE_STEPS", (COMPILED_DECODE_STEP,))
+    monkeypatch.setattr(kernels, "PROMPT_PATHS", ())
 
 
 @pytest.fixture(scope="module")
@@ -33,12 +39,23 @@ def compiled(plain_llama):
     return CompiledDecode(plain_llama.model)
 
 
-def _filled(lm, max_len: int, prompt_len: int = 9, dtype=None, rows: int = 1) -> KVCache:
-    """A cache of `rows` rows holding a prompt of prompt_len tokens each (test_c_decode.py uses it too)."""
-    cache = KVCache(lm.config, rows, max_len, dtype or lm.dtype, "cpu")
-    with torch.inference_mode():
-        lm.model(torch.arange(prompt_len * rows).reshape(rows, prompt_len) % lm.config.vocab_size, cache)
-    return cache
+class Counted:
+    """A decode step that counts its calls (its kind and whether it serves are the wrapped step's)."""
+
+    def __init__(self, step):
+        self.step, self.kind, self.fallbacks, self.calls = step, step.kind, 0, 0
+
+    def serves(self, cache, plan):
+        return self.step.serves(cache, plan)
+
+    def __call__(self, *args):
+        self.calls += 1
+        return self.step(*args)
+
+
+def counted(lm):
+    step = Counted(lm.backends.decode_step)
+    return dataclasses.replace(lm, backends=dataclasses.replace(lm.backends, decode_step=step)), step
 
 
 @torch.inference_mode()
@@ -82,11 +99,11 @@ def test_a_cache_it_was_not_compiled_for_runs_eager_and_is_counted(plain_llama, 
     cache = _filled(plain_llama, 40)
     compiled(torch.tensor([[7]]), cache, cache.plan(1))  # compiled (if not yet)
     before = compiled.fallbacks
-    for rows, dtype in ((2, plain_llama.dtype), (1, torch.bfloat16)):  # not the engine's, but never read as if it were:
-        other = KVCache(plain_llama.config, rows, 40, dtype, "cpu")  # the eager loop's own error, not wrong memory
-        with pytest.raises(RuntimeError):
-            compiled(torch.tensor([[7]]), other, other.plan(1))
-    assert compiled.fallbacks == before + 2
+    other = KVCache(plain_llama.config, 1, 40, torch.bfloat16, "cpu")  # not the engine's, but never read as if it were:
+    assert not compiled.serves(other, other.plan(1))
+    with pytest.raises(RuntimeError):  # the eager loop's own error, not wrong memory
+        run_pass(plain_llama.model, Backends(decode_step=compiled), torch.tensor([[7]]), other)
+    assert compiled.fallbacks == before + 1
 
     def refused(*args):  # what the generated code's own size/stride check raises
         raise AssertionError("expected size 3==3, stride 64==128 at dim=1")
@@ -94,7 +111,7 @@ def test_a_cache_it_was_not_compiled_for_runs_eager_and_is_counted(plain_llama, 
     eager_cache, cache = _filled(plain_llama, 40), _filled(plain_llama, 40)
     want = plain_llama.model.decode_rows(torch.tensor([[7]]), eager_cache, eager_cache.plan(1))
     got = compiled(torch.tensor([[7]]), cache, cache.plan(1))
-    assert compiled.fallbacks == before + 3
+    assert compiled.fallbacks == before + 2
     torch.testing.assert_close(got, want, rtol=0, atol=0)  # the eager loop itself ran
     assert cache.length == eager_cache.length
 
@@ -111,85 +128,66 @@ def test_each_model_compiles_its_own_layer(plain_llama, compiled):
     assert again.layer is not None and again.fallbacks == 0
 
 
-def _verdict_file(tmp_path, lm, use: bool) -> None:
-    key = compiled_decode.verdict_key(lm.model, lm.dtype)
-    verdict = {"use": use, "eager_ms": 9.0, "compiled_ms": 7.0 if use else 9.5, "compile_s": 3.0, "note": ""}
-    data = {compiled_decode._key_id(key): {"key": key, "verdict": verdict}}
-    (tmp_path / compiled_decode.CACHE_FILE).write_text(json.dumps(data))
-
-
-def test_a_machine_where_it_won_compiles_and_decodes_through_it(plain_llama, tmp_path, compiling):
-    _verdict_file(tmp_path, plain_llama, use=True)
+def test_a_machine_where_it_won_compiles_and_decodes_through_it(plain_llama, tmp_path, compiled_only):
+    write_verdict(tmp_path, plain_llama, COMPILED_DECODE_STEP, use=True)
     fast = with_kernels(plain_llama, "fast", tmp_path)
-    assert isinstance(fast.model.compiled_decode, CompiledDecode)
-    assert "decode step compiled" in fast.kernels and "compiled 7.0 ms vs eager 9.0 ms" in fast.kernel_why
-    assert "cached verdict" in fast.kernel_why
-    assert plain_llama.model.compiled_decode is None  # the plain model never runs it
-    calls = []
-    step = fast.model.compiled_decode
-    fast.model.compiled_decode = lambda *a: calls.append(1) or step(*a)
+    assert isinstance(fast.backends.decode_step, CompiledDecode)
+    assert "decode step compiled" in fast.kernels and "compiled 7.00 ms vs eager 9.00 ms" in fast.kernel_why
+    assert "cached verdict" in fast.kernel_why and plain_llama.backends.decode_step is None
+    fast, step = counted(fast)
     a = engine.generate(fast, "hello", 6, ignore_eos=True).output_ids
     b = engine.generate(plain_llama, "hello", 6, ignore_eos=True).output_ids
-    assert a == b and len(calls) >= 5  # every decode step after the prefill's token (and the warm-up's)
-    assert with_kernels(fast, "plain").model.compiled_decode is None
+    assert a == b and step.calls >= 5  # every decode step after the prefill's token (and the warm-up's)
+    assert with_kernels(fast, "plain").backends.decode_step is None
 
 
-def test_a_machine_where_it_lost_never_compiles(plain_llama, tmp_path, compiling, monkeypatch):
-    _verdict_file(tmp_path, plain_llama, use=False)
-    monkeypatch.setattr(compiled_decode, "CompiledDecode", lambda model, saved=None: pytest.fail("compiled although it lost here"))
+def test_a_machine_where_it_lost_never_compiles(plain_llama, tmp_path, compiled_only, monkeypatch):
+    write_verdict(tmp_path, plain_llama, COMPILED_DECODE_STEP, use=False, fast_ms=9.5)
+    monkeypatch.setattr(compiled_decode, "CompiledDecode", lambda *a: pytest.fail("compiled although it lost here"))
     fast = with_kernels(plain_llama, "fast", tmp_path)
-    assert fast.model.compiled_decode is None
-    assert "decode step eager (compiled 9.5 ms vs eager 9.0 ms" in fast.kernel_why
+    assert fast.backends.decode_step is None
+    assert "decode step compiled (torch.compile): not used (compiled 9.50 ms vs eager 9.00 ms" in fast.kernel_why
 
 
-def test_a_first_load_measures_and_caches_the_verdict(plain_llama, tmp_path, compiling):
+def test_a_first_load_measures_and_caches_the_verdict(plain_llama, tmp_path, compiled_only):
     fast = with_kernels(plain_llama, "fast", tmp_path)
-    saved = json.loads((tmp_path / compiled_decode.CACHE_FILE).read_text())
-    (entry,) = saved.values()
-    assert entry["verdict"]["eager_ms"] > 0 and entry["verdict"]["compiled_ms"] > 0 and "measured now" in fast.kernel_why
-    assert (fast.model.compiled_decode is not None) == entry["verdict"]["use"]
+    entries = json.loads((tmp_path / measured_cache.CACHE_FILE).read_text()).values()
+    (record,) = [e["record"] for e in entries if e["key"]["what"] == COMPILED_DECODE_STEP.name]
+    assert record["fast_ms"] > 0 and record["rival_ms"] > 0 and "measured now" in fast.kernel_why
+    assert (fast.backends.decode_step is not None) == record["use"]
 
 
-def test_a_compile_that_fails_leaves_the_eager_loop_and_says_why(plain_llama, tmp_path, compiling, monkeypatch):
-    def broken(model, saved=None):
+def test_a_compile_that_fails_leaves_the_eager_loop_and_says_why(plain_llama, tmp_path, compiled_only, monkeypatch):
+    def broken(*args):
         raise RuntimeError("no C++ compiler")
-    monkeypatch.setattr(compiled_decode, "CompiledDecode", broken)
+    monkeypatch.setattr(CompiledDecode, "_compile", broken)
     fast = with_kernels(plain_llama, "fast", tmp_path)
-    assert fast.model.compiled_decode is None
-    assert "torch.compile failed here (RuntimeError: no C++ compiler)" in fast.kernel_why
-    assert not (tmp_path / compiled_decode.CACHE_FILE).exists()  # a failure is not a measurement: try again next time
+    assert fast.backends.decode_step is None
+    assert "not used (could not build it here: RuntimeError: no C++ compiler)" in fast.kernel_why
+    assert not (tmp_path / measured_cache.CACHE_FILE).read_text().count(COMPILED_DECODE_STEP.name)  # not a measurement
 
 
-def test_without_a_cpp_compiler_nothing_is_compiled_and_the_kernels_say_why(plain_llama, tmp_path, compiling,
+def test_without_a_cpp_compiler_nothing_is_compiled_and_the_kernels_say_why(plain_llama, tmp_path, compiled_only,
                                                                              monkeypatch):
     monkeypatch.setenv("CXX", "no-such-compiler-two-bends")
-    monkeypatch.setattr(compiled_decode, "CompiledDecode", lambda model, saved=None: pytest.fail("compiled without a compiler"))
-    assert compiled_decode.applicable(plain_llama.model, torch.device("cpu")) == compiled_decode.NO_COMPILER
+    monkeypatch.setattr(compiled_decode, "CompiledDecode", lambda *a: pytest.fail("compiled without a compiler"))
+    fit = COMPILED_DECODE_STEP.fit(plain_llama, plain_llama.backends)
+    assert not fit.ok and fit.why_not == compiled_decode.NO_COMPILER and fit.said
     fast = with_kernels(plain_llama, "fast", tmp_path)
-    assert fast.model.compiled_decode is None and "compiled" not in fast.kernels
-    assert fast.kernel_why.endswith("decode step eager: " + compiled_decode.NO_COMPILER)
-    assert not (tmp_path / compiled_decode.CACHE_FILE).exists()  # installing g++ later is enough: nothing cached
+    assert fast.backends.decode_step is None and "compiled" not in fast.kernels
+    assert fast.kernel_why.endswith(f"decode step compiled (torch.compile): not here ({compiled_decode.NO_COMPILER})")
 
 
-def test_switched_off_or_not_applicable_nothing_is_compiled(plain_llama, tiny_gpt2, tmp_path, monkeypatch):
-    monkeypatch.setenv(compiled_decode.SWITCH, "off")
-    assert "switched off" in compiled_decode.applicable(plain_llama.model, torch.device("cpu"))
-    assert "compiled" not in with_kernels(plain_llama, "fast", tmp_path).kernel_why
-    monkeypatch.setenv(compiled_decode.SWITCH, "on")
-    assert compiled_decode.applicable(tiny_gpt2.model, torch.device("cpu")) == "Llama family without biases only"
-    assert compiled_decode.applicable(plain_llama.model, torch.device("cuda")).startswith("CPU only")
-    assert compiled_decode.applicable(plain_llama.model, torch.device("cpu")) == ""
-
-
-def test_verdict_words_say_what_runs():
-    assert Verdict(True, 14.0, 11.0, 3.2).words() == ("decode step compiled (compiled 11.0 ms vs eager 14.0 ms per step at "
-                                                       "context 128; measured now; compiling took 3.2 s)")
-    assert Verdict(False, 0, 0, 0, note="it recompiled").words() == "decode step eager: it recompiled"
+def test_where_it_cannot_serve_it_says_why(plain_llama, tiny_gpt2):
+    assert COMPILED_DECODE_STEP.fit(tiny_gpt2, EAGER).why_not == "Llama family without biases only"
+    cuda = dataclasses.replace(plain_llama, device=torch.device("cuda"))
+    assert COMPILED_DECODE_STEP.fit(cuda, EAGER).why_not.startswith("CPU only")
+    assert COMPILED_DECODE_STEP.fit(plain_llama, EAGER).ok
 
 
 def test_smollm_compiled_decode_gives_the_eager_greedy_tokens(smollm):
     """SmolLM2, float32, 32 greedy steps: the compiled step chooses the tokens the eager loop chooses."""
-    model = with_kernels(smollm, "plain").model
+    model = smollm.model
     step = CompiledDecode(model)
     with torch.inference_mode():
         for use in (False, True):
@@ -206,64 +204,61 @@ def test_smollm_compiled_decode_gives_the_eager_greedy_tokens(smollm):
     assert tokens == eager and step.fallbacks == 0
 
 
-def test_the_overhead_lab_times_eager_steps_on_both_sides(plain_llama, tmp_path, compiling):
+def test_the_overhead_lab_times_eager_steps_on_both_sides(plain_llama, tmp_path, compiled_only):
     """The step-overhead lab compares the real step with an eager same-depth skeleton: the real one must be eager too."""
     from engine.labs.step_overhead import measure_overhead
-    from engine.techniques.kernels import without_compiled_decode
 
-    _verdict_file(tmp_path, plain_llama, use=True)
-    fast = with_kernels(plain_llama, "fast", tmp_path)
-    calls = []
-    step = fast.model.compiled_decode
-    fast.model.compiled_decode = lambda *a: calls.append(1) or step(*a)
-    eager = without_compiled_decode(fast)
-    assert eager.model.compiled_decode is None and fast.model.compiled_decode is not None
+    write_verdict(tmp_path, plain_llama, COMPILED_DECODE_STEP, use=True)
+    fast, step = counted(with_kernels(plain_llama, "fast", tmp_path))
+    eager = without_decode_step(fast)
+    assert eager.backends.decode_step is None and fast.backends.decode_step is step
     assert eager.kernels.endswith("decode step eager") and "compiled" not in eager.kernels
     measure_overhead(fast, context=8, steps=3)
-    assert calls == []
+    assert step.calls == 0
 
 
-def test_the_engines_own_decode_paths_never_fall_back_to_eager(plain_llama, tmp_path, compiling):
+def test_the_engines_own_decode_paths_never_fall_back_to_eager(plain_llama, tmp_path, compiled_only):
     """Caches made in or out of inference mode, read partly or to their end: all compiled at load, so a run's steps
-    are the compiled ones its label names (a fallback would run eager under a 'compiled' label)."""
+    are the compiled ones its label names."""
     from engine.labs.bench import time_decode_ours
 
-    _verdict_file(tmp_path, plain_llama, use=True)
+    write_verdict(tmp_path, plain_llama, COMPILED_DECODE_STEP, use=True)
     fast = with_kernels(plain_llama, "fast", tmp_path)
     engine.generate(fast, "hello there", 8, ignore_eos=True)
     time_decode_ours(fast, torch.tensor([[1, 2, 3, 4, 5]]), 6)  # its cache made outside inference mode, read to its end
     with torch.inference_mode():
         cache = KVCache(plain_llama.config, 1, 12, plain_llama.dtype, "cpu")
-        fast.model(torch.tensor([[1, 2, 3]]), cache)
+        fast.forward(torch.tensor([[1, 2, 3]]), cache)
         for _ in range(9):
-            fast.model(torch.tensor([[4]]), cache)
-    assert fast.model.compiled_decode.fallbacks == 0
+            fast.forward(torch.tensor([[4]]), cache)
+    assert fast.backends.decode_step.fallbacks == 0
 
 
-def test_a_run_whose_steps_fell_back_says_so_in_its_trace(plain_llama, tmp_path, compiling, monkeypatch):
-    _verdict_file(tmp_path, plain_llama, use=True)
+def test_a_run_whose_steps_fell_back_says_so_in_its_trace(plain_llama, tmp_path, compiled_only, monkeypatch):
+    write_verdict(tmp_path, plain_llama, COMPILED_DECODE_STEP, use=True)
     fast = with_kernels(plain_llama, "fast", tmp_path)
     assert "ran the eager loop" not in engine.generate(fast, "hello", 5, ignore_eos=True).env["kernels"]
-    step = fast.model.compiled_decode
+    step = fast.backends.decode_step
 
     def refused(*args):  # what the generated code's own size/stride check raises
         raise AssertionError("expected size 3==3, stride 64==128 at dim=1")
     monkeypatch.setattr(step, "layer", refused)
     trace = engine.generate(fast, "hello", 5, ignore_eos=True)
-    assert trace.env["kernels"].startswith(fast.kernels) and "4 decode steps of this run ran the eager loop" in trace.env["kernels"]
+    assert trace.env["kernels"].startswith(fast.kernels)
+    assert "4 decode steps of this run ran the eager loop" in trace.env["kernels"]
 
 
 def test_generated_code_is_kept_per_instruction_set(plain_llama, tmp_path, monkeypatch):
     """Inductor read back code generated under another ISA cap and gave wrong logits: its folder is keyed by the machine."""
     folders = []
-    monkeypatch.setattr(compiled_decode, "measure", lambda model, dtype, time_it=True, saved=None: (None, Verdict(False, 1.0, 1.0, 0.0)))
     for cap in (None, "avx2"):
         monkeypatch.delenv("TORCHINDUCTOR_CACHE_DIR", raising=False)
         if cap:
             monkeypatch.setenv("ATEN_CPU_CAPABILITY", cap)
-        compiled_decode.attach(plain_llama.model, plain_llama.dtype, torch.device("cpu"), tmp_path, remeasure=True)
-        folders.append(os.environ["TORCHINDUCTOR_CACHE_DIR"])
-    assert folders[0] != folders[1] and all(f.startswith(str(tmp_path / "inductor")) for f in folders)
+        step = COMPILED_DECODE_STEP.build(plain_llama, EAGER, tmp_path)
+        folders.append((os.environ["TORCHINDUCTOR_CACHE_DIR"], step.saved))
+    assert folders[0] != folders[1] and all(f.startswith(str(tmp_path / "inductor")) for f, _ in folders)
+    assert all(str(saved).startswith(f) for f, saved in folders)
 
 
 def _saved_layer(tmp_path) -> list:
@@ -271,17 +266,17 @@ def _saved_layer(tmp_path) -> list:
 
 
 @torch.inference_mode()
-def test_a_later_process_reads_the_compiled_layer_instead_of_compiling(plain_llama, tmp_path, compiling, monkeypatch):
+def test_a_later_process_reads_the_compiled_layer_instead_of_compiling(plain_llama, tmp_path, monkeypatch):
     """The first compile saves dynamo's code and inductor's kernels; the next load reads them: no trace, same logits."""
     from torch._dynamo.utils import counters
 
-    first, verdict = compiled_decode.measure(plain_llama.model, plain_llama.dtype, time_it=False,
-                                             saved=tmp_path / "layer.bin")
-    assert first is not None and not first.loaded and (tmp_path / "layer.bin").is_file()
+    first = CompiledDecode(plain_llama.model, tmp_path / "layer.bin")
+    assert COMPILED_DECODE_STEP.check(plain_llama, EAGER, first)
+    assert not first.loaded and (tmp_path / "layer.bin").is_file()
     frames = sum(counters["frames"].values())
-    again, verdict = compiled_decode.measure(plain_llama.model, plain_llama.dtype, time_it=False,
-                                             saved=tmp_path / "layer.bin")
-    assert again is not None and again.loaded and verdict.use and again.fallbacks == 0  # checked against eager inside
+    again = CompiledDecode(plain_llama.model, tmp_path / "layer.bin")
+    assert COMPILED_DECODE_STEP.check(plain_llama, EAGER, again)  # checked against eager like a fresh compile
+    assert again.loaded and again.fallbacks == 0
     assert sum(counters["frames"].values()) == frames  # dynamo traced nothing: the saved code ran
     eager_cache, cache = _filled(plain_llama, 40), _filled(plain_llama, 40)
     token = torch.tensor([[5]])
@@ -290,26 +285,26 @@ def test_a_later_process_reads_the_compiled_layer_instead_of_compiling(plain_lla
 
 
 @torch.inference_mode()
-def test_a_saved_layer_that_is_unreadable_or_wrong_is_never_used(plain_llama, tmp_path, compiling, monkeypatch):
+def test_a_saved_layer_that_is_unreadable_or_wrong_is_never_used(plain_llama, tmp_path, monkeypatch):
     saved = tmp_path / "layer.bin"
     saved.write_bytes(b"cut short")  # unreadable: compiled again, and the file written anew
-    step, verdict = compiled_decode.measure(plain_llama.model, plain_llama.dtype, time_it=False, saved=saved)
-    assert step is not None and not step.loaded and verdict.use and saved.stat().st_size > 1000
+    step = CompiledDecode(plain_llama.model, saved)
+    assert COMPILED_DECODE_STEP.check(plain_llama, EAGER, step)
+    assert not step.loaded and saved.stat().st_size > 1000
 
     class Wrong:  # read back, but its numbers are not the eager step's (another machine's code, say)
         fn = staticmethod(lambda x, *rest: 2 * x)
     monkeypatch.setattr(CompiledDecode, "_load", lambda self: setattr(self, "loaded", True) or Wrong())
-    step, verdict = compiled_decode.measure(plain_llama.model, plain_llama.dtype, time_it=False, saved=saved)
-    assert step is None and not verdict.use and "differed" in verdict.note
+    assert not COMPILED_DECODE_STEP.check(plain_llama, EAGER, CompiledDecode(plain_llama.model, saved))
     assert not saved.exists()  # removed: the next process compiles
 
 
-def test_attach_keeps_the_compiled_layer_in_the_model_cache(plain_llama, tmp_path, compiling):
-    _verdict_file(tmp_path, plain_llama, use=True)
+def test_the_compiled_layer_is_kept_in_the_model_cache(plain_llama, tmp_path, compiled_only):
+    write_verdict(tmp_path, plain_llama, COMPILED_DECODE_STEP, use=True)
     with_kernels(plain_llama, "fast", tmp_path)
     assert len(_saved_layer(tmp_path)) == 1
     fast = with_kernels(plain_llama, "fast", tmp_path)
-    assert fast.model.compiled_decode.loaded and fast.model.compiled_decode.fallbacks == 0
+    assert fast.backends.decode_step.loaded and fast.backends.decode_step.fallbacks == 0
 
 
 @torch.inference_mode()

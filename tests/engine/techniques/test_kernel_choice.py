@@ -1,5 +1,6 @@
 """Kernels chosen by measurement (engine/techniques/kernel_choice.py): the selection rule, the cache beside the
-model cache (reused, re-measured when its key changes, ignored when corrupt), and fast = plain's tokens whatever wins."""
+model cache (reused, re-measured when its key changes, ignored when corrupt), and fast = plain's tokens whatever wins.
+Here only the matmul kernels are chosen (the other fast paths have tests of their own)."""
 import json
 
 import pytest
@@ -8,10 +9,12 @@ import torch
 import engine
 from engine.serving.scheduling.model_pool import describe
 from engine.serving.scheduling.work import ModelSpec
-from engine.techniques import kernel_choice
+from engine.techniques import kernel_choice, kernels, measured_cache
 from engine.techniques.kernel_candidates import CANDIDATES, available
-from engine.techniques.kernel_choice import CACHE_FILE, MARGIN, pick
-from engine.techniques.kernels import FAST_LINEARS, ChosenLinear, with_kernels
+from engine.techniques.kernel_choice import MARGIN, pick
+from engine.techniques.kernels import with_kernels
+from engine.techniques.matmul_kernels import MatmulKernels
+from engine.techniques.measured_cache import CACHE_FILE
 
 
 @pytest.fixture(scope="module")
@@ -48,7 +51,7 @@ class FakeWaitMeter:
         pass
 
     def lap(self):
-        from engine.core.cpu_wait import Wait
+        from engine.host.cpu_wait import Wait
 
         wait = FakeWaitMeter.WAITS.pop(0) if FakeWaitMeter.WAITS else 0.0
         return Wait(wait, 2 * wait)
@@ -56,9 +59,21 @@ class FakeWaitMeter:
 
 @pytest.fixture(autouse=True)
 def no_cpu_wait(monkeypatch):
-    """Measurements here wait for no CPU unless a test says so (FakeWaitMeter.WAITS)."""
+    """Measurements here wait for no CPU unless a test says so (FakeWaitMeter.WAITS); matmul kernels only."""
     FakeWaitMeter.WAITS = []
     monkeypatch.setattr(kernel_choice, "WaitMeter", FakeWaitMeter)
+    monkeypatch.setattr(kernels, "PROMPT_PATHS", ())
+    monkeypatch.setattr(kernels, "DECODE_STEPS", ())
+
+
+def _kernels_of(fast, module) -> tuple[str, str, str]:
+    """(decode, prefill, long prompts) kernels `fast` runs `module`'s products with."""
+    prepared = fast.backends.ops.table[module]
+    return prepared.decode[0], prepared.prefill[0], prepared.long[0]
+
+
+def _choice(tmp_path) -> dict:
+    return next(e["record"] for e in json.loads((tmp_path / CACHE_FILE).read_text()).values())
 
 
 def _one_second_measurements(monkeypatch):
@@ -86,8 +101,9 @@ def test_the_fastest_per_phase_is_chosen_and_built(monkeypatch, tmp_path, plain_
           prefill={"plain": 0.160, "prepacked": 0.080, "onednn": 0.120, "mkl-packed": 0.100})
     fast = with_kernels(plain_llama, "fast", tmp_path)
     assert fast.kernels == "fast: plain F.linear for decode, oneDNN prepacked for prompts (measured)"
-    qkv = fast.model.blocks[0].attn.qkv
-    assert isinstance(qkv, ChosenLinear) and (qkv.decode, qkv.prefill) == ("plain", "prepacked")
+    assert fast.model is plain_llama.model  # the same modules and weights: only the backends differ
+    assert _kernels_of(fast, fast.model.blocks[0].attn.qkv)[:2] == ("plain", "prepacked")
+    assert fast.backends.record()["matmuls"] == {"decode": "plain", "prefill": "prepacked", "prefill_long": "prepacked"}
     # decode: one pass over both layers + one over the head; prefill: one layer's pass x 2 layers
     assert "step's matmuls: plain 40.0 ms vs mkl-packed 50.0 ms vs onednn 60.0 ms vs prepacked 80.0 ms" in fast.kernel_why
     assert "matmuls: prepacked 160.0 ms vs mkl-packed 200.0 ms vs onednn 240.0 ms vs plain 320.0 ms" in fast.kernel_why
@@ -97,7 +113,7 @@ def test_the_fastest_per_phase_is_chosen_and_built(monkeypatch, tmp_path, plain_
 def test_long_prompts_get_their_own_kernel(monkeypatch, tmp_path, plain_llama):
     """On a 2-vCPU AVX2 EPYC oneDNN prepacked won 128-row products and lost 1024-row ones to MKL's plain GEMM: each
     prompt length runs the kernel measured fastest at its size, decode's few rows their own."""
-    from engine.techniques import kernels
+    from engine.techniques import matmul_kernels
 
     _fake(monkeypatch, decode={"plain": 0.020, "onednn": 0.010}, prefill={"plain": 0.100, "prepacked": 0.080},
           long={"plain": 0.500, "prepacked": 0.550, "mkl-packed": 0.400})
@@ -106,16 +122,16 @@ def test_long_prompts_get_their_own_kernel(monkeypatch, tmp_path, plain_llama):
                             f"{kernel_choice.LONG_FROM} tokens, MKL packed GEMM for longer ones (measured)")
     assert f"prefill {kernel_choice.LONG_ROWS} tokens' matmuls: mkl-packed" in fast.kernel_why
     up = fast.model.blocks[0].attn.qkv
-    assert isinstance(up, ChosenLinear) and (up.decode, up.prefill, up.prefill_long) == ("onednn", "prepacked", "mkl-packed")
+    assert _kernels_of(fast, up) == ("onednn", "prepacked", "mkl-packed")
     used = []
-    real_apply = kernels.apply
-    monkeypatch.setattr(kernels, "apply", lambda k, *a: used.append(k) or real_apply(k, *a))
-    for rows in (1, kernels.WIDE_ROWS + 1, kernel_choice.LONG_FROM - 1, kernel_choice.LONG_FROM, 600):
+    real_apply = matmul_kernels.apply
+    monkeypatch.setattr(matmul_kernels, "apply", lambda k, *a: used.append(k) or real_apply(k, *a))
+    for rows in (1, matmul_kernels.WIDE_PASS + 1, kernel_choice.LONG_FROM - 1, kernel_choice.LONG_FROM, 600):
         x = torch.randn(rows, up.in_features)
-        torch.testing.assert_close(up(x), torch.nn.functional.linear(x, up.weight, up.bias), rtol=1e-4, atol=1e-4)
+        torch.testing.assert_close(up(x, fast.backends.ops), torch.nn.functional.linear(x, up.weight, up.bias),
+                                   rtol=1e-4, atol=1e-4)
     assert used == ["onednn", "prepacked", "prepacked", "mkl-packed", "mkl-packed"]
-    entry = next(iter(json.loads((tmp_path / CACHE_FILE).read_text()).values()))
-    assert entry["choice"]["prefill_long"] == "mkl-packed"
+    assert _choice(tmp_path)["prefill_long"] == "mkl-packed"
     assert "cached from an earlier" in with_kernels(plain_llama, "fast", tmp_path).kernel_why  # read back whole
 
 
@@ -124,18 +140,18 @@ def test_a_cached_choice_from_before_the_long_phase_is_measured_again(monkeypatc
     with_kernels(plain_llama, "fast", tmp_path)
     data = json.loads((tmp_path / CACHE_FILE).read_text())
     for entry in data.values():  # as written before prompts were timed at two lengths
-        del entry["choice"]["prefill_long"], entry["choice"]["ms"]["prefill_long"]
+        del entry["record"]["prefill_long"], entry["record"]["ms"]["prefill_long"]
     (tmp_path / CACHE_FILE).write_text(json.dumps(data))
     calls = clock.calls
     assert "measured now" in with_kernels(plain_llama, "fast", tmp_path).kernel_why and clock.calls > calls
 
 
-def test_plain_everywhere_means_the_plain_model_itself(monkeypatch, tmp_path, plain_llama):
+def test_plain_everywhere_means_nn_linears_own_call(monkeypatch, tmp_path, plain_llama):
     _fake(monkeypatch, decode={"plain": 0.020, "prepacked": 0.040}, prefill={"plain": 0.100, "prepacked": 0.101})
     fast = with_kernels(plain_llama, "fast", tmp_path)
     assert fast.model is plain_llama.model and fast.kernel_choice == "fast"
     assert fast.kernels == "fast: plain F.linear (measured fastest here)"
-    assert not any(isinstance(m, FAST_LINEARS) for m in fast.model.modules())
+    assert isinstance(fast.backends.ops, MatmulKernels) and fast.backends.ops.table == {}  # no packed copy at all
 
 
 def test_the_choice_is_cached_and_reused(monkeypatch, tmp_path, plain_llama):
@@ -154,7 +170,7 @@ def test_a_changed_key_measures_again(monkeypatch, tmp_path, plain_llama):
     clock = _fake(monkeypatch, decode={"plain": 0.02}, prefill={"plain": 0.1})
     with_kernels(plain_llama, "fast", tmp_path)
     calls = clock.calls
-    monkeypatch.setattr(kernel_choice, "cpu_identity", lambda: ("Another CPU", "0123456789abcdef"))
+    monkeypatch.setattr(measured_cache, "cpu_identity", lambda: ("Another CPU", "0123456789abcdef"))
     with_kernels(plain_llama, "fast", tmp_path)
     assert clock.calls > calls
     calls = clock.calls
@@ -168,7 +184,7 @@ def test_a_changed_key_measures_again(monkeypatch, tmp_path, plain_llama):
 def test_an_instruction_set_cap_is_its_own_machine(monkeypatch, tmp_path, plain_llama):
     """ONEDNN_MAX_CPU_ISA=AVX2 (and ATen's and MKL's caps) make an AVX-512 CPU run like an AVX2-only one: the choice
     measured without the cap must not be reused under it, nor the other way round."""
-    for name in kernel_choice.ISA_CAPS:
+    for name in measured_cache.ISA_CAPS:
         monkeypatch.delenv(name, raising=False)
     clock = _fake(monkeypatch, decode={"plain": 0.02}, prefill={"plain": 0.1})
     with_kernels(plain_llama, "fast", tmp_path)
@@ -183,7 +199,7 @@ def test_an_instruction_set_cap_is_its_own_machine(monkeypatch, tmp_path, plain_
     assert sorted("isa_caps" in k for k in keys) == [False, True]
 
 
-@pytest.mark.parametrize("content", ["{not json", "[1, 2]", json.dumps({"x": {"key": 1, "choice": "plain"}})])
+@pytest.mark.parametrize("content", ["{not json", "[1, 2]", json.dumps({"x": {"key": 1, "record": "plain"}})])
 def test_a_corrupt_cache_file_is_ignored_and_replaced(monkeypatch, tmp_path, plain_llama, content):
     (tmp_path / CACHE_FILE).write_text(content)
     clock = _fake(monkeypatch, decode={"plain": 0.02}, prefill={"plain": 0.1})
@@ -217,7 +233,7 @@ def test_fast_gives_plain_greedy_tokens_whichever_kernel_wins(monkeypatch, tmp_p
     for kernel in [k for k in CANDIDATES if available(k, torch.float32) and k != "plain"]:
         _fake(monkeypatch, decode={kernel: 0.001}, prefill={kernel: 0.001})
         fast = with_kernels(plain, "fast", tmp_path, remeasure=True)
-        assert {(m.decode, m.prefill) for m in fast.model.modules() if isinstance(m, ChosenLinear)} == {(kernel, kernel)}
+        assert {_kernels_of(fast, m)[:2] for m in fast.backends.ops.table} == {(kernel, kernel)}
         assert engine.generate(fast, ids, 12, ignore_eos=True).output_ids == want, kernel
         assert engine.generate(fast, ids + ids, 4, ignore_eos=True).output_ids == \
             engine.generate(plain, ids + ids, 4, ignore_eos=True).output_ids, kernel  # a prompt wider than WIDE_ROWS
@@ -244,7 +260,7 @@ def test_a_disturbed_measurement_is_measured_again_at_the_next_loads(monkeypatch
     first = with_kernels(plain_llama, "fast", tmp_path)
     assert "other programs held the CPU for 0.40 s of the 1.00 s measured (40 %)" in first.kernel_why
     assert "measured again at the next load, try 1 of 3" in first.kernel_why
-    entry = next(iter(json.loads((tmp_path / CACHE_FILE).read_text()).values()))["choice"]
+    entry = _choice(tmp_path)
     assert entry["cpu_wait"] == 0.4 and entry["tries"] == 1
     calls = clock.calls
     second = with_kernels(plain_llama, "fast", tmp_path)  # measured again (60 %: worse), the first one kept
@@ -258,7 +274,7 @@ def test_a_disturbed_measurement_is_measured_again_at_the_next_loads(monkeypatch
     FakeWaitMeter.WAITS = [0.0]
     quiet = with_kernels(plain_llama, "fast", tmp_path, remeasure=True)  # bench --remeasure-kernels: a clean slate
     assert "other programs" not in quiet.kernel_why and "measured now" in quiet.kernel_why
-    assert json.loads((tmp_path / CACHE_FILE).read_text()).popitem()[1]["choice"]["tries"] == 1
+    assert _choice(tmp_path)["tries"] == 1
 
 
 def test_an_undisturbed_or_unmeasurable_wait_is_cached_for_good(monkeypatch, tmp_path, plain_llama):
@@ -270,7 +286,7 @@ def test_an_undisturbed_or_unmeasurable_wait_is_cached_for_good(monkeypatch, tmp
     assert "other programs" not in with_kernels(plain_llama, "fast", tmp_path).kernel_why and clock.calls == calls
     monkeypatch.setattr(FakeWaitMeter, "available", False)  # macOS: no schedstat, the wait is unknown, not a reason
     with_kernels(plain_llama, "fast", tmp_path, remeasure=True)
-    assert json.loads((tmp_path / CACHE_FILE).read_text()).popitem()[1]["choice"]["cpu_wait"] is None
+    assert _choice(tmp_path)["cpu_wait"] is None
     calls = clock.calls
     with_kernels(plain_llama, "fast", tmp_path)
     assert clock.calls == calls
@@ -282,7 +298,7 @@ def test_a_cached_choice_from_before_the_wait_was_recorded_is_measured_again(mon
     with_kernels(plain_llama, "fast", tmp_path)
     data = json.loads((tmp_path / CACHE_FILE).read_text())
     for entry in data.values():
-        del entry["choice"]["cpu_wait"], entry["choice"]["tries"]
+        del entry["record"]["cpu_wait"], entry["record"]["tries"]
     (tmp_path / CACHE_FILE).write_text(json.dumps(data))
     calls = clock.calls
     assert "measured now" in with_kernels(plain_llama, "fast", tmp_path).kernel_why and clock.calls > calls
@@ -293,7 +309,7 @@ def test_a_cached_choice_from_before_the_wait_was_recorded_is_measured_again(mon
 
 def test_a_real_measurement_on_a_tiny_model(monkeypatch, tmp_path, plain_llama):
     """No fake clock: every candidate is timed, plain among them, and the winner is one of them."""
-    from engine.core.cpu_wait import CpuWaitMeter
+    from engine.host.cpu_wait import CpuWaitMeter
 
     monkeypatch.setattr(kernel_choice, "WaitMeter", CpuWaitMeter)
     choice = kernel_choice.choose(plain_llama.model, plain_llama.dtype, tmp_path)

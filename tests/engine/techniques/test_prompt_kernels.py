@@ -3,31 +3,36 @@ prefix, any thread count and head shape; torch's ops wherever they cannot serve;
 decides whether they run."""
 import dataclasses
 import json
+from types import SimpleNamespace
 
 import pytest
 import torch
 
 import engine
+from engine.core.backends import EAGER, TORCH, Backends, run_pass
 from engine.core.config import ModelConfig
 from engine.core.kv_cache import KVCache
 from engine.core.model import Transformer
-from engine.techniques import c_decode, prompt_kernels
-from engine.techniques.kernels import C_LABEL, PROMPT_C_LABEL, _twin, with_kernels
-from engine.techniques.prompt_kernels import PromptKernels
+from engine.techniques import c_build, kernels, measured_cache, prompt_kernels
+from engine.techniques.c_decode import C_DECODE_STEP, CDecode
+from engine.techniques.fast_paths import decide
+from engine.techniques.kernels import with_kernels
+from engine.techniques.prompt_kernels import C_PROMPT_KERNELS, CPromptOps
+from tests.engine.techniques.helpers import write_verdict
 
-pytestmark = pytest.mark.skipif(c_decode.c_compiler() is None, reason="no C compiler (gcc) on this machine")
+pytestmark = pytest.mark.skipif(c_build.toolchain_fit().ok is False, reason="the C kernels cannot be built here")
+WORDS = "prompts' attention, norms and SwiGLU in C"
 
 
 @pytest.fixture
-def building(monkeypatch):
-    """The suite switches the prompts' C kernels off (conftest.py); these tests switch them back on (the decode steps
-    stay off)."""
-    monkeypatch.setenv(prompt_kernels.SWITCH, "on")
+def prompts_only(monkeypatch):
+    """The prompts' C kernels the only fast path but the matmuls (the decode steps have tests of their own)."""
+    monkeypatch.setattr(kernels, "DECODE_STEPS", ())
 
 
 @pytest.fixture(scope="module")
 def library(tmp_path_factory):
-    return prompt_kernels.load(c_decode.build(tmp_path_factory.mktemp("c-prompt"), prompt_kernels.SOURCE))
+    return prompt_kernels.load(c_build.build(tmp_path_factory.mktemp("c-kernels"), prompt_kernels.SOURCE))
 
 
 @pytest.fixture(scope="module", params=["native", "avx2"])
@@ -40,7 +45,7 @@ def any_library(request, library, tmp_path_factory):
         pytest.skip("this CPU cannot run an AVX2 build")
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv("ATEN_CPU_CAPABILITY", "avx2")
-        return prompt_kernels.load(c_decode.build(tmp_path_factory.mktemp("c-prompt-avx2"), prompt_kernels.SOURCE))
+        return prompt_kernels.load(c_build.build(tmp_path_factory.mktemp("c-kernels-avx2"), prompt_kernels.SOURCE))
 
 
 def _random_llama(n_heads: int, n_kv_heads: int, head_dim: int, max_seq_len: int = 1200) -> Transformer:
@@ -54,10 +59,16 @@ def _random_llama(n_heads: int, n_kv_heads: int, head_dim: int, max_seq_len: int
     return model
 
 
-def _with_c(model: Transformer, library) -> tuple[Transformer, PromptKernels]:
-    twin = _twin(model, lambda m: None)
-    twin.prompt_kernels = PromptKernels(model.cfg, library)
-    return twin, twin.prompt_kernels
+def _with_c(model: Transformer, library):
+    """(a forward through the C prompt ops where they serve, those ops): the same model, other backends."""
+    ops = CPromptOps(model.cfg, library, TORCH)
+    backends = Backends(prompt_ops=ops, flat_decode=False)
+    return (lambda ids, cache, **kw: run_pass(model, backends, ids, cache, **kw)), ops
+
+
+def _lm(model: Transformer) -> SimpleNamespace:
+    """What a fast path reads of a loaded model."""
+    return SimpleNamespace(model=model, dtype=torch.float32, device=torch.device("cpu"), config=model.cfg)
 
 
 def _prompt(model, n: int, seed: int) -> torch.Tensor:
@@ -127,112 +138,86 @@ def test_what_they_cannot_serve_runs_torchs_ops(library):
 @torch.inference_mode()
 def test_the_check_refuses_a_kernel_with_other_numbers(library, kernel):
     model = _random_llama(9, 3, 64)
-    assert prompt_kernels.check(model, PromptKernels(model.cfg, library))
-    off = PromptKernels(model.cfg, library)
-    right = getattr(off, kernel)
-    setattr(off, kernel, lambda *args, **kw: right(*args, **kw) * 1.001)
-    assert not prompt_kernels.check(model, off)
-    assert model.prompt_kernels is None  # the check leaves the model as it found it
+    assert C_PROMPT_KERNELS.check(_lm(model), EAGER, CPromptOps(model.cfg, library, TORCH))
+    off = CPromptOps(model.cfg, library, TORCH)
+    right = getattr(off, {"rms_norm": "_rms_norm"}.get(kernel, kernel))
+    setattr(off, {"rms_norm": "_rms_norm"}.get(kernel, kernel), lambda *args, **kw: right(*args, **kw) * 1.001)
+    assert not C_PROMPT_KERNELS.check(_lm(model), EAGER, off)
 
 
-def test_the_suite_and_a_user_can_switch_it_off():
-    model = _random_llama(4, 2, 16)
-    assert prompt_kernels.applicable(model, torch.float32, torch.device("cpu")) == \
-        "switched off (TWO_BENDS_C_PROMPT=off)"
+def test_float32_on_cpu_with_heads_of_a_multiple_of_16_only():
+    def why(model, dtype=torch.float32):
+        return C_PROMPT_KERNELS.fit(SimpleNamespace(model=model, dtype=dtype, device=torch.device("cpu")), EAGER)
+
+    assert why(_random_llama(4, 2, 16)).ok
+    assert why(_random_llama(4, 2, 16), torch.bfloat16).why_not == "float32 only"
+    assert "multiple of 16" in why(_random_llama(4, 2, 24)).why_not
+    assert "multiple of 16" in why(_random_llama(9, 1, 16)).why_not  # 9 query heads per KV head
 
 
-def test_float32_on_cpu_with_heads_of_a_multiple_of_16_only(building):
-    cpu = torch.device("cpu")
-    assert prompt_kernels.applicable(_random_llama(4, 2, 16), torch.float32, cpu) == ""
-    assert prompt_kernels.applicable(_random_llama(4, 2, 16), torch.bfloat16, cpu) == "float32 only"
-    assert "multiple of 16" in prompt_kernels.applicable(_random_llama(4, 2, 24), torch.float32, cpu)
-    assert "multiple of 16" in prompt_kernels.applicable(_random_llama(9, 1, 16), torch.float32, cpu)  # 9 per KV head
-
-
-def _verdict_file(tmp_path, lm, use: bool) -> None:
-    key = prompt_kernels.verdict_key(lm.model, lm.dtype)
-    verdict = {"use": use, "torch_ms": 4.0, "c_ms": 2.5 if use else 4.5, "build_s": 0.5, "note": ""}
-    data = {c_decode._key_id(key): {"key": key, "verdict": verdict}}
-    (tmp_path / prompt_kernels.CACHE_FILE).write_text(json.dumps(data))
-
-
-def test_a_machine_where_they_won_runs_them_for_prompts(plain_llama, tmp_path, building):
-    _verdict_file(tmp_path, plain_llama, use=True)
+def test_a_machine_where_they_won_runs_them_for_prompts(plain_llama, tmp_path, prompts_only):
+    write_verdict(tmp_path, plain_llama, C_PROMPT_KERNELS, use=True, fast_ms=2.5, rival_ms=4.0)
     fast = with_kernels(plain_llama, "fast", tmp_path)
-    kernels = fast.model.prompt_kernels
-    assert isinstance(kernels, PromptKernels) and fast.kernels.endswith(PROMPT_C_LABEL)
-    assert ("prompt attention, norms and SwiGLU in C (C 2.50 ms vs torch 4.00 ms a layer at 512 tokens; cached verdict)"
-            in fast.kernel_why)
-    assert plain_llama.model.prompt_kernels is None  # the plain model never runs them
+    ops = fast.backends.prompt_ops
+    assert isinstance(ops, CPromptOps) and fast.kernels.endswith(WORDS)
+    assert f"{WORDS}: used (C 2.50 ms vs torch 4.00 ms a layer at 256 tokens; cached verdict" in fast.kernel_why
+    assert plain_llama.backends.prompt_ops is None  # the plain model never runs them
     prompt = " ".join(["the valley and the bridge"] * 6)
-    checked = kernels.calls  # the check's two prompts
-    a = engine.generate(fast, prompt, 6, ignore_eos=True).output_ids
-    b = engine.generate(plain_llama, prompt, 6, ignore_eos=True).output_ids
-    assert a == b and kernels.calls - checked == plain_llama.config.n_layers  # the prompt's pass, every layer
-    assert with_kernels(fast, "plain").model.prompt_kernels is None
+    checked = ops.calls  # the check's two prompts
+    a = engine.generate(fast, prompt, 6, ignore_eos=True)
+    b = engine.generate(plain_llama, prompt, 6, ignore_eos=True)
+    assert a.output_ids == b.output_ids and ops.calls - checked == plain_llama.config.n_layers  # the prompt's pass
+    assert a.env["backends"]["prompt_ops"] == "C" and b.env["backends"]["prompt_ops"] == "torch"
+    assert with_kernels(fast, "plain").backends.prompt_ops is None
 
 
-def test_a_machine_where_they_lost_keeps_torchs(plain_llama, tmp_path, building, monkeypatch):
-    _verdict_file(tmp_path, plain_llama, use=False)
-    monkeypatch.setattr(prompt_kernels, "build", lambda *a: pytest.fail("built although they lost here"))
+def test_a_machine_where_they_lost_keeps_torchs(plain_llama, tmp_path, prompts_only, monkeypatch):
+    write_verdict(tmp_path, plain_llama, C_PROMPT_KERNELS, use=False, fast_ms=4.5, rival_ms=4.0)
+    monkeypatch.setattr(c_build, "build", lambda *a: pytest.fail("built although they lost here"))
     fast = with_kernels(plain_llama, "fast", tmp_path)
-    assert fast.model.prompt_kernels is None and PROMPT_C_LABEL not in fast.kernels
-    assert "prompt attention, norms and SwiGLU torch's (not in C) (C 4.50 ms vs torch 4.00 ms" in fast.kernel_why
+    assert fast.backends.prompt_ops is None and WORDS not in fast.kernels
+    assert f"{WORDS}: not used (C 4.50 ms vs torch 4.00 ms" in fast.kernel_why
 
 
-def test_a_first_load_checks_times_and_caches_the_verdict(plain_llama, tmp_path, building, monkeypatch):
-    monkeypatch.setattr(prompt_kernels, "race", lambda model, kernels: (2.0, 3.0))  # C faster (the clock's part)
+def test_a_first_load_checks_times_and_caches_the_verdict(plain_llama, tmp_path, prompts_only, monkeypatch):
+    monkeypatch.setattr(type(C_PROMPT_KERNELS), "race", lambda *a: (2.0, 3.0))  # C faster (the clock's part)
     fast = with_kernels(plain_llama, "fast", tmp_path)
-    (entry,) = [e for e in json.loads((tmp_path / prompt_kernels.CACHE_FILE).read_text()).values()
-                if e["key"]["what"] == "C prompt kernels"]
-    assert entry["verdict"]["use"] and entry["verdict"]["c_ms"] == 2.0 and entry["verdict"]["build_s"] > 0
-    assert isinstance(fast.model.prompt_kernels, PromptKernels) and "measured now" in fast.kernel_why
-    monkeypatch.setattr(prompt_kernels, "race", lambda *a: pytest.fail("timed again"))
+    (record,) = [e["record"] for e in json.loads((tmp_path / measured_cache.CACHE_FILE).read_text()).values()
+                 if e["key"]["what"] == C_PROMPT_KERNELS.name]
+    assert record["use"] and record["fast_ms"] == 2.0 and record["setup_s"] > 0
+    assert isinstance(fast.backends.prompt_ops, CPromptOps) and "measured now" in fast.kernel_why
+    monkeypatch.setattr(type(C_PROMPT_KERNELS), "race", lambda *a: pytest.fail("timed again"))
     again = with_kernels(plain_llama, "fast", tmp_path)  # another process: the cached verdict, checked, not timed
-    assert isinstance(again.model.prompt_kernels, PromptKernels) and "cached verdict" in again.kernel_why
+    assert isinstance(again.backends.prompt_ops, CPromptOps) and "cached verdict" in again.kernel_why
 
 
 @torch.inference_mode()
-def test_the_race_times_one_block_both_ways_and_leaves_the_model_as_it_was(library):
+def test_the_race_times_one_block_both_ways(library):
     model = _random_llama(9, 3, 64)
-    c_ms, torch_ms = prompt_kernels.race(model, PromptKernels(model.cfg, library))
-    assert c_ms > 0 and torch_ms > 0 and model.prompt_kernels is None
+    c_ms, torch_ms = C_PROMPT_KERNELS.race(_lm(model), EAGER, CPromptOps(model.cfg, library, TORCH))
+    assert c_ms > 0 and torch_ms > 0
 
 
 @torch.inference_mode()
-def test_a_model_of_a_shorter_context_is_timed_on_its_whole_context(tmp_path, building):
+def test_a_model_of_a_shorter_context_is_timed_on_its_whole_context(tmp_path):
     """The race's prompt fits the model: a 200-token context is timed at 200 tokens (it once asked for 512 and the
     load failed: the rope tables hold max_seq_len rows)."""
-    model = _random_llama(4, 2, 16, max_seq_len=200)
-    verdict = prompt_kernels.attach(model, torch.float32, tmp_path)
-    assert not verdict.note and verdict.tokens == 200 and verdict.c_ms > 0 and verdict.torch_ms > 0
-    assert "a layer at 200 tokens" in verdict.words()
-    assert prompt_kernels.applicable(_random_llama(4, 2, 16, max_seq_len=64), torch.float32, torch.device("cpu"))
-
-
-def test_a_race_that_fails_says_why_and_keeps_torchs(plain_llama, tmp_path, building, monkeypatch):
-    monkeypatch.setattr(prompt_kernels, "race", lambda *a: (_ for _ in ()).throw(RuntimeError("no room")))
-    fast = with_kernels(plain_llama, "fast", tmp_path)
-    assert fast.model.prompt_kernels is None
-    assert "prompt kernels not in C: could not time them here (RuntimeError: no room)" in fast.kernel_why
-
-
-def test_a_failed_build_says_why_and_keeps_torchs(plain_llama, tmp_path, building, monkeypatch):
-    monkeypatch.setattr(prompt_kernels, "build", lambda *a: (_ for _ in ()).throw(RuntimeError("gcc failed: no")))
-    fast = with_kernels(plain_llama, "fast", tmp_path)
-    assert fast.model.prompt_kernels is None
-    assert "prompt kernels not in C: could not build them here (RuntimeError: gcc failed: no)" in fast.kernel_why
+    lm = _lm(_random_llama(4, 2, 16, max_seq_len=200))
+    _, verdict = decide(C_PROMPT_KERNELS, lm, EAGER, tmp_path)
+    assert not verdict.note and verdict.fast_ms > 0 and verdict.rival_ms > 0
+    assert "a layer at 200 tokens" in verdict.words(C_PROMPT_KERNELS)
+    assert not C_PROMPT_KERNELS.fit(_lm(_random_llama(4, 2, 16, max_seq_len=64)), EAGER).ok
 
 
 @torch.inference_mode()
 def test_the_real_model_gives_the_same_greedy_tokens(smollm, library):
     """SmolLM2-135M, a 300-token prompt: the same 8 greedy tokens with its prompts' kernels in C."""
-    fast, kernels = _with_c(smollm.model, library)
-    lm = dataclasses.replace(smollm, model=fast)
+    ops = CPromptOps(smollm.config, library, smollm.backends.ops)
+    lm = dataclasses.replace(smollm, backends=dataclasses.replace(smollm.backends, prompt_ops=ops))
     prompt = " ".join(["Two bends on the old post road: the valley and the bridge."] * 25)
     a = engine.generate(lm, prompt, 8, ignore_eos=True)
-    b = engine.generate(smollm, prompt, 8, ignore_eos=True)
-    assert a.output_ids == b.output_ids and kernels.calls == smollm.config.n_layers
+    b = engine.generate(dataclasses.replace(smollm, backends=EAGER), prompt, 8, ignore_eos=True)
+    assert a.output_ids == b.output_ids and ops.calls == smollm.config.n_layers
 
 
 @torch.inference_mode()
@@ -251,23 +236,16 @@ def test_the_profiler_sees_each_kernels_time_and_the_prefill_split_names_it(libr
     assert categorize(prompt_kernels.MARKS["silu_mul"], []) == "MLP SiLU x up in C"
 
 
-def test_a_machine_where_both_won_runs_the_c_decode_step_after_a_c_prompt(plain_llama, tmp_path, building,
-                                                                          monkeypatch):
-    """The prompt kernels' model keeps the decode step chosen before it: every step after the prompt runs in C."""
-    monkeypatch.setenv(c_decode.SWITCH, "on")
-    _verdict_file(tmp_path, plain_llama, use=True)
-    step_key = c_decode.verdict_key(plain_llama.model, plain_llama.dtype)
-    step_verdict = {"use": True, "rival": "compiled", "rival_ms": 9.0, "c_ms": 7.0, "build_s": 0.5, "note": ""}
-    verdicts = json.loads((tmp_path / prompt_kernels.CACHE_FILE).read_text())
-    verdicts[c_decode._key_id(step_key)] = {"key": step_key, "verdict": step_verdict}
-    (tmp_path / prompt_kernels.CACHE_FILE).write_text(json.dumps(verdicts))
+def test_a_machine_where_both_won_runs_the_c_decode_step_after_a_c_prompt(plain_llama, tmp_path):
+    """The prompts' C kernels and the C decode step, both chosen: the prompt's pass in C, every step after it in C."""
+    write_verdict(tmp_path, plain_llama, C_PROMPT_KERNELS, use=True, fast_ms=2.5, rival_ms=4.0)
+    write_verdict(tmp_path, plain_llama, C_DECODE_STEP, use=True)
     fast = with_kernels(plain_llama, "fast", tmp_path)
-    step = fast.model.compiled_decode
-    assert isinstance(fast.model.prompt_kernels, PromptKernels) and isinstance(step, c_decode.CDecode)
-    assert fast.kernels.endswith(C_LABEL + PROMPT_C_LABEL)
-    calls = []
-    fast.model.compiled_decode = lambda *a: calls.append(1) or step(*a)
+    step, ops = fast.backends.decode_step, fast.backends.prompt_ops
+    assert isinstance(ops, CPromptOps) and isinstance(step, CDecode)
+    assert fast.kernels.endswith(f"{WORDS}; {kernels.DECODE_STEP_WORDS['C']}")
     prompt = " ".join(["the valley and the bridge"] * 6)
-    a = engine.generate(fast, prompt, 6, ignore_eos=True).output_ids
-    b = engine.generate(plain_llama, prompt, 6, ignore_eos=True).output_ids
-    assert a == b and len(calls) >= 5 and step.fallbacks == 0  # every decode step after the prompt's token, in C
+    a = engine.generate(fast, prompt, 6, ignore_eos=True)
+    b = engine.generate(plain_llama, prompt, 6, ignore_eos=True)
+    assert a.output_ids == b.output_ids and step.fallbacks == 0
+    assert a.env["backends"]["decode_step"] == "C" and a.env["backends"]["prompt_ops"] == "C"

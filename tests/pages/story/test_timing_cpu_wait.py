@@ -1,7 +1,7 @@
 """AppTest: the Timing and Home pages show the run's CPU wait next to TTFT/TPOT; quiet timing draws at the end."""
 import pytest
 
-from engine.core import cpu_wait
+from engine.host import cpu_wait
 from tests.pages.story.test_home_timing import app, last, run, texts  # noqa: F401 (app is a fixture)
 from ui import state
 

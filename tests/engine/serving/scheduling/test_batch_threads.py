@@ -6,7 +6,7 @@ import pytest
 import torch
 
 import engine
-from engine.core.thread_governor import ThreadGovernor
+from engine.host.thread_governor import ThreadGovernor
 from engine.serving.scheduling.continuous_batch import Batch
 from engine.serving.scheduling.work import ModelSpec, Request, result_of
 
@@ -33,7 +33,7 @@ class Scripted(ThreadGovernor):
         self._steps += 1
         self.threads = self.answers.pop(0) if self.answers else 2
         if self.threads == 1 and not self.changes:
-            self.changes.append(engine.core.thread_governor.ThreadChange(self._steps, 1, "scripted"))
+            self.changes.append(engine.host.thread_governor.ThreadChange(self._steps, 1, "scripted"))
         return self.threads
 
 

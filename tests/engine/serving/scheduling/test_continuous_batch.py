@@ -176,7 +176,7 @@ class _Clockwork:
 
 @pytest.mark.parametrize("budget", [None, 8])  # whole prefills, and chunked ones beside the riders
 def test_each_riders_gaps_carry_their_own_cpu_wait_in_batch_mode(tiny_llama, monkeypatch, budget):
-    from engine.core import cpu_wait
+    from engine.host import cpu_wait
 
     monkeypatch.setattr(cpu_wait, "read_waits", _Clockwork())
     monkeypatch.setattr(cpu_wait, "missing_reason", lambda tasks=None: "")
@@ -198,7 +198,7 @@ def test_each_riders_gaps_carry_their_own_cpu_wait_in_batch_mode(tiny_llama, mon
 
 
 def test_batch_mode_says_why_where_the_cpu_wait_cannot_be_read(tiny_llama, monkeypatch):
-    from engine.core import cpu_wait
+    from engine.host import cpu_wait
 
     monkeypatch.setattr(cpu_wait, "missing_reason", lambda tasks=None: "no schedstat here, so not measured")
     batch = Batch(tiny_llama, max_batch=2)

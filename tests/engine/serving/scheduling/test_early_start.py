@@ -1,6 +1,5 @@
 """The early-started engine worker (engine/serving/scheduling/early_start.py): the first ProcessService adopts it when
 it runs the wanted settings and replaces it otherwise; start-up marks are JSON lines, and nothing without the variable."""
-import json
 
 import pytest
 
@@ -63,15 +62,3 @@ def test_options_from_env_reads_the_dashboards_variables(monkeypatch):
     got = options_from_env()
     assert (got.mode, got.max_batch, got.threads, got.preload) == ("batch", 4, 0, ModelSpec("tiny-gpt2", "auto", "float32"))
     assert got.max_num_batched_tokens == 64 and got.prepack_in_background
-
-
-def test_marks_are_json_lines_only_when_asked(tmp_path, monkeypatch):
-    log = tmp_path / "marks.jsonl"
-    monkeypatch.delenv(early_start.ENV_LOG, raising=False)
-    early_start.mark("not written")
-    monkeypatch.setenv(early_start.ENV_LOG, str(log))
-    early_start.mark("weights loaded")
-    early_start.mark("process started", early_start.process_started_at())
-    rows = [json.loads(line) for line in log.read_text().splitlines()]
-    assert [r["event"] for r in rows] == ["weights loaded", "process started"]
-    assert rows[1]["t"] < rows[0]["t"]  # this process began before it wrote its first mark

@@ -1,9 +1,9 @@
-"""Waiting for quiet cores before a timed run (engine/core/proc_stat.py), on a fake clock and a fake /proc/stat."""
+"""Waiting for quiet cores before a timed run (engine/host/proc_stat.py), on a fake clock and a fake /proc/stat."""
 import os
 
 import pytest
 
-from engine.core.proc_stat import read_idle_seconds, wait_for_quiet
+from engine.host.proc_stat import read_idle_seconds, wait_for_quiet
 
 
 class FakeMachine:

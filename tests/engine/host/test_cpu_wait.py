@@ -4,8 +4,9 @@ import os
 import pytest
 
 import engine
-from engine.core import cpu_wait
-from engine.core.cpu_wait import CpuWaitMeter, parse_schedstat, read_waits, wait_between
+from engine.host import cpu_wait
+from engine.host.cpu_wait import CpuWaitMeter, parse_schedstat, read_waits, wait_between
+from engine.host.run_watch import RunWatch
 
 
 def fake_proc(root, waits: dict[str, int]) -> str:
@@ -62,7 +63,7 @@ def test_unreadable_schedstat_says_why(tmp_path):
 
 
 def test_a_run_records_its_wait_per_step_and_in_total(tiny_llama):
-    trace = engine.generate(tiny_llama, "The valley and the bridge", 6, ignore_eos=True)
+    trace = engine.generate(tiny_llama, "The valley and the bridge", 6, ignore_eos=True, watch=RunWatch())
     if not os.path.isdir(cpu_wait.TASKS):
         pytest.skip("no /proc on this system")
     assert trace.cpu_wait_note == "" and trace.cpu_wait_seconds is not None
@@ -73,13 +74,20 @@ def test_a_run_records_its_wait_per_step_and_in_total(tiny_llama):
 
 def test_a_run_without_schedstat_says_so(tiny_llama, monkeypatch):
     monkeypatch.setattr(cpu_wait, "TASKS", "/nonexistent/task")
-    trace = engine.generate(tiny_llama, "The valley and the bridge", 4, ignore_eos=True)
+    trace = engine.generate(tiny_llama, "The valley and the bridge", 4, ignore_eos=True, watch=RunWatch())
     assert trace.cpu_wait_seconds is None and "not measured" in trace.cpu_wait_note
     assert all(s.cpu_wait_seconds == 0.0 for s in trace.steps)
 
 
+def test_a_run_without_a_watch_measures_nothing_and_leaves_the_threads_alone(tiny_llama):
+    """The core neither measures nor steers the machine: only a caller's watch does (engine/host/run_watch.py)."""
+    trace = engine.generate(tiny_llama, "The valley and the bridge", 4, ignore_eos=True)
+    assert trace.cpu_wait_seconds is None and trace.cpu_wait_note == "" and not trace.settings["adaptive_threads"]
+    assert "prefill_threads" not in trace.settings and trace.threads_note == ""
+
+
 def test_the_files_stay_open_between_reads_see_new_values_and_close_when_their_thread_ends(tmp_path):
-    from engine.core import cpu_wait
+    from engine.host import cpu_wait
 
     tasks = tmp_path / "task"
     fake_proc(tmp_path, {"1": 100, "2": 200})

@@ -6,8 +6,9 @@ import torch
 
 from engine.core import generate as generate_module
 from engine.core.generate import generate
-from engine.core.thread_governor import ThreadGovernor, read_idle_seconds, thread_choices
 from engine.core.trace_check import check_fields
+from engine.host.run_watch import RunWatch
+from engine.host.thread_governor import ThreadGovernor, read_idle_seconds, thread_choices
 
 MS = 1e-3
 
@@ -163,7 +164,7 @@ class Calm:
 def test_a_run_started_below_its_most_threads_looks_again_after_a_few_steps():
     """The look back before a run often saw a burst that is over (the page drawing the Run click): a start on one
     thread is checked after FIRST_LOOK steps, not a whole window of them."""
-    from engine.core.thread_governor import FIRST_LOOK
+    from engine.host.thread_governor import FIRST_LOOK
 
     clock = Clock()
     g = ThreadGovernor(2, window=8, start=1, idle_seconds=lambda: clock.idle, clock=lambda: clock.t)
@@ -195,21 +196,20 @@ def test_a_trial_in_progress_is_not_what_the_run_kept():
     assert window(g2, clock2, 31.0, 0.0) == 2 and g2.kept_threads == 2  # not faster: back
 
 
-def test_a_run_records_each_steps_threads_and_sets_them_back(tiny_llama, monkeypatch):
-    monkeypatch.setattr(generate_module, "ThreadGovernor", Scripted)
+def test_a_run_records_each_steps_threads_and_sets_them_back(tiny_llama):
     watch = Calm()
-    monkeypatch.setattr(generate_module, "WATCH", watch)
     before = torch.get_num_threads()
     torch.set_num_threads(2)
     try:
-        trace = generate(tiny_llama, [1, 2, 3, 4], 6, ignore_eos=True)
+        trace = generate(tiny_llama, [1, 2, 3, 4], 6, ignore_eos=True,
+                         watch=RunWatch(load_watch=watch, governor_type=Scripted))
         assert torch.get_num_threads() == 2  # the loop gives the process its threads back
         # it ended on a trial's one thread, undecided: the next run is told what was kept (two), not the trial
         assert watch.last_threads == 2
         assert [s.threads for s in trace.steps] == [2, 1, 1, 2, 1]  # each step ran with what the one before chose
         assert trace.settings["adaptive_threads"] is True and trace.threads_note == "scripted"
         check_fields(json.loads(trace.to_json()))  # the file format takes both
-        fixed = generate(tiny_llama, [1, 2, 3, 4], 6, ignore_eos=True, adaptive_threads=False)
+        fixed = generate(tiny_llama, [1, 2, 3, 4], 6, ignore_eos=True, watch=RunWatch(False, watch, Scripted))
         assert [s.threads for s in fixed.steps] == [2] * 5 and fixed.threads_note == ""
         assert fixed.settings["adaptive_threads"] is False
     finally:
@@ -218,15 +218,14 @@ def test_a_run_records_each_steps_threads_and_sets_them_back(tiny_llama, monkeyp
 
 def test_a_run_after_other_programs_kept_a_core_busy_starts_on_fewer_threads(tiny_llama, monkeypatch):
     watch = Calm(1, "other programs kept 1.0 core(s) busy since the last run")
-    monkeypatch.setattr(generate_module, "WATCH", watch)
     before = torch.get_num_threads()
     torch.set_num_threads(2)
     try:
-        trace = generate(tiny_llama, [1, 2, 3, 4], 4, ignore_eos=True)
+        trace = generate(tiny_llama, [1, 2, 3, 4], 4, ignore_eos=True, watch=RunWatch(load_watch=watch))
         assert torch.get_num_threads() == 2 and watch.marks == 1  # given back, and the next run looks from here
         assert trace.settings["prefill_threads"] == 1 and trace.steps[0].threads == 1
         assert trace.threads_note.startswith("prefill on 1 thread(s) (other programs kept 1.0 core(s) busy")
-        fixed = generate(tiny_llama, [1, 2, 3, 4], 4, ignore_eos=True, adaptive_threads=False)
+        fixed = generate(tiny_llama, [1, 2, 3, 4], 4, ignore_eos=True, watch=RunWatch(False, watch))
         assert fixed.settings["prefill_threads"] == 2 and watch.marks == 1
     finally:
         torch.set_num_threads(before)
@@ -236,7 +235,7 @@ def test_one_thread_has_nothing_to_adapt(tiny_llama):
     before = torch.get_num_threads()
     torch.set_num_threads(1)
     try:
-        trace = generate(tiny_llama, [1, 2, 3], 4, ignore_eos=True)
+        trace = generate(tiny_llama, [1, 2, 3], 4, ignore_eos=True, watch=RunWatch())
         assert trace.settings["adaptive_threads"] is False and {s.threads for s in trace.steps} == {1}
     finally:
         torch.set_num_threads(before)
@@ -260,7 +259,7 @@ def test_a_prefill_that_fails_raises_its_own_error_and_gives_the_threads_back(ti
     torch.set_num_threads(2)
     try:
         with pytest.raises(RuntimeError, match="prefill broke"):  # the timed prefill's (no warm-up before it)
-            generate(tiny_llama, [1, 2, 3, 4], 4, ignore_eos=True, warmup=False)
+            generate(tiny_llama, [1, 2, 3, 4], 4, ignore_eos=True, warmup=False, watch=RunWatch(load_watch=Calm(1, "x")))
         assert torch.get_num_threads() == 2
     finally:
         torch.set_num_threads(before)

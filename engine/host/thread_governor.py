@@ -4,7 +4,7 @@ A decode step is many short parallel operations (30 layers x matmuls, attention,
 where the model's threads wait for the slowest. When another program holds one of the cores (the browser drawing
 the page, the class server's Streamlit, someone else's job), one thread waits for a CPU at every barrier and the
 others spin: two threads on one free core run a step slower than one thread does. Linux says when that happens:
-the threads' run-queue wait (engine/core/cpu_wait.py). So the loop looks at windows of steps:
+the threads' run-queue wait (engine/host/cpu_wait.py). So the loop looks at windows of steps:
 
 - at its full thread count, a window whose steps waited for a CPU `wait_share` of their time or more starts a
   trial window with fewer threads;
@@ -25,7 +25,7 @@ from dataclasses import dataclass
 
 import torch
 
-from engine.core.proc_stat import read_idle_seconds
+from engine.host.proc_stat import read_idle_seconds
 
 MAX_HOLD = 16  # windows between a lost trial and the next, at most
 # a run that starts below its most threads (machine_load.py: other programs were busy just before it) looks again after
@@ -37,10 +37,10 @@ FIRST_LOOK = 3
 # README, "On a real AVX2-only machine"); a trial that loses costs one window and holds the next back.
 UP_IDLE = 0.25
 # the wait share that starts a trial with fewer threads. Measured beside one model's decode loop (2-vCPU AVX2 EPYC,
-# 2026-12-03, fixed threads, windows of 8 steps): a core held by a busy loop made the steps wait 46-48 % of their
+# fixed threads, windows of 8 steps): a core held by a busy loop made the steps wait 46-48 % of their
 # time, and one thread won (TPOT 72 vs 105 ms); a browser-like program (busy 5 of every 16.7 ms) 21-24 %, and one
 # busy 30 of every 60 ms 24-28 %, where the one-thread trial lost every time and the run paid for it (TPOT 50.4 vs
-# 46.6 and 44.5 vs 43.0 ms: 8 of 32-48 steps on one thread, streaming slower alone). 0.20 before: it tried there.
+# 46.6 and 44.5 vs 43.0 ms: 8 of 32-48 steps on one thread, streaming slower alone).
 WAIT_SHARE = 0.35
 
 
@@ -73,7 +73,7 @@ class ThreadGovernor:
                  idle_seconds=read_idle_seconds, clock=None, start: int | None = None):
         self.most, self.window, self.wait_share, self.margin = most, window, wait_share, margin
         self.choices = thread_choices(most)
-        self.threads = start if start in self.choices else most  # a run may start lower (engine/core/machine_load.py)
+        self.threads = start if start in self.choices else most  # a run may start lower (engine/host/machine_load.py)
         self.changes: list[ThreadChange] = []  # kept changes only (trials that lost are not changes)
         self.trials = 0
         self._idle_seconds, self._clock = idle_seconds, clock or time.perf_counter

@@ -6,7 +6,7 @@ used by someone else (the browser, the class server's Streamlit, another job). M
 machine with one core held by a busy loop, a 64-token prefill took 265 ms on 2 threads and 102 ms on 1 (256
 tokens: 623 vs 411; 1024: 2600 vs 1790), while on free cores 2 threads win (76 vs 97 ms). So a run starts with
 fewer threads when other programs kept cores busy since the last run ended (or since the engine loaded; this
-process's own CPU time taken out), and its decode loop starts from there (engine/core/thread_governor.py tries
+process's own CPU time taken out), and its decode loop starts from there (engine/host/thread_governor.py tries
 more threads again once cores go idle) — but only when the last run's decode loop had itself ended on fewer
 threads, or there was no last run: a page drawing the last result between two runs (a burst, over by the next
 click; measured: it sent the single-user page's runs to one thread, 1.39x the CLI's TPOT) is not a reason.
@@ -21,8 +21,8 @@ import collections
 import os
 import time
 
-from engine.core.proc_stat import core_count, read_idle_seconds
-from engine.core.thread_governor import thread_choices
+from engine.host.proc_stat import core_count, read_idle_seconds
+from engine.host.thread_governor import thread_choices
 
 BUSY_SHARE = 0.5  # a core other programs used this much of counts as taken
 MIN_INTERVAL = 0.1  # seconds: a shorter look back says nothing (back to back, a run starts where the last ended)

@@ -1,7 +1,7 @@
 """Other programs' recent load from /proc/stat less this process's own CPU time, and the threads a run starts with."""
 import pytest
 
-from engine.core.machine_load import LoadWatch
+from engine.host.machine_load import LoadWatch
 
 
 class Machine:

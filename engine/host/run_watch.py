@@ -1,0 +1,71 @@
+"""One generate() run watched from outside the core: its CPU wait, and (adaptive) its threads.
+
+engine/core/generate.py calls these methods around its timed intervals (its `RunWatch` protocol): the run's
+prefill starts on the threads other programs left free (machine_load.py), its decode loop changes them as
+thread_governor.py measures, and the run's trace gets the CPU wait of each interval (cpu_wait.py) and a note on
+every thread change. The CLI and the scheduler pass one; a run without one measures nothing and steers nothing.
+"""
+from __future__ import annotations
+
+import torch
+
+from engine.host.cpu_wait import CpuWaitMeter
+from engine.host.machine_load import WATCH, LoadWatch
+from engine.host.thread_governor import ThreadGovernor, use_threads
+
+
+class RunWatch:
+    """For ONE run: `begin` ... `end` (always), then `record` on a finished trace."""
+
+    def __init__(self, adaptive_threads: bool = True, load_watch: LoadWatch = WATCH, governor_type=ThreadGovernor):
+        self.adaptive_threads = adaptive_threads  # False: the threads stay as they are (the CLI's --fixed-threads)
+        self.load_watch, self.governor_type = load_watch, governor_type
+        self.meter = CpuWaitMeter()  # the time this process's threads waited for a CPU, per timed interval
+        self.last_wait = 0.0
+        self.governor: ThreadGovernor | None = None
+        self.most = self.threads = torch.get_num_threads()
+        self.why = ""
+
+    def begin(self, trace, device: torch.device) -> None:
+        self.most = torch.get_num_threads()
+        self.adaptive_threads = self.adaptive_threads and device.type == "cpu" and self.most > 1
+        trace.settings["adaptive_threads"] = self.adaptive_threads
+        if device.type == "cpu":
+            trace.settings["prefill_threads"] = self.most
+        if self.adaptive_threads:  # other programs' recent load decides the prefill's threads
+            self.threads, self.why = self.load_watch.threads_for_run(self.most)
+            trace.settings["prefill_threads"] = self.threads
+        use_threads(self.threads)
+
+    def mark(self) -> None:
+        self.meter.mark()
+
+    def lap(self) -> float:
+        self.last_wait = self.meter.lap().longest
+        return self.last_wait
+
+    def after_prefill(self) -> None:
+        if self.adaptive_threads and self.meter.available:
+            self.governor = self.governor_type(self.most, start=self.threads)
+
+    def after_step(self, seconds: float, wait: float) -> None:
+        if self.governor is not None:
+            use_threads(self.governor.observe(seconds, wait))
+
+    def end(self) -> None:
+        use_threads(self.most)
+        if self.adaptive_threads:  # the next run looks at other programs' load from here
+            self.load_watch.mark(self.governor.kept_threads if self.governor is not None else self.threads)
+
+    def record(self, trace) -> None:
+        """The run's CPU wait into its trace (totals, or why it was not measured; what measuring cost) and the
+        thread changes' note."""
+        meter = self.meter
+        trace.cpu_wait_read_seconds = meter.read_seconds
+        if meter.available:
+            trace.cpu_wait_seconds, trace.cpu_wait_all_threads_seconds = meter.total.longest, meter.total.threads
+        else:
+            trace.cpu_wait_note = meter.reason
+        notes = [f"prefill on {self.threads} thread(s) ({self.why})" if self.threads < self.most else "",
+                 self.governor.note() if self.governor is not None else ""]
+        trace.threads_note = "; ".join(note for note in notes if note)
