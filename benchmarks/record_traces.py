@@ -26,6 +26,7 @@ from engine.core.generate import generate
 from engine.core.metrics import format_summary, summarize
 from engine.core.sampling_params import SamplingParams
 from engine.core.trace_file import describe, load_trace, save_trace
+from engine.host.run_watch import RunWatch
 from engine.loading.loader import load_model
 from engine.loading.model_store import DEFAULT_MODEL
 from engine.serving.scheduling.scheduler import Scheduler
@@ -49,14 +50,14 @@ def recapture(lm, trace) -> None:
 
 def short_prompt_long_answer(lm, device: str):
     text = prompts.example("chat").text
-    trace = generate(lm, text, 160, chat=True)
+    trace = generate(lm, text, 160, chat=True, watch=RunWatch())  # a Run's threads and CPU wait, as Home's
     recapture(lm, trace)
     return trace, "Short prompt, long answer (chat question, greedy)"
 
 
 def long_prompt_short_answer(lm, device: str):
     fitted = prompts.fit_prompt_to_tokens(lm.tokenizer, prompts.example("summarisation").text, 512)
-    trace = generate(lm, fitted.ids, 8)
+    trace = generate(lm, fitted.ids, 8, watch=RunWatch())
     trace.prompt_text = fitted.text
     recapture(lm, trace)
     return trace, "Long prompt, short answer (article fitted to 512 tokens, greedy)"

@@ -3,7 +3,8 @@
 engine/core/generate.py calls these methods around its timed intervals (its `RunWatch` protocol): the run's
 prefill starts on the threads other programs left free (machine_load.py), its decode loop changes them as
 thread_governor.py measures, and the run's trace gets the CPU wait of each interval (cpu_wait.py) and a note on
-every thread change. The CLI and the scheduler pass one; a run without one measures nothing and steers nothing.
+every thread change. The CLI, the scheduler and the labs pass one (a lab that times its own prefill and decode
+loop calls the same methods, engine/labs/timed_request.py); a run without one measures nothing and steers nothing.
 """
 from __future__ import annotations
 
@@ -27,14 +28,16 @@ class RunWatch:
         self.why = ""
 
     def begin(self, trace, device: torch.device) -> None:
+        """Before the first timed interval; `trace` None for a lab's timed loop that keeps no Trace (engine/labs)."""
+        settings = trace.settings if trace is not None else {}
         self.most = torch.get_num_threads()
         self.adaptive_threads = self.adaptive_threads and device.type == "cpu" and self.most > 1
-        trace.settings["adaptive_threads"] = self.adaptive_threads
+        settings["adaptive_threads"] = self.adaptive_threads
         if device.type == "cpu":
-            trace.settings["prefill_threads"] = self.most
+            settings["prefill_threads"] = self.most
         if self.adaptive_threads:  # other programs' recent load decides the prefill's threads
             self.threads, self.why = self.load_watch.threads_for_run(self.most)
-            trace.settings["prefill_threads"] = self.threads
+            settings["prefill_threads"] = self.threads
         use_threads(self.threads)
 
     def mark(self) -> None:

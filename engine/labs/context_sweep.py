@@ -13,11 +13,10 @@ from dataclasses import dataclass, field
 
 import torch
 
-from engine.core.cpu_wait import CpuWaitMeter  # the engine's schedstat meter (its module may move: this line only)
 from engine.core.free_memory import available_memory_bytes
 from engine.core.generate import decode_loop, new_cache
-from engine.core.thread_governor import ThreadGovernor
 from engine.errors import EngineError
+from engine.host.run_watch import RunWatch
 from engine.labs.decode_paths import decode_path
 from engine.labs.repeats import CpuWait, Repeated
 
@@ -95,17 +94,21 @@ def sweep_contexts(lm, contexts: list[int] | None = None, steps: int = 6, repeat
     cache = new_cache(lm, 1, top + steps + 1)
     _fill(cache, top)
     token = torch.tensor([min(13, cfg.vocab_size - 1)], device=lm.device)
-    meter = CpuWaitMeter()
-    most = torch.get_num_threads()
     runs: dict[int, list[float]] = {c: [] for c in planned}
-    waited = timed = 0.0
+    watches: list[RunWatch] = []
+    timed = 0.0
     for r in range(max(1, repeats)):
         for i, context in enumerate(planned):
             cache.truncate(0)
             cache.advance(context)  # the stand-in cache holds `context` tokens; the steps write after them
-            adaptive = lm.device.type == "cpu" and most > 1 and meter.available  # as a Run's decode loop (generate)
-            governor = ThreadGovernor(most, start=most) if adaptive else None
-            seconds = decode_loop(lm, token, cache, steps, meter=meter, governor=governor)
+            watch = RunWatch()  # as a Run's decode loop: its threads chosen as it goes, its CPU wait per step
+            watches.append(watch)
+            try:
+                watch.begin(None, lm.device)
+                watch.after_prefill()  # no prefill here: the steps start where a Run's would after it
+                seconds = decode_loop(lm, token, cache, steps, watch=watch)
+            finally:
+                watch.end()
             runs[context].append(statistics.median(seconds))
             timed += sum(seconds)
             result.points = [ContextPoint(c, list(v), c * kv_per_token) for c, v in runs.items() if v]
@@ -115,7 +118,7 @@ def sweep_contexts(lm, contexts: list[int] | None = None, steps: int = 6, repeat
                 break
         if result.cancelled:
             break
-    waited = meter.total.longest
-    result.cpu_wait = (CpuWait(waited, timed, repeats, True) if meter.available
-                       else CpuWait(0.0, timed, repeats, False, meter.reason))
+    missing = next((w.meter for w in watches if not w.meter.available), None)
+    result.cpu_wait = (CpuWait(sum(w.meter.total.longest for w in watches), timed, repeats, True) if missing is None
+                       else CpuWait(0.0, timed, repeats, False, missing.reason))
     return result

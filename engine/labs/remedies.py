@@ -1,10 +1,11 @@
 """Measure each remedy on this machine, per phase: does it shorten TTFT (the valley), TPOT (the bridge), or neither?
 
-Every function runs the baseline and the remedy on the same prompt, on a Run's path (`engine.generate`), repeated and
-interleaved (baseline, remedy, baseline, remedy ...), and returns rows of the medians with every run's numbers kept
-for the spread and the verdict (engine/labs/repeats.py) and the CPU wait the runs met; `progress(message, fraction)`
-reports along the way and may return False to cancel (raises `Cancelled`). No number here is estimated. Lesson: find which segment is stuck,
-then use that segment's strategy. The gap between steps (overhead, CUDA graphs) is engine/labs/step_overhead.py.
+Every function runs the baseline and the remedy on the same prompt, on a Run's path (`engine.generate`, watched as a
+Run is: engine/host/run_watch.py), repeated and interleaved (baseline, remedy, baseline, remedy ...), and returns rows
+of the medians with every run's numbers kept for the spread and the verdict (engine/labs/repeats.py) and the CPU wait
+the runs met; `progress(message, fraction)` reports along the way and may return False to cancel (raises
+`Cancelled`). No number here is estimated. Lesson: find which segment is stuck, then use that segment's strategy.
+The gap between steps (overhead, CUDA graphs) is engine/labs/step_overhead.py.
 """
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ import engine
 from engine.core.clock import now
 from engine.core.metrics import summarize
 from engine.core.prompting import encode_prompt
+from engine.host.run_watch import RunWatch
 from engine.labs.decode_paths import batched_path, decode_path, has_fused_step
 from engine.labs.repeats import CpuWait, Repeated, cpu_wait_of
 from engine.techniques.prefix_cache import two_turn_chat
@@ -80,7 +82,8 @@ class KVCacheResult:
 def measure_kv_cache(lm, prompt: str, n_tokens: int = 24, chat: bool = True, progress: Progress | None = None) -> KVCacheResult:
     """Greedy with the KV cache vs recomputing the whole sequence every step; same tokens expected."""
     ids = encode_prompt(lm, prompt, chat)
-    cached = engine.generate(lm, ids, n_tokens, on_step=_on_step(progress, "with the KV cache", 0.0, 0.3, n_tokens))
+    cached = engine.generate(lm, ids, n_tokens, on_step=_on_step(progress, "with the KV cache", 0.0, 0.3, n_tokens),
+                             watch=RunWatch())
     if cached.stop_reason == "cancelled":
         raise Cancelled("KV cache run")
     uncached = engine.generate_no_cache(lm, ids, n_tokens, on_step=_on_step(progress, "without a cache", 0.3, 1.0, n_tokens))
@@ -117,7 +120,7 @@ def measure_speculative(lm, prompts: dict[str, str], n_tokens: int = 48, k: int 
             lo = (i * runs + r) / (len(prompts) * runs)
             hi = lo + 1 / (len(prompts) * runs)
             mid = (lo + hi) / 2
-            greedy.append(engine.generate(lm, prompt, n_tokens, chat=chat,
+            greedy.append(engine.generate(lm, prompt, n_tokens, chat=chat, watch=RunWatch(),
                                           on_step=_on_step(progress, f"{label}: greedy, run {r + 1}", lo, mid, n_tokens)))
             specs.append(generate_speculative(lm, prompt, n_tokens, k=k, chat=chat,
                                               on_step=_on_step(progress, f"{label}: prompt lookup, run {r + 1}", mid, hi,
@@ -180,7 +183,7 @@ def measure_models(models: dict[str, object], prompt: str, n_tokens: int = 24, c
     for r in range(repeats):
         for i, (label, m) in enumerate(models.items()):
             at = (r * len(models) + i) / total
-            trace = engine.generate(m, prompt, n_tokens, chat=chat,
+            trace = engine.generate(m, prompt, n_tokens, chat=chat, watch=RunWatch(),
                                     on_step=_on_step(progress, f"{label}, run {r + 1}", at, at + 1 / total, n_tokens))
             if trace.stop_reason == "cancelled":
                 raise Cancelled(label)

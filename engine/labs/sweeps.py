@@ -22,6 +22,7 @@ from engine.core.generate import generate_batch
 from engine.core.metrics import summarize
 from engine.core.prompting import SWEEP_TEXT, check_lengths
 from engine.errors import EngineError
+from engine.host.run_watch import RunWatch
 from engine.labs.decode_paths import batched_path, decode_path, has_fused_step
 from engine.labs.repeats import FASTER, MIN_REPEATS, CpuWait, Repeated, add_waits, cpu_wait_of, effect_of
 
@@ -169,7 +170,8 @@ def _run(lm, kind: str, plan: list[Setting], on_point: PointCallback | None, rep
     for r in range(repeats):
         for i, p in enumerate(plan):
             prompts = [prompt_ids_of_length(lm, p.prompt, offset=7 * b) for b in range(p.batch)]  # different, equal length
-            traces[i].append(generate_batch(p.lm, prompts, p.output, temperature=0.0, ignore_eos=True))
+            traces[i].append(generate_batch(p.lm, prompts, p.output, temperature=0.0, ignore_eos=True,
+                                            watch=RunWatch()))  # a Run's threads and CPU wait
             points = [(s, point_of(kind, t, s.path)) for s, t in zip(plan, traces) if t]
             result.points = [pt for s, pt in points if not s.apart]
             result.separate = [pt for s, pt in points if s.apart]
@@ -303,7 +305,8 @@ def reference_run(lm, prompt_tokens: int = 64, output_tokens: int = 16, repeats:
     path: `repeats` runs, the one with the median end-to-end time returned, every run's TTFT and TPOT in its
     settings ("repeats": {"ttft_s": [...], "tpot_s": [...]}) for the spread."""
     ids = prompt_ids_of_length(lm, prompt_tokens)
-    runs = [generate_batch(lm, [ids], output_tokens, temperature=0.0, ignore_eos=True) for _ in range(max(1, repeats))]
+    runs = [generate_batch(lm, [ids], output_tokens, temperature=0.0, ignore_eos=True, watch=RunWatch())
+            for _ in range(max(1, repeats))]
     order = sorted(runs, key=lambda t: t.total_seconds)
     chosen = order[(len(order) - 1) // 2]
     chosen.settings["repeats"] = {"ttft_s": [t.prefill_seconds for t in runs],

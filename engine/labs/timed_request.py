@@ -2,8 +2,8 @@
 cache: what prefix caching saves a request whose prompt starts with text an earlier request left behind.
 
 Same primitives as a Run: one `prefill` pass over the prompt's new tokens, then `decode_loop` one token per step; the
-same thread choice (fewer threads while other programs hold the cores, engine/core/machine_load.py and
-thread_governor.py) and the same CPU-wait meter per interval. Greedy, and every step runs (no end token stops it),
+same watch as a Run's (engine/host/run_watch.py: fewer threads while other programs hold the cores, and the
+CPU wait of each interval). Greedy, and every step runs (no end token stops it),
 so every configuration of an experiment decodes the same number of steps.
 """
 from __future__ import annotations
@@ -13,11 +13,9 @@ from dataclasses import dataclass, field
 import torch
 
 from engine.core.clock import now
-from engine.core.cpu_wait import CpuWaitMeter  # the engine's schedstat meter (its module may move: this line only)
 from engine.core.generate import decode_loop, greedy, new_cache, prefill, warm_up
-from engine.core.machine_load import WATCH
-from engine.core.thread_governor import ThreadGovernor, use_threads
 from engine.errors import EngineError
+from engine.host.run_watch import RunWatch
 from engine.labs.repeats import CpuWait
 
 
@@ -59,32 +57,26 @@ def timed_request(lm, prompt_ids: list[int], output_tokens: int, reused: int = 0
     cache = new_cache(lm, 1, len(prompt_ids) + output_tokens)
     if reused:
         prefill(lm, torch.tensor([prompt_ids[:reused]], device=device), cache)  # the earlier request's work
-    most = torch.get_num_threads()
-    adaptive = device.type == "cpu" and most > 1
-    threads, _ = WATCH.threads_for_run(most) if adaptive else (most, "")
-    use_threads(threads)
-    meter = CpuWaitMeter()
-    governor = None
+    watch = RunWatch()  # as the scheduler's Run: its threads chosen as it goes, its CPU wait per interval
     waits: list[float] = []
     try:
-        meter.mark()
+        watch.begin(None, device)
+        watch.mark()
         start = now(device)
         token = greedy(prefill(lm, torch.tensor([prompt_ids[reused:]], device=device), cache))  # (1,)
         token.tolist()  # the first token exists on the host: TTFT ends here
         ttft = now(device) - start
-        prefill_wait = meter.lap().longest
-        governor = ThreadGovernor(most, start=threads) if adaptive and meter.available else None
+        prefill_wait = watch.lap()
+        watch.after_prefill()
 
         def after_step(token: torch.Tensor, seconds: float) -> bool:
-            waits.append(meter.last.longest)
+            waits.append(watch.last_wait)
             return True
 
-        steps = decode_loop(lm, token, cache, output_tokens - 1, after_step=after_step, meter=meter,
-                            governor=governor)
+        steps = decode_loop(lm, token, cache, output_tokens - 1, after_step=after_step, watch=watch)
     finally:
-        use_threads(most)
-        if adaptive:
-            WATCH.mark(governor.kept_threads if governor is not None else threads)
+        watch.end()
+    meter = watch.meter
     return Timing(len(prompt_ids), reused, ttft, steps, prefill_wait, sum(waits), meter.available, meter.reason)
 
 

@@ -4,42 +4,35 @@ import dataclasses
 
 import pytest
 
-from engine.core.model import DECODE_STEP_LABELS
 from engine.labs import decode_paths, sweeps
 from engine.serving.scheduling import lab_jobs as jobs
 from engine.serving.scheduling import scheduler as scheduler_module
 from engine.serving.scheduling.scheduler import Scheduler
 from engine.serving.scheduling.work import Done, Job, ModelSpec, Request, drain
-from engine.techniques.kernels import with_kernels
 
 
-class StandInStep:
-    """A 'fused' batch-1 decode step for the tiny model (the same maths as its batched loop), counting its calls."""
-
-    def __init__(self, model):
-        self.model, self.calls = model, 0
-
-    def __call__(self, ids, cache, plan):
-        self.calls += 1
-        return self.model.decode_rows(ids, cache, plan)
-
-
-@pytest.fixture
-def fused_tiny(tiny_llama):
-    """The tiny model (a twin of its own: plain nn.Linear, the same weights) with a stand-in fused batch-1 step."""
-    twin = with_kernels(tiny_llama, "plain")
-    assert twin.model is not tiny_llama.model
-    twin.model.compiled_decode = StandInStep(twin.model)
-    return dataclasses.replace(twin, kernels=twin.kernels + DECODE_STEP_LABELS[1])
-
-
-def test_decode_paths_are_named_from_what_the_model_runs(tiny_llama, tiny_gpt2, fused_tiny):
+def test_decode_paths_are_named_from_what_the_model_runs(plain_tiny, tiny_gpt2, fused_tiny):
     assert decode_paths.decode_path(fused_tiny, 1) == decode_paths.FUSED_C
     assert decode_paths.decode_path(fused_tiny, 2) == decode_paths.FLAT_LOOP
-    assert decode_paths.decode_path(tiny_llama, 1) == decode_paths.FLAT_LOOP
+    assert decode_paths.decode_path(plain_tiny, 1) == decode_paths.FLAT_LOOP
     assert decode_paths.decode_path(tiny_gpt2, 4) == decode_paths.BLOCKS
-    assert decode_paths.batched_path(tiny_llama) is tiny_llama
-    assert decode_paths.decode_path(decode_paths.batched_path(fused_tiny), 1) == decode_paths.FLAT_LOOP
+    assert decode_paths.batched_path(plain_tiny) is plain_tiny
+    batched = decode_paths.batched_path(fused_tiny)
+    assert decode_paths.decode_path(batched, 1) == decode_paths.FLAT_LOOP and batched.model is fused_tiny.model
+    blocks = dataclasses.replace(plain_tiny, backends=dataclasses.replace(plain_tiny.backends, flat_decode=False))
+    assert decode_paths.decode_path(blocks, 1) == decode_paths.BLOCKS
+
+
+def test_a_decode_path_names_what_the_trace_records(tiny_llama, fused_tiny):
+    """The path named from the model is the one its run's Trace records (env["backends"]), on whatever this machine
+    chose for the tiny model and on the stand-in fused step."""
+    import engine
+
+    for lm in (tiny_llama, fused_tiny):
+        trace = engine.generate(lm, [1, 2, 3, 4], 3, ignore_eos=True)
+        recorded = trace.env["backends"]["decode_step"]
+        path = decode_paths.decode_path(lm, 1)
+        assert path == decode_paths.FUSED.get(recorded, decode_paths.FLAT_LOOP)
 
 
 def test_every_batch_size_runs_one_path_and_the_fused_point_stays_apart(fused_tiny):
@@ -49,7 +42,7 @@ def test_every_batch_size_runs_one_path_and_the_fused_point_stays_apart(fused_ti
     assert {p.decode_path for p in result.points} == {decode_paths.FLAT_LOOP}
     (fused,) = result.separate
     assert (fused.batch_size, fused.decode_path) == (1, decode_paths.FUSED_C)
-    assert fused_tiny.model.compiled_decode.calls == 2 + 2 * 2  # warm-up, then 2 steps in each of 2 rounds: only its own
+    assert fused_tiny.backends.decode_step.calls == 2 + 2 * 2  # warm-up, then 2 steps in each of 2 rounds: only its own
     assert all(p.runs == 2 and len(p.tpot_runs) == 2 for p in result.points + result.separate)
     assert result.rounds_done == 2 and not result.cancelled
     alone = sweeps.sweep_batch_sizes(fused_tiny, [1, 2], 8, 3)  # by default: one round, no fused point
