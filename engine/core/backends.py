@@ -96,12 +96,15 @@ class Backends:
     decode_step: DecodeStep | None = None
     prompt_pass: PromptPass | None = None
     flat_decode: bool = True
+    pending: str = ""  # what was still being built in the background when a model with these was handed out (the
+    # dashboard's fast start, engine/serving/scheduling/model_pool.py): that work shares the run's cores; "" none
 
     def record(self) -> dict:
         """What the Trace keeps of this choice: each path's kind, as data (engine/core/recorder.py)."""
-        return {"matmuls": self.ops.record(), "prompt_ops": self.prompt_ops.name if self.prompt_ops else "torch",
-                "decode_step": self.decode_step.kind if self.decode_step else ("flat loop" if self.flat_decode else "blocks"),
-                "prompt_pass": "float32 copy" if self.prompt_pass is not None else "own dtype"}
+        kinds = {"matmuls": self.ops.record(), "prompt_ops": self.prompt_ops.name if self.prompt_ops else "torch",
+                 "decode_step": self.decode_step.kind if self.decode_step else ("flat loop" if self.flat_decode else "blocks"),
+                 "prompt_pass": "float32 copy" if self.prompt_pass is not None else "own dtype"}
+        return kinds | ({"pending": self.pending} if self.pending else {})
 
     def fallbacks(self) -> int:
         """Decode steps its decode step handed to the eager loop so far (0 without one)."""

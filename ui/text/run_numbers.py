@@ -7,7 +7,7 @@ from collections import Counter
 from engine.core.metrics import PhaseSummary, bridge_sharing, summarize
 from engine.core.trace import Trace
 from engine.serving.client.server_benchmark import trace_from_record
-from engine.serving.scheduling.work import COMPILING, PREPACKING
+from engine.serving.scheduling.work import PENDING_DECODE_STEP, PENDING_KERNELS
 from ui.text.diagnosis import sharing_markdown
 from ui.text.phase_numbers import escape_markdown
 
@@ -143,10 +143,11 @@ def cpu_wait_caption(trace: Trace) -> str | None:
 
 
 def background_work(trace: Trace) -> str | None:
-    """The engine's own start-up work that ran beside this run (its kernels label says so), in words; else None."""
-    kernels = trace.env.get("kernels", "")
-    if PREPACKING in kernels:
+    """The engine's own start-up work that ran beside this run (its Trace's env["backends"]["pending"]), in words;
+    else None."""
+    pending = (trace.env.get("backends") or {}).get("pending", "")
+    if pending == PENDING_KERNELS:
         return "the engine was still preparing its fast kernels in the background, on the same cores"
-    if COMPILING in kernels:
+    if pending == PENDING_DECODE_STEP:
         return "the engine was still compiling its decode step in the background, on the same cores"
     return None

@@ -18,7 +18,7 @@ from dataclasses import replace
 
 from engine.errors import EngineError
 from engine.loading.loader import load_model
-from engine.serving.scheduling.work import COMPILING, PREPACKING, ModelInfo, ModelSpec
+from engine.serving.scheduling.work import COMPILING, PENDING_DECODE_STEP, PENDING_KERNELS, PREPACKING, ModelInfo, ModelSpec
 from engine.techniques.kernels import builds_decode_step, with_decode_step, with_kernels
 
 MAX_MODELS = 3  # models kept loaded at once (least recently used goes first)
@@ -41,8 +41,8 @@ class _Packing:
     def __init__(self, plain, kernels: str):
         self.plain, self.result, self.error = plain, None, None
         self.early = None  # the prepacked kernels, while the decode step is still being compiled
-        self.stand_in = replace(plain, kernels=f"plain nn.Linear: the {kernels} kernels were {PREPACKING} when this "
-                                               "started")
+        self.stand_in = replace(plain, backends=replace(plain.backends, pending=PENDING_KERNELS),
+                                kernels=f"plain nn.Linear: the {kernels} kernels were {PREPACKING} when this started")
         self.stand_in.prepacking = kernels  # for describe
         self.thread = threading.Thread(target=self._run, args=(kernels,), name="two-bends-prepack", daemon=True)
         self.thread.start()
@@ -51,8 +51,8 @@ class _Packing:
         try:
             fast = with_kernels(self.plain, kernels, decode_step=False)  # reads the shared weights: safe beside a run
             if builds_decode_step(fast):  # a decode step to build (or compile): serve fast meanwhile
-                self.early = replace(fast, kernels=f"{fast.kernels} ({COMPILING} when this started: this run's "
-                                                   "steps ran eager)")
+                self.early = replace(fast, backends=replace(fast.backends, pending=PENDING_DECODE_STEP),
+                                     kernels=f"{fast.kernels} ({COMPILING} when this started: this run's steps ran eager)")
             self.result = with_decode_step(fast)  # a new LoadedModel: a run going on `early` keeps its eager step
         except Exception as exc:  # the next get loads the model the ordinary way and says what failed
             self.error = exc

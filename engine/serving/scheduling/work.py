@@ -21,10 +21,13 @@ from engine.loading.model_store import DEFAULT_MODEL
 
 _ids = itertools.count(1)
 
-# what a run's kernels label says when it started before the model pool's background work at start-up ended (ui/text
-# reads them: that work takes CPU from the run, so its CPU wait names it); here, not in model_pool: no torch to read them
+# what a run's kernels label says when it started before the model pool's background work at start-up ended
 PREPACKING = "still being prepacked in the background"
 COMPILING = "the decode step was still being compiled in the background"
+# ... and what its Trace records of that work in env["backends"]["pending"] (engine/core/backends.py): ui/text reads
+# them (that work takes CPU from the run, so its CPU wait names it); here, not in model_pool: no torch to read them
+PENDING_KERNELS = "fast kernels"  # the run ran plain nn.Linear while the fast kernels were prepacked
+PENDING_DECODE_STEP = "decode step"  # the run ran the prepacked kernels while the decode step was built
 
 
 

@@ -60,18 +60,18 @@ def test_a_missing_schedstat_is_stated_not_hidden():
 
 
 def test_a_run_beside_the_engines_own_start_up_work_names_it():
-    """A run started before the background prepacking or compiling ended: that work shared its cores (model_pool's
-    labels say which), so the wait names it before the browser."""
-    from engine.serving.scheduling.work import COMPILING, PREPACKING
+    """A run started before the background prepacking or compiling ended: that work shared its cores (its Trace's
+    env["backends"] says which), so the wait names it before the browser."""
+    from engine.serving.scheduling.work import PENDING_DECODE_STEP, PENDING_KERNELS
 
     compiling = waited(0.024)
-    compiling.env["kernels"] = f"fast: oneDNN prepacked ({COMPILING} when this started: this run's steps ran eager)"
+    compiling.env["backends"] = {"matmuls": "prepacked", "decode_step": "flat loop", "pending": PENDING_DECODE_STEP}
     caption = run_numbers.cpu_wait_caption(compiling)
     assert "the engine was still compiling its decode step in the background" in caption and "browser" not in caption
     note = run_numbers.cpu_wait_note(compiling)
     assert "still compiling its decode step in the background, on the same cores; besides, your browser" in note
     prepacking = waited(0.024)
-    prepacking.env["kernels"] = f"plain nn.Linear: the fast kernels were {PREPACKING} when this started"
+    prepacking.env["backends"] = {"matmuls": "torch", "decode_step": "flat loop", "pending": PENDING_KERNELS}
     assert "still preparing its fast kernels" in run_numbers.cpu_wait_caption(prepacking)
     assert run_numbers.background_work(waited(0.024)) is None  # an ordinary run: the browser, as before
 

@@ -2,6 +2,7 @@
 started before the fast kernels are ready runs on plain nn.Linear and its Trace says so; once they are ready the pool
 hands out the fast model; describe says what happened at start."""
 import threading
+from dataclasses import replace
 
 import pytest
 
@@ -10,7 +11,7 @@ from engine.core.backends import EAGER
 from engine.serving.scheduling import model_pool
 from engine.serving.scheduling.early_start import options_from_env
 from engine.serving.scheduling.model_pool import ModelPool, describe
-from engine.serving.scheduling.work import ModelSpec
+from engine.serving.scheduling.work import PENDING_DECODE_STEP, PENDING_KERNELS, ModelSpec
 from engine.serving.scheduling.worker import ServiceOptions
 from engine.techniques import fast_paths
 
@@ -37,10 +38,11 @@ def held_packing(monkeypatch):
 def test_a_run_before_the_fast_kernels_are_ready_uses_plain_and_says_so(held_packing):
     pool = ModelPool(background_kernels=True)
     lm = pool.get(FAST)
-    assert lm.backends == EAGER  # the plain model...
+    assert replace(lm.backends, pending="") == EAGER  # the plain model...
     assert "plain nn.Linear" in lm.kernels and "still being prepacked" in lm.kernels  # ...and its label says so
     trace = engine.generate(lm, [1, 2, 3, 4], 3, ignore_eos=True)
     assert trace.env["kernels"] == lm.kernels  # the run's record names the kernels it actually ran on
+    assert trace.env["backends"]["pending"] == PENDING_KERNELS  # ...and, as data, the work that shared its cores
     assert pool.get(FAST) is lm  # asked again while packing: the same stand-in, no second load
     assert "prepacked in the background at start" in describe(lm, FAST).kernels
 
@@ -48,6 +50,7 @@ def test_a_run_before_the_fast_kernels_are_ready_uses_plain_and_says_so(held_pac
     pool.wait_for_kernels(60)
     fast = pool.get(FAST)
     assert fast.kernel_choice == "fast" and fast.kernels == engine.load_model("tiny-llama", "cpu").kernels
+    assert "pending" not in engine.generate(fast, [1, 2, 3, 4], 2, ignore_eos=True).env["backends"]
     assert fast.model.blocks[0].attn.qkv.weight is lm.model.blocks[0].attn.qkv.weight  # the same weights, loaded once
     assert pool.get(ModelSpec("tiny-llama", "cpu", "float32", "plain")).kernel_choice == "plain"
 
@@ -70,10 +73,10 @@ def test_while_the_decode_step_compiles_runs_take_the_prepacked_model_and_say_so
         if early.kernel_choice == "fast":
             break
         threading.Event().wait(0.1)
-    assert early.backends != EAGER  # the fast kernels, not the plain stand-in
+    assert replace(early.backends, pending="") != EAGER  # the fast kernels, not the plain stand-in
     assert early.backends.decode_step is None and "still being compiled" in early.kernels
     trace = engine.generate(early, [1, 2, 3, 4], 3, ignore_eos=True)
-    assert trace.env["kernels"] == early.kernels
+    assert trace.env["kernels"] == early.kernels and trace.env["backends"]["pending"] == PENDING_DECODE_STEP
     release.set()
     pool.wait_for_kernels(120)
     done = pool.get(FAST)
