@@ -32,7 +32,6 @@ def test_prefill_fills_the_cache_and_each_decode_step_adds_one_position(tiny_lla
     assert logits.shape == (1, tiny_llama.config.vocab_size) and cache.length == 4
 
 
-@pytest.mark.slow
 def test_the_real_model_through_its_fast_paths_chooses_the_references_tokens(smollm):
     ids = smollm.tokenizer.encode("The two phases of LLM inference are")
     assert reference.generate(smollm.model, ids, 24) == engine.generate(smollm, ids, 24, ignore_eos=True).output_ids
