@@ -52,4 +52,6 @@ def test_the_crossed_remedies_are_measured_and_the_cards_compared():
     table = at.dataframe[-1].value
     assert set(table["request"]) == {"valley-heavy", "bridge-heavy"} and (table["rounds"] == 1).all()
     assert all("too few rounds" in cell for cell in table["end to end"])  # one round: no verdict
-    assert any("Not measured here: fused" in m.value for m in at.markdown)  # the tiny model has no fused step
+    # a fused step is measured where this machine's fast load kept one for the tiny model, else said to be missing
+    assert ("fused" in result.remedies) != ("fused" in result.skipped)
+    assert any("Not measured here: fused" in m.value for m in at.markdown) == ("fused" in result.skipped)
