@@ -3,9 +3,10 @@
 Starts the server as scripts/dashboard.sh does (`python -m ui.controls.launch ...`, the converted model already
 cached; `--full` runs `bash scripts/dashboard.sh` itself, with its set-up check and `engine prepare`), opens it in
 headless Chromium (started first: a user's browser is already open) and waits until the sidebar's Run button is
-there with the model described under it ("In use: ... kernels: ..."). The launcher and the engine worker write
-timestamps to $TWO_BENDS_STARTUP_LOG (engine/serving/scheduling/early_start.py's mark), which give the split:
-Streamlit import, worker spawn, torch import, weights load, prepacking. Run it under `flock /tmp/tb/bench.lock`.
+there with the model described under it ("In use: ... kernels: ..."). Everything is measured from the outside:
+the port opening, the first page drawn, the Run button usable, and the worker's terminal line saying the model runs
+on its final backends (fast kernels prepacked, decode step built, in the background). The finer split inside the
+processes (imports, weights load) is no longer recorded: the engine carries no start-up marks.
 
     .venv/bin/python -m benchmarks.startup_time [--rounds 3] [--full] [--model NAME] [--baseline DIR]
 --baseline DIR: another checkout (e.g. `git archive` of an older commit, with its .venv link), measured in
@@ -19,7 +20,7 @@ import os
 import statistics
 import subprocess
 import sys
-import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -37,30 +38,23 @@ RUN_READY_JS = """() => {
   if (!bar || !bar.innerText.includes('kernels:')) return false;
   return [...bar.querySelectorAll('button')].some(b => b.innerText.trim() === 'Run' && !b.disabled);
 }"""
-# (label in the table, event in the log); each row's time is from the start of the command
-EVENTS = [
-    ("launcher process started", "launcher started"),
-    ("worker spawned (by the launcher)", "worker spawned"),
-    ("worker process running", "worker process started"),
-    ("worker imported torch + engine", "worker imported torch and the engine"),
-    ("Streamlit imported (launcher)", "streamlit imported"),
-    ("app.py's modules imported (launcher's thread)", "app modules imported"),
-    ("tokenizer classes imported (launcher's thread)", "tokenizer classes imported"),
-    ("weights loaded (plain nn.Linear usable)", "weights loaded"),
-    ("model description received (the page)", "model description received"),
-    ("Run button sent (the page's script)", "Run button sent"),
-    ("first page's script run ended", "first page drawn"),
-    ("model loaded (weights and kernels, no background)", "model loaded (weights and kernels)"),
-    ("kernels prepacked (background)", "kernels prepacked"),
-    ("decode step compiled (background, after Run is usable)", "decode step compiled"),
-]
-COMPILED_WAIT_S = 90  # how long a round waits, after Run is usable, for the worker's compiled decode step
+READY_LINE = "[two-bends] model ready"  # engine/serving/scheduling/model_pool.py's READY, in the terminal output
+READY_WAIT_S = 90  # how long a round waits, after Run is usable, for the worker's final backends
+READY_LABEL = "final backends in place (the worker's terminal line)"
+
+
+def _watch_for(path: Path, text: str, start: float, found: dict, stop: threading.Event) -> None:
+    """Record in found['t'] the seconds from `start` at which `text` first appears in the file (polled every 50 ms)."""
+    while not stop.is_set():
+        if path.exists() and text in path.read_text(errors="replace"):
+            found["t"] = time.time() - start
+            return
+        time.sleep(0.05)
 
 
 def one_round(args, browser, root: Path) -> dict[str, float]:
-    log = Path(tempfile.mkstemp(prefix="two_bends_startup_", suffix=".jsonl")[1])
     port = appdriver.free_port()
-    env = dict(os.environ, PYTHONUNBUFFERED="1", TWO_BENDS_STARTUP_LOG=str(log), TWO_BENDS_MODEL=args.model)
+    env = dict(os.environ, PYTHONUNBUFFERED="1", TWO_BENDS_MODEL=args.model)
     streamlit_args = ["--server.headless", "true", "--server.port", str(port), "--browser.gatherUsageStats", "false",
                       "--server.fileWatcherType", "none"]
     if args.full:
@@ -68,9 +62,14 @@ def one_round(args, browser, root: Path) -> dict[str, float]:
     else:
         cmd = [str(root / ".venv/bin/python"), "-m", "ui.controls.launch", "--server.address", "127.0.0.1", *streamlit_args]
     page = browser.new_page(viewport={"width": 1280, "height": 800})
-    out = open(f"/tmp/startup_time_{port}.log", "w")
+    terminal = Path(f"/tmp/startup_time_{port}.log")
+    out = open(terminal, "w")
     start = time.time()
     proc = subprocess.Popen(cmd, cwd=root, env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+    ready: dict[str, float] = {}
+    stop = threading.Event()
+    watcher = threading.Thread(target=_watch_for, args=(terminal, READY_LINE, start, ready, stop), daemon=True)
+    watcher.start()
     try:
         appdriver.wait_for_port(port, 120)
         times = {"port open (Streamlit serving)": time.time() - start}
@@ -80,10 +79,9 @@ def one_round(args, browser, root: Path) -> dict[str, float]:
         page.wait_for_function(RUN_READY_JS, timeout=180_000, polling=50)
         times["Run button usable"] = time.time() - start
         kernels = page.locator("[data-testid='stSidebar']").get_by_text("kernels:").first.inner_text()
-        until = time.time() + COMPILED_WAIT_S  # the last of the worker's steps: read from its log, not the page
-        while time.time() < until and '"decode step compiled"' not in log.read_text():
-            time.sleep(0.1)
+        watcher.join(READY_WAIT_S)  # the last of the worker's steps: its terminal line, not the page
     finally:
+        stop.set()
         page.close()
         proc.terminate()
         try:
@@ -92,19 +90,15 @@ def one_round(args, browser, root: Path) -> dict[str, float]:
             proc.kill()
             proc.wait()
         out.close()
-    marks = [json.loads(line) for line in log.read_text().splitlines() if line.strip()]
-    log.unlink()
-    for label, event in EVENTS:
-        hits = [m["t"] for m in marks if m["event"] == event and m["t"] is not None]
-        if hits:
-            times[label] = min(hits) - start
+        terminal.unlink(missing_ok=True)
+    if "t" in ready:
+        times[READY_LABEL] = ready["t"]
     times["_kernels"] = kernels.split("kernels:")[-1].strip()
     return times
 
 
 def report(args, rounds: list[dict], what: str) -> None:
-    labels = [label for label, _ in EVENTS] + ["port open (Streamlit serving)", "sidebar drawn (first script run)",
-                                               "Run button usable"]
+    labels = ["port open (Streamlit serving)", "sidebar drawn (first script run)", "Run button usable", READY_LABEL]
     labels = sorted((lb for lb in labels if all(lb in r for r in rounds)), key=lambda lb: statistics.median(r[lb] for r in rounds))
     print(f"\n{what}: seconds from the start, {len(rounds)} rounds\n")
     print("| moment | median s | rounds |")

@@ -43,13 +43,13 @@ def wait_for_port(port: int, seconds: float) -> None:
     raise RuntimeError(f"streamlit did not open port {port} within {seconds:.0f} s")
 
 
-# the worker's start-up events (engine/serving/scheduling/early_start.py) that end its background work: the fast
-# kernels prepacked and the decode step compiled (or judged not worth it), or a model loaded without background work
-KERNELS_FINAL = ('"decode step compiled"', '"model loaded (weights and kernels)"')
+# the worker's terminal line once a model runs on its final backends: fast kernels prepacked and its decode step
+# built or compiled (or judged not worth it) in the background, or a model loaded without background work
+KERNELS_FINAL = ("[two-bends] model ready",)  # model_pool.READY (not imported: that would import torch)
 
 
 def wait_for_kernels(events: Path, seconds: float) -> float | None:
-    """Seconds until the worker's final kernels are in place (its start-up log says so), None after `seconds`.
+    """Seconds until the worker's final kernels are in place (its terminal output says so), None after `seconds`.
 
     A measurement started before that would time a run on stand-in kernels (plain weights, or the eager decode step
     while the compiled one is still compiling: 30 vs 48 ms a step on a 2-vCPU AVX2 machine, where the compile
@@ -71,12 +71,11 @@ def dashboard(env: dict | None = None, log_path: Path | None = None, kernels_rea
     measurement does not start on stand-ins; says so when they were not final in time."""
     port = free_port()
     full_env = dict(os.environ, PYTHONUNBUFFERED="1", **(env or {}))
-    events = None
-    if kernels_ready_s > 0:
-        fd, name = tempfile.mkstemp(prefix="two_bends_events_", suffix=".jsonl")
+    events = None  # a temporary terminal log, when the caller keeps none but waits for the ready line
+    if kernels_ready_s > 0 and log_path is None:
+        fd, name = tempfile.mkstemp(prefix="two_bends_terminal_", suffix=".log")
         os.close(fd)
-        events = Path(name)
-        full_env["TWO_BENDS_STARTUP_LOG"] = name
+        log_path = events = Path(name)
     log = open(log_path, "w") if log_path else subprocess.DEVNULL
     proc = subprocess.Popen(
         [sys.executable, "-m", "ui.controls.launch", "--server.headless", "true", "--server.port", str(port),
@@ -84,8 +83,8 @@ def dashboard(env: dict | None = None, log_path: Path | None = None, kernels_rea
         cwd=ROOT, env=full_env, stdout=log, stderr=subprocess.STDOUT)
     try:
         wait_for_port(port, 120)
-        if events is not None:
-            took = wait_for_kernels(events, kernels_ready_s)
+        if kernels_ready_s > 0:
+            took = wait_for_kernels(Path(log_path), kernels_ready_s)
             print(f"# the worker's final kernels were in place {took:.1f} s after the port opened" if took is not None
                   else f"# the worker's kernels were still not final after {kernels_ready_s:.0f} s: measuring anyway "
                        "(the page's runs say which kernels they used)", flush=True)
@@ -97,10 +96,10 @@ def dashboard(env: dict | None = None, log_path: Path | None = None, kernels_rea
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait(timeout=10)
-        if events is not None:  # after the stop: a mark written after an unlink would make the file again
-            events.unlink(missing_ok=True)
         if log is not subprocess.DEVNULL:
             log.close()
+        if events is not None:
+            events.unlink(missing_ok=True)
 
 
 class ServerDidNotStart(RuntimeError):

@@ -12,6 +12,7 @@ it. Every stage is the same model with other backends (engine/core/backends.py).
 """
 from __future__ import annotations
 
+import sys
 import threading
 from collections import OrderedDict
 from dataclasses import replace
@@ -22,6 +23,12 @@ from engine.serving.scheduling.work import COMPILING, PENDING_DECODE_STEP, PENDI
 from engine.techniques.kernels import builds_decode_step, with_decode_step, with_kernels
 
 MAX_MODELS = 3  # models kept loaded at once (least recently used goes first)
+READY = "[two-bends] model ready"  # the terminal line when a model's final backends are in place (tests wait for it)
+
+
+def say_ready(lm, note: str = "") -> None:
+    """One terminal line: this model now runs on its final backends (what a measurement should wait for)."""
+    print(f"{READY}: {lm.name} ({lm.kernels}){note}", file=sys.stderr, flush=True)
 
 
 def describe(lm, spec: ModelSpec) -> ModelInfo:
@@ -54,8 +61,10 @@ class _Packing:
                 self.early = replace(fast, backends=replace(fast.backends, pending=PENDING_DECODE_STEP),
                                      kernels=f"{fast.kernels} ({COMPILING} when this started: this run's steps ran eager)")
             self.result = with_decode_step(fast)  # a new LoadedModel: a run going on `early` keeps its eager step
+            say_ready(self.result)
         except Exception as exc:  # the next get loads the model the ordinary way and says what failed
             self.error = exc
+            say_ready(self.plain, f"; its {kernels} kernels failed in the background ({exc}), so the next run loads them again")
 
 
 class ModelPool:
@@ -99,6 +108,7 @@ class ModelPool:
         else:
             lm = self._loader(spec.name, device=spec.device, dtype=spec.dtype, progress=progress, kernels=spec.kernels)
         self._store(spec, lm)
+        say_ready(lm)
         return lm
 
     def _store(self, spec: ModelSpec, lm) -> None:
