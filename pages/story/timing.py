@@ -40,13 +40,16 @@ else:
                f"warm-up {trace.warmup_seconds:.3f} s and attention capture {trace.capture_seconds:.3f} s excluded · "
                f"stopped by: {trace.stop_reason}")
 
+PRESENT_HEIGHT = 440  # px: below the title and the run's two captions, both charts fit a 1280x720 projector
 itl_col, cum_col = st.columns(2, gap="large")
 with itl_col:
     presenter.chart(fig_timing.itl_figure(trace.prefill_seconds, [s.seconds for s in trace.steps],
                                           stall_s=[s.stall_seconds for s in trace.steps],
-                                          riders=[s.riders for s in trace.steps]), key="timing_itl", name="itl")
+                                          riders=[s.riders for s in trace.steps]), key="timing_itl", name="itl",
+                  present_height=PRESENT_HEIGHT)
 with cum_col:
-    presenter.chart(fig_timing.cumulative_figure(trace), key="timing_cumulative", name="cumulative_time")
+    presenter.chart(fig_timing.cumulative_figure(trace), key="timing_cumulative", name="cumulative_time",
+                  present_height=PRESENT_HEIGHT)
 
 if sharing := run_numbers.sharing_note(trace):
     st.markdown(sharing)
