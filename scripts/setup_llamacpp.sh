@@ -4,7 +4,7 @@
 # llama.cpp is the CPU engine most people reach for; `python -m engine bench` times it beside our engine
 # (engine/labs/bench_llamacpp.py). It lives in its own venv OUTSIDE the clone so every checkout reuses it:
 #   venv   $TWO_BENDS_LLAMACPP_VENV (default $TWO_BENDS_CACHE/llamacpp-venv): llama-cpp-python built from
-#          its sdist with this CPU's native flags (-march=native) and OpenMP; 5-15 min on 2 cores.
+#          its sdist with this CPU's native flags (-march=native) and OpenMP: ~21 min on 2 busy vCPUs, 450 MB.
 #   GGUF   $TWO_BENDS_LLAMACPP_MODELS (default $TWO_BENDS_CACHE/smollm2-135m-gguf): smollm2-135m-{f32,bf16,f16,q8_0}.gguf,
 #          written by llama.cpp's own converter (convert_hf_to_gguf.py from the same sdist) from the float32
 #          weights `python -m engine prepare` converted: the SAME weights our engine runs, at each precision.
@@ -38,7 +38,7 @@ if [[ "${LLAMACPP_SETUP_FORCE:-0}" != 1 && -x "${VENV}/bin/python" && -d "$SDIST
 else
     command -v cmake >/dev/null && { command -v cc >/dev/null || command -v gcc >/dev/null; } \
         || { log "llama-cpp-python builds from source: it needs cmake and a C/C++ compiler"; exit 1; }
-    log "building llama-cpp-python==${LLAMACPP_VERSION} into ${VENV} (${JOBS} jobs; 5-15 min on 2 cores)"
+    log "building llama-cpp-python==${LLAMACPP_VERSION} into ${VENV} (${JOBS} jobs; ~20 min on 2 cores)"
     if [[ -e "$VENV" ]]; then
         if [[ -f "${VENV}/pyvenv.cfg" || -z "$(ls -A "$VENV")" ]]; then
             rm -rf "$VENV"
