@@ -356,9 +356,9 @@ def _rows(args, fast, plain, hf, vllm, peaks, table: dict, llamacpp=None) -> Non
 
         got = compare_greedy(fast, llamacpp, ids, new)
         where = got["first_difference"]
-        print(f"# fast and llama.cpp ({llamacpp.gguf_type}) give the same {new} greedy tokens: {where is None}"
-              + ("" if where is None else f" (the first {where} agree)")
-              + f"; first step's logits apart by {got['logit_gap']:.1e} of their largest")
+        differ = "" if where is None else " (they differ from the first)" if where == 0 else f" (the first {where} agree)"
+        print(f"# fast and llama.cpp ({llamacpp.gguf_type}) give the same {new} greedy tokens: {where is None}{differ}; "
+              f"first step's logits apart by {got['logit_gap']:.1e} of their largest")
         table["same greedy tokens as llama.cpp"] = dict(same=where is None, agree=new if where is None else where,
                                                          tokens=new, logit_gap=got["logit_gap"], gguf=llamacpp.gguf_type)
     got = medians(reps + 2, {"traced": partial(e2e, fast), "bare": lambda: bare_loop_seconds(fast, ids, new)})
