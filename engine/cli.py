@@ -261,6 +261,9 @@ def main(argv: list[str] | None = None) -> int:
     b.add_argument("--repeats", type=int, default=3, help="alternating rounds per measurement")
     b.add_argument("--quick", action="store_true", help="smaller sizes, for a smoke test")
     b.add_argument("--no-vllm", action="store_true", help="leave out the vLLM column even when its venv is there")
+    b.add_argument("--no-llamacpp", action="store_true", help="leave out the llama.cpp column even when its venv is there")
+    b.add_argument("--llamacpp-type", choices=("f32", "bf16", "f16", "q8_0"), default=None,
+                   help="the GGUF llama.cpp runs (default: our --dtype's precision: f32, bf16 or f16)")
     b.add_argument("--remeasure-kernels", action="store_true", help="time the candidate matmul kernels again "
                    "(fast's choice is otherwise measured once per machine and cached beside the model cache)")
     b.add_argument("--json", metavar="PATH", help="also write every row's numbers to PATH as JSON")

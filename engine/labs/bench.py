@@ -4,7 +4,8 @@ weights, and all of them vs this machine's floors.
 Every ratio is measured side by side in one run, the engines taking turns, median of `--repeats`
 rounds. Floors: decode can't beat (weight + KV bytes) / measured streaming-read bandwidth; prefill
 can't beat FLOPs / measured matmul FLOP/s at the model's shapes. The vLLM column appears when
-scripts/setup_vllm.sh has built its venv (engine/labs/bench_vllm.py says how it is timed).
+scripts/setup_vllm.sh has built its venv (engine/labs/bench_vllm.py says how it is timed), the llama.cpp column
+when scripts/setup_llamacpp.sh has built its own (engine/labs/bench_llamacpp.py).
 """
 from __future__ import annotations
 
@@ -141,7 +142,8 @@ def cold_load_seconds(model: str, dtype: str = "float32") -> tuple[float, float]
     return float(imp), float(load)
 
 
-COLUMNS = ("fast", "plain", "hf", "vLLM")
+COLUMNS = ("fast", "plain", "hf", "vLLM", "llama.cpp")
+PEERS = ("hf", "vLLM", "llama.cpp")  # fast's ratio to each
 
 
 def row(label: str, ms: dict[str, float | None], floor: float | None) -> str:
@@ -151,15 +153,15 @@ def row(label: str, ms: dict[str, float | None], floor: float | None) -> str:
     def num(v: float | None, scale: float = 1000.0, width: int = 9, digits: int = 1) -> str:
         return f"{v * scale:{width}.{digits}f}" if v else f"{'-':>{width}}"
 
-    parts = [f"{label:<26}"] + [num(ms.get(c)) for c in COLUMNS]
-    parts += [num(fast / ms[c] if ms.get(c) else None, 1.0, 8, 2) for c in ("hf", "vLLM")]
+    parts = [f"{label:<26}"] + [num(ms.get(c), width=max(9, len(c) + 3)) for c in COLUMNS]
+    parts += [num(fast / ms[c] if ms.get(c) else None, 1.0, max(8, len(c) + 5), 2) for c in PEERS]
     parts += [num(floor), num(fast / floor if floor else None, 1.0, 8, 2)]
     return "  ".join(parts)
 
 
 def header() -> str:
-    names = [f"{c + ' ms':>9}" for c in COLUMNS] + [f"{'fast/hf':>8}", f"{'fast/vLLM':>8}", f"{'floor ms':>9}",
-                                                  f"{'fast/fl':>8}"]
+    names = [f"{c + ' ms':>9}" for c in COLUMNS] + [f"{'fast/' + c:>8}" for c in PEERS] + [f"{'floor ms':>9}",
+                                                                                          f"{'fast/fl':>8}"]
     return "  ".join([f"{'measurement':<26}"] + names)
 
 
@@ -202,6 +204,26 @@ def start_vllm(args, lm):
     return None
 
 
+def start_llamacpp(args, lm):
+    """A running LlamaCppPeer on the GGUF at our dtype's precision (or --llamacpp-type), or None with the reason
+    printed (no venv or file, another model, it would not start)."""
+    from engine.labs import bench_llamacpp
+
+    if getattr(args, "no_llamacpp", False) or lm.device.type != "cpu":
+        return None
+    gguf = getattr(args, "llamacpp_type", None) or bench_llamacpp.SAME_PRECISION[lm.dtype_name]
+    why = bench_llamacpp.available(args.model, gguf)
+    if why is None:
+        try:
+            peer = bench_llamacpp.LlamaCppPeer(torch.get_num_threads(), gguf)
+            print(f"# {bench_llamacpp.describe(peer.info)}")
+            return peer
+        except EngineError as exc:
+            why = str(exc)
+    print(f"# no llama.cpp column: {why}")
+    return None
+
+
 def run_bench(args) -> None:
     if args.repeats < 1:
         raise EngineError(f"--repeats must be at least 1 (got {args.repeats})")
@@ -232,12 +254,14 @@ def run_bench(args) -> None:
           "read per step (weights + KV) / streaming-read bandwidth, the read timed in the same rounds as the steps. "
           "Ratios < 1.00: fast is quicker.")
     vllm = start_vllm(args, fast)
+    llamacpp = start_llamacpp(args, fast)
     table: dict = {}  # label -> seconds per engine and the floor, for --json
     try:
-        _rows(args, fast, plain, hf, vllm, peaks, table)
+        _rows(args, fast, plain, hf, vllm, peaks, table, llamacpp)
     finally:
-        if vllm is not None:
-            vllm.stop()
+        for peer in (vllm, llamacpp):
+            if peer is not None:
+                peer.stop()
     if getattr(args, "json", None):
         write_json(args.json, fast, read, peaks, table)
 
@@ -263,7 +287,7 @@ def vector_flags() -> list[str]:
     return [f for f in cpu_flags() if f.startswith(("avx", "amx", "fma", "f16c"))]
 
 
-def _rows(args, fast, plain, hf, vllm, peaks, table: dict) -> None:
+def _rows(args, fast, plain, hf, vllm, peaks, table: dict, llamacpp=None) -> None:
     print(header())
     sizes = (32, 128) if args.quick else (128, 512, 1024)
     contexts = (32, 128) if args.quick else (128, 1024)
@@ -274,6 +298,8 @@ def _rows(args, fast, plain, hf, vllm, peaks, table: dict) -> None:
                   "hf": partial(time_prefill_hf, hf, ids)}
         if vllm:
             timers["vLLM"] = partial(vllm.ttft, ids[0].tolist())
+        if llamacpp:
+            timers["llama.cpp"] = partial(llamacpp.ttft, ids[0].tolist())
         floor = prefill_flops(fast.config, n).total / peaks.matmul_flops_per_s
         ms = medians(reps, timers)
         table[f"prefill {n}"] = dict(ms, floor=floor)
@@ -284,6 +310,8 @@ def _rows(args, fast, plain, hf, vllm, peaks, table: dict) -> None:
                   "hf": partial(time_decode_hf, hf, ids, steps)}
         if vllm:
             timers["vLLM"] = partial(vllm.decode_step, ids[0].tolist(), steps)
+        if llamacpp:
+            timers["llama.cpp"] = partial(llamacpp.decode_step, ids[0].tolist(), steps)
         dtype_bytes = fast.dtype.itemsize
         step_bytes = decode_step_bytes(fast.config, ctx + 1, 1, dtype_bytes, dtype_bytes)
         # the floor's streaming read timed in the same rounds as the steps: a busy machine slows both alike
@@ -319,6 +347,16 @@ def _rows(args, fast, plain, hf, vllm, peaks, table: dict) -> None:
     note = "" if a == b else f" (the first {agree} agree: {fast.dtype_name} rounds differently in each kernel)"
     print(f"# fast and plain kernels give the same {new} greedy tokens: {a == b}{note}")
     table["same greedy tokens"] = dict(same=a == b, agree=agree, tokens=new)
+    if llamacpp:
+        from engine.labs.bench_llamacpp import compare_greedy
+
+        got = compare_greedy(fast, llamacpp, ids, new)
+        where = got["first_difference"]
+        differ = "" if where is None else " (they differ from the first)" if where == 0 else f" (the first {where} agree)"
+        print(f"# fast and llama.cpp ({llamacpp.gguf_type}) give the same {new} greedy tokens: {where is None}{differ}; "
+              f"first step's logits apart by {got['logit_gap']:.1e} of their largest")
+        table["same greedy tokens as llama.cpp"] = dict(same=where is None, agree=new if where is None else where,
+                                                         tokens=new, logit_gap=got["logit_gap"], gguf=llamacpp.gguf_type)
     got = medians(reps + 2, {"traced": partial(e2e, fast), "bare": lambda: bare_loop_seconds(fast, ids, new)})
     print(f"# Trace bookkeeping: generate() {got['traced'] * 1000:.1f} ms vs bare loop {got['bare'] * 1000:.1f} ms "
           f"-> overhead {100 * (got['traced'] / got['bare'] - 1):+.1f}%")
