@@ -28,7 +28,8 @@ READY = "[two-bends] model ready"  # the terminal line when a model's final back
 
 def say_ready(lm, note: str = "") -> None:
     """One terminal line: this model now runs on its final backends (what a measurement should wait for)."""
-    print(f"{READY}: {lm.name} ({lm.kernels}){note}", file=sys.stderr, flush=True)
+    name, kernels = getattr(lm, "name", "a model"), getattr(lm, "kernels", "its own kernels")  # tests' stand-ins too
+    print(f"{READY}: {name} ({kernels}){note}", file=sys.stderr, flush=True)
 
 
 def describe(lm, spec: ModelSpec) -> ModelInfo:
