@@ -267,7 +267,7 @@ def run_bench(args) -> None:
 
 
 def write_json(path: str, fast, read: float, peaks, table: dict) -> None:
-    """The bench's numbers as JSON (scripts/cpu_check.py reads them): every row's seconds per engine and its floor,
+    """The bench's numbers as JSON (benchmarks/cpu_check.py reads them): every row's seconds per engine and its floor,
     the machine's measured read and matmul rates, and which kernels fast meant."""
     from engine.techniques.measured_cache import cpu_identity
 

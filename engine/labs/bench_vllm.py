@@ -4,7 +4,7 @@ this machine, with prefix caching off, timed in turn with our engine.
 vLLM runs as its own server (scripts/start_vllm.sh, the venv scripts/setup_vllm.sh builds outside the
 clone); its times are taken by our HTTP client as the chunks arrive: TTFT = request sent -> first
 streamed token (so it includes a localhost HTTP round trip and vLLM's API process, ~1-3 ms), decode =
-mean gap between streamed tokens. scripts/bench_serving.py puts both engines behind HTTP instead.
+mean gap between streamed tokens. benchmarks/bench_serving.py puts both engines behind HTTP instead.
 """
 from __future__ import annotations
 

@@ -47,7 +47,7 @@ LIVE_CHART_EVERY_S = 2.0  # redraw the live chart at most this often
 LIVE_CHART_MIN_LEFT_S = 1.0  # and not in a run's last second: the finished run's charts replace it at once
 # While a run is live, no CSS animations or transitions (spinners, fades); the progress bar and the text still move.
 SETTLE_S = 0.5  # every run draws its panel, waits this long, then sends the request: the Run click's redraw is over
-# a run started by a link's run=1 waits for quiet cores (engine/core/proc_stat.py), at most this long after its panel:
+# a run started by a link's run=1 waits for quiet cores (engine/host/proc_stat.py), at most this long after its panel:
 # the browser is still loading the whole app then
 LINK_SETTLE_MOST_S = 3.0
 LINK_SETTLE_TEXT = ("Starting: the browser is still loading this page; the run waits until the cores are quiet (at most "
