@@ -29,5 +29,10 @@ fi
 WORKERS=$(( $(nproc) < 4 ? $(nproc) : 4 ))
 status=0
 .venv/bin/python -m pytest -q -rs -n "$WORKERS" --dist loadfile -m "not alone" || status=$?
+# The fallbacks, forced in one place (--backends=plain: plain nn.Linear, the eager decode step, no C, no compile), on
+# the paths a user's run takes: the model against transformers, queue and batch, the story pages' runs.
+.venv/bin/python -m pytest -q -rs -n "$WORKERS" --dist loadfile --backends=plain -m "not alone" \
+  tests/engine/core/test_model_parity.py tests/engine/core/test_reference.py tests/pages/story/test_prefill_decode.py \
+  tests/engine/test_smollm_end_to_end.py::test_greedy_tokens_are_the_same_alone_queued_and_batched || status=$(( status ? status : $? ))
 .venv/bin/python -m pytest -q -rs -m alone || status=$(( status ? status : $? ))
 exit "$status"
