@@ -6,8 +6,9 @@ and every number stays the one the engine measured. Two modes, chosen by whoever
   batch  continuous batching: requests join the running batch between decode steps (engine/serving/scheduling/continuous_batch.py);
          with max_num_batched_tokens, a joining prompt is prefilled in chunks that share the riders' steps.
 Jobs (lab measurements, attention captures, model loads) run alone (engine/serving/scheduling/job_runner.py); a job
-declared sliced (a sweep) yields between its points: the requests waiting then run before its next point, so a
-waiting run starts after at most one slice, and each point stays timed on its own. Waiting work gets its position and an expected wait
+declared sliced (a sweep) yields between its points (engine/serving/scheduling/slices.py): the scheduler serves the
+requests waiting then before its next point (`_serve_waiting`), so a waiting run starts after at most one slice, and
+each point stays timed on its own. Waiting work gets its position and an expected wait
 (engine/serving/scheduling/waiting_queue.py); its queue time is measured and kept out of TTFT.
 """
 from __future__ import annotations
@@ -27,9 +28,21 @@ from engine.serving.scheduling.continuous_batch import Batch
 from engine.serving.scheduling.job_runner import run_lab_job
 from engine.serving.scheduling.model_pool import ModelPool
 from engine.serving.scheduling.os_memory import release_free_memory
-from engine.serving.scheduling.slices import Slicing
+from engine.serving.scheduling.slices import Slices
 from engine.serving.scheduling.waiting_queue import WaitingQueue, check_request
-from engine.serving.scheduling.work import Done, Failed, FirstToken, Job, Progress, Request, Started, Token, Work, failure_message
+from engine.serving.scheduling.work import (
+    Done,
+    Failed,
+    FirstToken,
+    Job,
+    ModelSpec,
+    Progress,
+    Request,
+    Started,
+    Token,
+    Work,
+    failure_message,
+)
 
 MODES = ("queue", "batch")
 
@@ -40,7 +53,7 @@ MODES = ("queue", "batch")
 TRIM_AFTER_S = 2.0
 
 
-class Scheduler(Slicing):
+class Scheduler:
     def __init__(self, mode: str = "queue", *, max_queue: int = 64, max_new_tokens_cap: int = 4096,
                  max_batch: int = 8, pool: ModelPool | None = None, max_num_batched_tokens: int | None = None,
                  adaptive_threads: bool = True):
@@ -59,8 +72,7 @@ class Scheduler(Slicing):
         self._untidy: float | None = None  # when work last ended, while what it freed is not handed back (os_memory)
         self._thread = threading.Thread(target=self._loop, name="two-bends-scheduler", daemon=True)
         self.finished = 0
-        self.slices: deque[float] = deque(maxlen=256)  # seconds a sliced job held the engine between yield points
-        self._slice_start = 0.0
+        self.slices = Slices(self._serve_waiting)  # a sliced job's stretches, and what runs between two of its points
 
     # --- consumers' side (any thread) -----------------------------------------------------------------------
     def start(self) -> Scheduler:
@@ -250,6 +262,52 @@ class Scheduler(Slicing):
 
     def _job(self, job: Job) -> None:
         """A registered lab job (engine/serving/scheduling/job_runner.py); a sliced one yields at its points."""
-        seconds = run_lab_job(job, self.pool, slicer=self)
+        seconds = run_lab_job(job, self.pool, self.slices)
         if seconds is not None:
             self._waiting.estimates.learn_job(seconds)
+
+    # --- between two points of a sliced job (engine/serving/scheduling/slices.py) ----------------------------
+    def _serve_waiting(self, job: Job) -> None:
+        """Run the requests waiting now (for models already loaded), then return to the job.
+
+        Requests that arrive meanwhile wait for the next yield point, so the job always moves on. Jobs that wait
+        stay queued: they run alone, after this one. The job's own numbers are untouched: each point is timed on its own.
+        """
+        with self._cond:
+            ready = [w for w in self._waiting if isinstance(w, Request) and not w.cancelled.is_set()
+                     and self.pool.loaded(w.model)] if not self._stop else []
+            for work in ready:
+                self._waiting.remove(work)
+            if ready:
+                self._announce()
+        if not ready:
+            return
+        job.emit(Progress(f"letting {len(ready)} waiting run(s) through between two points", -1.0))
+        if self.mode == "batch":
+            self._serve_batched(ready)
+            return
+        for req in ready:
+            with self._cond:
+                self._running.append(req)
+            try:
+                self._generate(req)
+            except Exception as exc:  # one request's failure never stops the job
+                req.emit(Failed(failure_message(exc)))
+            self._done(req)
+
+    def _serve_batched(self, ready: list[Request]) -> None:
+        """Batch mode between two points: the waiting requests decode together (per model) until all have left."""
+        by_model: dict[ModelSpec, list[Request]] = {}
+        for req in ready:
+            by_model.setdefault(req.model, []).append(req)
+        for spec, reqs in by_model.items():
+            batch = Batch(self.pool.get(spec), self.max_batch, adaptive_threads=self.adaptive_threads)
+            while reqs or batch.size:
+                while reqs and batch.has_room():
+                    req = reqs.pop(0)
+                    with self._cond:
+                        self._running.append(req)
+                    self._admit(batch, req)
+                if batch.size:
+                    batch.cancel_marked()
+                    self._step(batch)
