@@ -4,7 +4,7 @@ from ui.controls import launch
 launch.wait_for_app_modules()  # the launcher imports the modules below while the browser loads the page
 import streamlit as st  # noqa: E402
 
-from ui.controls import demo_panel, lesson_panel, presenter, widgets  # noqa: E402
+from ui.controls import demo_panel, lesson_panel, presenter, run_panel, widgets  # noqa: E402
 from ui.demo import recorded  # noqa: E402
 from ui.room import code_display, follow, gate  # noqa: E402
 
@@ -55,7 +55,7 @@ request = widgets.sidebar()
 presenter.apply(PAGES, request)  # presenter mode: its own bar (every page, Run, lengths, glossary)
 lesson_step = lesson_panel.bar(EVERY_PAGE)  # lesson mode: the step, Back / Next (PageUp / PageDown), the notes
 code_display.presenter_banner()  # room mode, presenter mode, the teacher: the join code and QR code, large
-widgets.run_panel(request)  # runs the model when Run was pressed, live, above any page
+run_panel.run_panel(request)  # runs the model when Run was pressed, live, above any page
 lesson_panel.check(lesson_step)  # did the step's run produce the lengths it asked for
 demo_panel.publish(page)  # the current settings into the URL, for sharing
 with follow.drawing():  # room mode: a follow-me push counts as seen once its page is drawn

@@ -121,10 +121,10 @@ def bind_address(env: dict, streamlit_args: list[str]) -> str | None:
 
 def checked_engine_url(env: dict) -> str | None:
     """The room's serving engine, checked against the operator's allow-list by the dashboard's own rule
-    (ui/engine_link/remote_engine.py); its one-line refusal goes to stderr."""
+    (ui/engine_link/remote_measure.py); its one-line refusal goes to stderr."""
     if not env.get("TWO_BENDS_ENGINE_URL"):
         return None
-    done = subprocess.run([sys.executable, "-m", "ui.engine_link.remote_engine", "--check", f"--url={env['TWO_BENDS_ENGINE_URL']}"],
+    done = subprocess.run([sys.executable, "-m", "ui.engine_link.remote_measure", "--check", f"--url={env['TWO_BENDS_ENGINE_URL']}"],
                           cwd=ROOT, env=env, stdout=subprocess.PIPE, text=True)
     if done.returncode != 0:
         raise Refused("")  # the check printed why

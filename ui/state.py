@@ -179,7 +179,7 @@ MEASURE_RESULT = "measure_result"  # RunStore.labs key: the latest measurement's
 REMOTE_REPLAY = "remote_replay"  # RunStore.labs key: (the server's trace, it with the local replay's insides)
 REMOTE_REPLAY_RUN = "remote_replay_run"  # the Prefill and Decode pages' "Replay on the local engine" button
 
-# one-click presets that show each verdict on this machine (ui/controls/presets.py, on Home)
+# one-click presets that show each verdict on this machine (ui/controls/preset_buttons.py, on Home)
 PRESET_BUTTON = "preset_"  # + verdict: its button
 PRESET_PENDING = "preset_pending"  # the verdict clicked, until its lengths are applied to the sidebar
 PRESET_RATES = "preset_rates"  # RunStore.labs key: {model spec: ui.text.presets.Rates} measured by the quick probe

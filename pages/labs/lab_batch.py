@@ -3,7 +3,7 @@ import streamlit as st
 
 from ui import state
 from ui.controls import theme_toggle, widgets
-from ui.engine_link import lab_jobs, worker_link
+from ui.engine_link import job_progress, worker_link
 from ui.figures import fig_sweeps
 from ui.text import lab_text, sweep_numbers
 
@@ -11,7 +11,7 @@ BATCH_CHOICES = [1, 2, 4, 8, 16, 32, 64]
 
 st.title("Batch lab — many riders, one bridge")
 st.markdown(lab_text.BATCH_INTRO)
-labs_open = worker_link.lab_notice()  # in a room: why this session may not start lab measurements (its buttons off)
+labs_open = job_progress.lab_notice()  # in a room: why this session may not start lab measurements (its buttons off)
 
 store = worker_link.store()
 result = store.labs.get(state.BATCH_RESULT)
@@ -42,7 +42,7 @@ if run:
         st.error(refusal)
     start = refusal is None
 if start and peaks is None:
-    peaks = worker_link.lab_run(state.PEAKS_JOB, True, lab_jobs.HARDWARE_PEAKS,
+    peaks = job_progress.lab_run(state.PEAKS_JOB, True, "hardware.peaks",
                                 label="Measuring this machine's copy bandwidth and matmul FLOP/s…")
     store.labs[state.PEAKS][(lm.device, lm.dtype)] = peaks
 if start:
@@ -54,7 +54,7 @@ def keep(partial):
     return sweep_numbers.batch_progress(partial)
 
 
-final = worker_link.lab_run(state.BATCH_JOB, start, lab_jobs.BATCH_SWEEP, (sizes, n_prompt, n_out, rounds, True),
+final = job_progress.lab_run(state.BATCH_JOB, start, "sweeps.batch_sizes", (sizes, n_prompt, n_out, rounds, True),
                             cancel_key=state.BATCH_CANCEL, on_payload=keep,
                             label=f"Measuring {len(sizes)} batch sizes on {lm.name}…")
 if final is not None:

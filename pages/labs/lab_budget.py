@@ -3,7 +3,7 @@ import streamlit as st
 
 from ui import state
 from ui.controls import presenter, theme_toggle
-from ui.engine_link import lab_jobs, worker_link
+from ui.engine_link import job_progress, worker_link
 from ui.figures import fig_cards, fig_remedies, fig_roofline
 from ui.text import card_numbers as cn
 from ui.text import crossed_numbers, lab_text
@@ -70,12 +70,12 @@ theme_toggle.plotly_chart(fig_roofline.budget_curve(share), width="stretch", the
 st.divider()
 st.subheader("The indicator lights as an experiment: each remedy on both kinds of request, measured here")
 st.markdown(crossed_numbers.INTRO)
-if worker_link.lab_notice():
+if job_progress.lab_notice():
     row = st.container(horizontal=True)
     rounds = int(row.number_input("Rounds", 1, 9, 3, key=state.CROSSED_ROUNDS, help=lab_text.ROUNDS_HELP))
     start = row.button("▶ Measure the crossed remedies", type="primary", key=state.CROSSED_RUN)
     row.button("■ Cancel", key=state.CROSSED_CANCEL, help=lab_text.CANCEL_HELP)
-    measured = worker_link.lab_run(state.CROSSED_JOB, start, lab_jobs.CROSSED, (rounds,), cancel_key=state.CROSSED_CANCEL,
+    measured = job_progress.lab_run(state.CROSSED_JOB, start, "remedies.crossed", (rounds,), cancel_key=state.CROSSED_CANCEL,
                                    label="Measuring each remedy on a valley-heavy and a bridge-heavy request…")
     if measured is not None:
         worker_link.store().labs[state.CROSSED_RESULT] = measured

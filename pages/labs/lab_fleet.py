@@ -4,7 +4,7 @@ import streamlit as st
 
 from ui import state
 from ui.controls import theme_toggle
-from ui.engine_link import lab_jobs, worker_link
+from ui.engine_link import job_progress, worker_link
 from ui.figures import fig_fleet
 from ui.text import fleet_text as ft
 
@@ -18,7 +18,7 @@ peaks = next(iter(measured.values()), None)  # this machine's peaks, measured in
 labs_open = worker_link.lab_refusal() is None  # in a room: only where this session may start lab measurements
 if peaks is None and st.button("Measure this machine's peaks (adds it as a card)", key=state.FLEET_PEAKS_MEASURE,
                                disabled=not labs_open, help=worker_link.lab_refusal()):
-    peaks = worker_link.lab_run(state.FLEET_PEAKS_JOB, True, lab_jobs.HARDWARE_PEAKS,
+    peaks = job_progress.lab_run(state.FLEET_PEAKS_JOB, True, "hardware.peaks",
                                 label="Measuring this machine's peaks…")
     if peaks is not None:
         store.labs.setdefault(state.PEAKS, {})[(peaks.device, peaks.dtype)] = peaks

@@ -3,20 +3,20 @@ import streamlit as st
 
 from ui import state
 from ui.controls import theme_toggle, widgets
-from ui.engine_link import lab_jobs, worker_link
+from ui.engine_link import job_progress, worker_link
 from ui.figures import fig_profile
 from ui.text import remedy_text as rt
 
 st.title("Where the time goes — GEMM in the valley, GEMV on the bridge")
 st.markdown(rt.PROFILE_INTRO)
-labs_open = worker_link.lab_notice()  # in a room: why this session may not start lab measurements (its buttons off)
+labs_open = job_progress.lab_notice()  # in a room: why this session may not start lab measurements (its buttons off)
 
 lm = widgets.current_model()
 cols = st.columns([2, 1, 3])
 n_prompt = cols[0].select_slider("Prompt tokens to prefill", [32, 64, 128, 256, 512], value=256, key=state.PROFILE_TOKENS)
 start = cols[1].button("▶ Profile", type="primary", key=state.PROFILE_RUN, disabled=lm is None or not labs_open)
 store = worker_link.store()
-profiled = worker_link.lab_run(state.PROFILE_JOB, start, lab_jobs.PROFILE, (int(n_prompt),),
+profiled = job_progress.lab_run(state.PROFILE_JOB, start, "profiling.phases", (int(n_prompt),),
                                label=f"Profiling {lm.name if lm else ''}…")
 if profiled is not None:
     store.labs[state.PROFILE_RESULT] = profiled

@@ -3,13 +3,13 @@ import streamlit as st
 
 from ui import state
 from ui.controls import theme_toggle, widgets
-from ui.engine_link import lab_jobs, worker_link
+from ui.engine_link import job_progress, worker_link
 from ui.figures import fig_remedies as fr
 from ui.text import remedy_text as rt
 
 st.title("Remedies lab — a strategy for each segment")
 st.markdown(f"Each remedy is measured here, now, on this machine: the baseline and the remedy run the same request. {rt.LESSON}")
-labs_open = worker_link.lab_notice()  # in a room: why this session may not start lab measurements (its buttons off)
+labs_open = job_progress.lab_notice()  # in a room: why this session may not start lab measurements (its buttons off)
 
 results: dict = worker_link.store().labs.setdefault(state.REMEDY_RESULTS, {})  # the latest measurement of each
 history: dict = worker_link.store().labs.setdefault(state.REMEDY_HISTORY, {})  # every measurement kept for its verdict
@@ -20,11 +20,11 @@ top[1].button("■ Cancel", key=state.REMEDY_CANCEL, help="Stops the measurement
                disabled=not labs_open)
 
 
-def measure(key: str, job: lab_jobs.LabJob, *args, **kwargs) -> None:
+def measure(key: str, job: str, *args, **kwargs) -> None:
     """A Measure button; on click, the lab job (a remedy of engine/labs/remedies.py) runs with *args, **kwargs in
     the engine worker with a progress bar (Cancel stops it there), and the result is kept in the session."""
     start = st.button("▶ Measure", key=state.REMEDY_MEASURE + key, type="primary", disabled=lm is None or not labs_open)
-    result = worker_link.lab_run(state.REMEDY_JOB + key, start, job, args, kwargs,
+    result = job_progress.lab_run(state.REMEDY_JOB + key, start, job, args, kwargs,
                                  cancel_key=state.REMEDY_CANCEL, label=f"Measuring on {lm.name if lm else ''}…")
     if result is not None:
         results[key] = result
@@ -39,7 +39,7 @@ tabs = st.tabs([rt.TAB_LABELS[k] for k in ("kv_cache", "speculative", "prefix", 
 
 with tabs[0]:
     header("kv_cache")
-    measure("kv_cache", lab_jobs.KV_CACHE, rt.OPEN_PROMPT, n_tokens)
+    measure("kv_cache", "remedies.kv_cache", rt.OPEN_PROMPT, n_tokens)
     if r := results.get("kv_cache"):
         theme_toggle.plotly_chart(fr.kv_cache_figure(r), width="stretch", theme=None)
         st.markdown(rt.kv_cache_summary(r, history.get("kv_cache")))
@@ -53,7 +53,7 @@ with tabs[1]:
     st.caption("Drafts: the k tokens that followed the latest earlier match of the last 3 (then 2, then 1) tokens (Saxena 2023). "
                "All drafts are checked in one forward pass; the longest prefix equal to greedy is kept (Leviathan et al. 2023).")
     prompts = {"copy / summarise": copy_prompt, "open-ended": open_prompt}
-    measure("speculative", lab_jobs.SPECULATIVE, prompts, n_tokens, k)
+    measure("speculative", "remedies.speculative", prompts, n_tokens, k)
     if r := results.get("speculative"):
         theme_toggle.plotly_chart(fr.speculative_figure(r), width="stretch", theme=None)
         st.markdown(rt.speculative_summary(r, history.get("speculative")))
@@ -63,7 +63,7 @@ with tabs[2]:
     c = st.columns(2)
     turn1 = c[0].text_input("Turn 1 (user)", rt.TURN1, key=state.REMEDY_TURN1)
     turn2 = c[1].text_input("Turn 2 (user)", rt.TURN2, key=state.REMEDY_TURN2)
-    measure("prefix", lab_jobs.PREFIX_CACHE, turn1, turn2, answer_tokens=n_tokens)
+    measure("prefix", "remedies.prefix_cache", turn1, turn2, answer_tokens=n_tokens)
     if r := results.get("prefix"):
         theme_toggle.plotly_chart(fr.phase_pair_figure([r.full, r.reused], "Turn 2: from scratch vs reusing turn 1's cache (measured)"),
                         width="stretch", theme=None)
@@ -72,14 +72,14 @@ with tabs[2]:
 with tabs[3]:
     header("dtype")
     st.markdown(rt.DTYPE_NOTE)
-    measure("dtype", lab_jobs.DTYPES, ("float32", "bfloat16"), rt.OPEN_PROMPT, n_tokens)
+    measure("dtype", "remedies.dtypes", ("float32", "bfloat16"), rt.OPEN_PROMPT, n_tokens)
     if r := results.get("dtype"):
         theme_toggle.plotly_chart(fr.phase_pair_figure(r, "float32 vs bfloat16 on this device (measured)"), width="stretch", theme=None)
         st.markdown(rt.phase_rows_summary(r, history.get("dtype"), "dtype"))
 
 with tabs[4]:
     header("int8")
-    measure("int8", lab_jobs.INT8, rt.OPEN_PROMPT, n_tokens)
+    measure("int8", "remedies.int8", rt.OPEN_PROMPT, n_tokens)
     if r := results.get("int8"):
         theme_toggle.plotly_chart(fr.phase_pair_figure(r.rows, "Weights in float vs int8 (measured)"), width="stretch", theme=None)
         st.markdown(rt.int8_summary(r, history.get("int8")))
@@ -87,7 +87,7 @@ with tabs[4]:
 
 with tabs[5]:
     header("kernels")
-    measure("kernels", lab_jobs.KERNELS, rt.OPEN_PROMPT, n_tokens)
+    measure("kernels", "remedies.kernels", rt.OPEN_PROMPT, n_tokens)
     if r := results.get("kernels"):
         theme_toggle.plotly_chart(fr.phase_pair_figure(r.rows, "The same weights: nn.Linear vs the fast kernels (measured)"),
                         width="stretch", theme=None)
@@ -95,7 +95,7 @@ with tabs[5]:
 
 with tabs[6]:
     header("overhead")
-    measure("overhead", lab_jobs.OVERHEAD)
+    measure("overhead", "remedies.overhead")
     if r := results.get("overhead"):
         theme_toggle.plotly_chart(fr.overhead_figure(r), width="stretch", theme=None)
         st.markdown(rt.overhead_summary(r))
@@ -104,7 +104,7 @@ with tabs[6]:
     else:
         st.markdown("**CUDA graphs** (measured): the same request, decode steps launched one kernel at a time vs "
                     "replayed from one captured graph.")
-        measure("cuda_graphs", lab_jobs.CUDA_GRAPHS, rt.OPEN_PROMPT, n_tokens)
+        measure("cuda_graphs", "remedies.cuda_graphs", rt.OPEN_PROMPT, n_tokens)
         if r := results.get("cuda_graphs"):
             theme_toggle.plotly_chart(fr.phase_pair_figure([r.eager, r.graphed], "Eager vs CUDA-graph decode (measured)"),
                             width="stretch", theme=None)

@@ -3,7 +3,7 @@ import streamlit as st
 
 from ui import state
 from ui.controls import theme_toggle, widgets
-from ui.engine_link import lab_jobs, worker_link
+from ui.engine_link import job_progress, worker_link
 from ui.figures import fig_cards, fig_roofline
 from ui.text import card_numbers as cn
 from ui.text import lab_text
@@ -11,7 +11,7 @@ from ui.text import roofline_numbers as rn
 
 st.title("Roofline — where each bend sits, and which stage eats the money")
 st.markdown(rn.INTRO)
-labs_open = worker_link.lab_notice()  # in a room: why this session may not start lab measurements (its buttons off)
+labs_open = job_progress.lab_notice()  # in a room: why this session may not start lab measurements (its buttons off)
 
 store = worker_link.store()
 
@@ -21,7 +21,7 @@ def measured_section(lm):
     st.subheader(f"This machine: {lm.device}, {lm.dtype}, {lm.name}")
     peaks = store.labs.setdefault(state.PEAKS, {}).get((lm.device, lm.dtype))
     if peaks is None:
-        peaks = worker_link.lab_run(state.PEAKS_JOB, True, lab_jobs.HARDWARE_PEAKS,
+        peaks = job_progress.lab_run(state.PEAKS_JOB, True, "hardware.peaks",
                                     label="Measuring this machine's peaks (a 256 MiB copy and read, a matmul at the "
                                           "model's shapes)…")
         store.labs[state.PEAKS][(lm.device, lm.dtype)] = peaks
@@ -36,7 +36,7 @@ def measured_section(lm):
             trace = None
     remeasure = st.button("↻ Measure again (64 prompt + 16 output tokens)", key=state.ROOF_MEASURE_RUN, disabled=not labs_open)
     if trace is None or remeasure:
-        trace = worker_link.lab_run(state.ROOF_JOB, True, lab_jobs.REFERENCE_RUN,
+        trace = job_progress.lab_run(state.ROOF_JOB, True, "sweeps.reference_run",
                                     label="Running a small measurement: 64 prompt tokens, 16 output tokens…")
         store.labs[state.ROOF_TRACE] = trace
         source = "a small measurement made on this page"

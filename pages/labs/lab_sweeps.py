@@ -3,7 +3,7 @@ import streamlit as st
 
 from ui import state
 from ui.controls import theme_toggle, widgets
-from ui.engine_link import lab_jobs, worker_link
+from ui.engine_link import job_progress, worker_link
 from ui.figures import fig_sweeps
 from ui.text import lab_text, sweep_numbers
 
@@ -13,7 +13,7 @@ KINDS = {"prompt": "Prompt-length sweep (TTFT)", "output": "Output-length sweep 
 
 st.title("Sweep lab — widen the valley, lengthen the bridge")
 st.markdown(lab_text.SWEEP_INTRO)
-labs_open = worker_link.lab_notice()  # in a room: why this session may not start lab measurements (its buttons off)
+labs_open = job_progress.lab_notice()  # in a room: why this session may not start lab measurements (its buttons off)
 
 store = worker_link.store()
 results: dict = store.labs.setdefault(state.SWEEP_RESULTS, {})  # {"prompt": SweepResult, "output": SweepResult}
@@ -57,8 +57,8 @@ def keep(partial):
     return sweep_numbers.sweep_progress(partial)
 
 
-job = lab_jobs.PROMPT_SWEEP if running_kind == "prompt" else lab_jobs.OUTPUT_SWEEP
-final = worker_link.lab_run(state.SWEEP_JOB, start, job, args if start else (), cancel_key=state.SWEEP_CANCEL,
+job = "sweeps.prompt_lengths" if running_kind == "prompt" else "sweeps.output_lengths"
+final = job_progress.lab_run(state.SWEEP_JOB, start, job, args if start else (), cancel_key=state.SWEEP_CANCEL,
                             on_payload=keep, label=f"Measuring on {lm.name if lm else ''}…")
 if final is not None:
     results[running_kind] = final

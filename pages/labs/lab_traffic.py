@@ -3,13 +3,13 @@ import streamlit as st
 
 from ui import state
 from ui.controls import theme_toggle, widgets
-from ui.engine_link import lab_jobs, worker_link
+from ui.engine_link import job_progress, worker_link
 from ui.figures import fig_traffic
 from ui.text import traffic_text as tt
 
 st.title("Traffic lab — many convoys, one road")
 st.markdown(tt.INTRO)
-labs_open = worker_link.lab_notice()  # in a room: why this session may not start lab measurements (its buttons off)
+labs_open = job_progress.lab_notice()  # in a room: why this session may not start lab measurements (its buttons off)
 store = worker_link.store()
 ss = st.session_state
 
@@ -57,7 +57,7 @@ if start:
     store.labs.pop(state.TRAFFIC_RESULT, None)
     store.labs[state.TRAFFIC_WORKLOAD] = (tt.workload_from(name, **inputs), int(seed))
 workload, run_seed = store.labs.get(state.TRAFFIC_WORKLOAD, (None, 0))
-final = worker_link.lab_run(state.TRAFFIC_JOB, start, lab_jobs.TRAFFIC, (workload, list(policies)),
+final = job_progress.lab_run(state.TRAFFIC_JOB, start, "traffic.run", (workload, list(policies)),
                             {"seed": run_seed, "max_num_batched_tokens": int(chunk)},
                             cancel_key=state.TRAFFIC_CANCEL, label=f"Replaying {n_req} requests on {lm.name}…")
 if final is not None:

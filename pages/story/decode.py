@@ -2,9 +2,9 @@
 import streamlit as st
 
 from ui import state
-from ui.controls import demo_panel, presenter, stepper
+from ui.controls import demo_panel, local_replay, presenter, stepper
 from ui.demo import recorded
-from ui.engine_link import lab_jobs, local_replay, worker_link
+from ui.engine_link import job_progress, worker_link
 from ui.figures import fig_attention, fig_kvcache
 from ui.text import bend_numbers, lab_text, phase_numbers, story_text
 
@@ -85,7 +85,7 @@ def step_view() -> None:
                                   format_func=lambda i: f"layer {i}")
         head = pick[1].selectbox("Head", head_options, key=state.DECODE_HEAD,
                                  format_func=lambda h: "mean over heads" if h is None else f"head {h}")
-        if worker_link.ensure_layer(trace, layer):
+        if job_progress.ensure_layer(trace, layer):
             presenter.chart(fig_attention.attention_row_figure(trace, view.position, layer, head), key="decode_row",
                             name="attention_row")
         st.caption("One query (the token just fed in) against every cached key: a 1 × S row, not an S × S matrix. "
@@ -114,7 +114,7 @@ def presenter_view(view) -> None:
                                                 height=PRESENTER_FIGURE_HEIGHT, compact=True)
         presenter.chart(kv_figure, key="decode_kv", name="kv_cache")
         layer = st.session_state.get(state.DECODE_LAYER, layer_options[0])
-        if worker_link.ensure_layer(trace, layer):
+        if job_progress.ensure_layer(trace, layer):
             presenter.chart(fig_attention.attention_row_figure(trace, view.position, layer, st.session_state.get(state.DECODE_HEAD),
                                                                height=PRESENTER_FIGURE_HEIGHT, compact=True),
                             key="decode_row", name="attention_row")
@@ -125,11 +125,11 @@ if presenting or not bend_numbers.measured_here(trace):
     st.stop()
 # --- MBU against this machine's measured peaks, where the bridge turns compute-bound, the KV-cache wall -------
 store = worker_link.store()
-peaks = worker_link.session_peaks(trace.device, trace.dtype)
+peaks = job_progress.session_peaks(trace.device, trace.dtype)
 st.subheader("The bridge on this machine: MBU, where it turns compute-bound, the KV-cache wall")
 if peaks is None:
     st.caption(bend_numbers.PEAKS_NEEDED)
-    peaks = worker_link.session_peaks(trace.device, trace.dtype,
+    peaks = job_progress.session_peaks(trace.device, trace.dtype,
                                       st.button("Measure this machine's peaks", key=state.STORY_PEAKS_MEASURE,
                                                     disabled=worker_link.lab_refusal() is not None,
                                                     help=worker_link.lab_refusal()))
@@ -143,7 +143,7 @@ if peaks is not None:
     st.caption(story_text.CROSSOVER_NOTE)
 start = st.button("▶ Measure decode steps up to the model's window", key=state.CONTEXT_MEASURE,
                   disabled=worker_link.lab_refusal() is not None, help=worker_link.lab_refusal())
-measured = worker_link.lab_run(state.CONTEXT_JOB, start, lab_jobs.CONTEXT_SWEEP,
+measured = job_progress.lab_run(state.CONTEXT_JOB, start, "sweeps.contexts",
                                label="Timing decode steps over KV caches of growing length…")
 if measured is not None:
     store.labs[state.CONTEXT_RESULT] = measured

@@ -4,11 +4,10 @@ from pathlib import Path
 import streamlit as st
 
 from ui import state
-from ui.controls import demo_panel, presenter, presets
+from ui.controls import demo_panel, presenter, preset_buttons
 from ui.engine_link import server_measurement, worker_link
 from ui.figures import fig_timing
-from ui.text import diagnosis, run_numbers, story_text
-from ui.text import presets as preset_text
+from ui.text import diagnosis, preset_lengths, run_numbers, story_text
 
 ASSETS = Path(__file__).resolve().parents[2] / "assets"
 
@@ -30,7 +29,7 @@ def show_request(trace) -> None:
     if waited := run_numbers.cpu_wait_caption(trace):
         st.caption(waited)
     presenter.chart(fig_timing.phase_split_figure(summary), key="home_split", name="phase_split")
-    if note := preset_text.outcome(st.session_state.get(state.PRESET_APPLIED), summary,
+    if note := preset_lengths.outcome(st.session_state.get(state.PRESET_APPLIED), summary,
                                    trace.settings.get("max_new_tokens")):
         st.markdown(note)
 
@@ -63,7 +62,7 @@ if not presenting:
         "after another."
     )
 
-presets.buttons()
+preset_buttons.buttons()
 trace = worker_link.store().last_trace
 if trace is None:
     presenter.press_run(" to send the prompt through the model. The measured time of each "

@@ -2,9 +2,9 @@
 import streamlit as st
 
 from ui import state
-from ui.controls import demo_panel, presenter, stepper
+from ui.controls import demo_panel, local_replay, presenter, stepper
 from ui.demo import recorded
-from ui.engine_link import local_replay, worker_link
+from ui.engine_link import job_progress, worker_link
 from ui.figures import fig_attention
 from ui.text import bend_numbers, phase_numbers, story_text
 
@@ -45,11 +45,11 @@ st.caption(
 )
 if not presenting and bend_numbers.measured_here(trace):  # MFU against the measured peaks; where the valley turns
     store = worker_link.store()
-    peaks = worker_link.session_peaks(trace.device, trace.dtype)
+    peaks = job_progress.session_peaks(trace.device, trace.dtype)
     st.subheader("The valley on this machine: MFU, and where it turns compute-bound")
     if peaks is None:
         st.caption(bend_numbers.PEAKS_NEEDED)
-        peaks = worker_link.session_peaks(trace.device, trace.dtype,
+        peaks = job_progress.session_peaks(trace.device, trace.dtype,
                                           st.button("Measure this machine's peaks", key=state.STORY_PEAKS_MEASURE,
                                                     disabled=worker_link.lab_refusal() is not None,
                                                     help=worker_link.lab_refusal()))
@@ -74,7 +74,7 @@ if presenting:  # the still of the current step, large, driven by the keyboard (
     n_positions = len(trace.steps) + 1
     layer = st.session_state.get(state.PREFILL_LAYER, layer_options[0])
     head, scale = st.session_state.get(state.PREFILL_HEAD), st.session_state.get(state.PREFILL_SCALE, "log")
-    if trace.attention is None or not worker_link.ensure_layer(trace, layer):
+    if trace.attention is None or not job_progress.ensure_layer(trace, layer):
         st.stop()
     with stage:
         playing, speed = stepper.controls(stepper.PREFILL, n_positions, next_label="Next row ▶")
@@ -98,7 +98,7 @@ scale = pick[2].radio("Colours", ["linear", "log"], index=1, key=state.PREFILL_S
                       help="log: small weights become visible (colour = log10 of the weight, floored at 0.0001)")
 pick[3].caption("Each row is one query token; it may only look left (earlier tokens). The grey upper "
                 "triangle is the causal mask: positions a token cannot see, not zeros.")
-if not worker_link.ensure_layer(trace, layer):
+if not job_progress.ensure_layer(trace, layer):
     st.stop()
 
 matrix_tab, animation_tab = st.tabs(["The T × T matrix", "Prefill vs decode on the same matrix"])

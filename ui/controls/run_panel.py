@@ -17,7 +17,7 @@ from engine.host.proc_stat import wait_for_quiet
 from engine.serving.scheduling.work import Request
 from ui import state
 from ui.controls import demo_panel, theme_toggle
-from ui.engine_link import remote_engine, worker_link
+from ui.engine_link import worker_link
 from ui.engine_link.run_store import LiveRun
 from ui.figures import fig_timing
 from ui.text import run_numbers
@@ -66,7 +66,7 @@ def run_panel(request: RunRequest) -> None:
     store = worker_link.store()
     ss = st.session_state
     if ss.get(state.RUN_CANCEL) and store.live is not None:
-        worker_link.service().cancel(store.live.work)
+        worker_link.cancel(store.live.work)
     (pressed, by_link), start_later = _run_pressed(), None
     busy = worker_link.busy() if pressed else None  # a room: the run in flight keeps its place, no second one
     if busy:
@@ -76,14 +76,14 @@ def run_panel(request: RunRequest) -> None:
             st.error(f"Cannot run: {request.error}")
             return
         if store.live is not None and not store.live.finished:
-            worker_link.service().cancel(store.live.work)
+            worker_link.cancel(store.live.work)
         work = Request(model=worker_link.current_spec(), prompt_ids=list(request.prompt), max_new_tokens=request.max_new_tokens,
                        params=request.sampling, prompt_text=request.lm.tokenizer.decode(request.prompt),
                        chat=request.chat, capture_attention=True, capture_layer=DEFAULT_CAPTURE_LAYER)
 
         def start() -> str | None:
             work.arrival = time.perf_counter()  # it reaches the engine now: the half second before is not queueing
-            return remote_engine.route(work, worker_link.submit)  # the room's server, if any
+            return worker_link.submit_run(work)  # the room's serving engine, if any
 
         start_later = start  # sent once the run panel is drawn and the browser is done drawing it
         store.live = LiveRun(work, len(request.prompt), request.max_new_tokens)

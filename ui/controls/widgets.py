@@ -14,11 +14,10 @@ from engine.core.sampling_params import SamplingParams
 from engine.errors import EngineError
 from engine.loading.model_store import DEFAULT_MODEL as BUNDLED_DEFAULT
 from ui import state
-from ui.controls import demo_panel, glossary_panel, presets, theme_toggle
+from ui.controls import demo_panel, glossary_panel, preset_buttons, theme_toggle
 from ui.controls.run_panel import DEFAULT_OUTPUT_TOKENS, RunRequest
-from ui.controls.run_panel import run_panel as run_panel  # the live run panel: app.py calls widgets.run_panel
 from ui.demo import recorded
-from ui.engine_link import worker_link
+from ui.engine_link import job_progress, server_link, worker_link
 from ui.room import follow
 from ui.text import prompts
 
@@ -35,7 +34,7 @@ def current_model():
     reason shown, when it cannot be loaded."""
     spec = worker_link.current_spec()
     try:
-        return worker_link.model_info(spec)
+        return job_progress.model_info(spec)
     except EngineError as exc:
         st.error(f"Could not load {spec.name} on device '{spec.device}' ({spec.dtype}): {exc}")
         return None
@@ -82,7 +81,7 @@ def _init_defaults() -> None:
 def sidebar() -> RunRequest:
     """Model, prompt, lengths, sampling and the Run button, shared by all pages; returns the request."""
     _init_defaults()
-    presets.apply_pending()  # a one-click preset's lengths, before the widgets that show them
+    preset_buttons.apply_pending()  # a one-click preset's lengths, before the widgets that show them
     request = RunRequest()
     if recorded.replay_only():
         demo_panel.replay_sidebar()
@@ -177,7 +176,7 @@ def _server_line() -> None:
             else "**batch**: continuous batching, requests share decode steps")
     busy = (f" · {info['running']} running, {info['waiting']} waiting" if "running" in info
             else f" · {info.get('error', '')}")
-    threads = worker_link.options().threads
+    threads = server_link.options().threads
     cores = f" · the model on {threads} thread{'s' if threads > 1 else ''}" if threads else ""
     st.caption(f"Engine worker: {what}{busy}{cores}.")
 

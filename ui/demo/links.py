@@ -47,8 +47,8 @@ PARAMS = {
 }
 THEMES = {"light": False, "dark": True}
 RUN = "run"  # run the request once when the link is opened (ui/controls/widgets.py starts it)
-PRESET = "preset"  # press one of Home's one-click presets once when the link is opened (ui/controls/presets.py)
-PRESETS = ("prefill", "even", "decode")  # ui/text/presets.py's verdicts
+PRESET = "preset"  # press one of Home's one-click presets once when the link is opened (ui/controls/preset_buttons.py)
+PRESETS = ("prefill", "even", "decode")  # ui/text/preset_lengths.py's verdicts
 LESSON, STEP = "lesson", "step"  # a lesson's file name (assets/lessons/) and its step, from 1 (ui/demo/lesson.py)
 PAGE, TRACE = "page", "trace"  # the page (its URL path) and a shipped recorded run (its file name)
 HOME = "home"  # the default page has an empty URL path; the link names it

@@ -56,7 +56,7 @@ def label(trace, fallback: str = "") -> str:
 
 
 def is_recorded(trace) -> bool:
-    """A run read from a file: it carries no way to ask the model for more (see ui/engine_link/worker_link.py's ensure_layer)."""
+    """A run read from a file: it carries no way to ask the model for more (see ui/engine_link/job_progress.py's ensure_layer)."""
     return not trace.settings.get("model_spec")
 
 

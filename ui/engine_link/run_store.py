@@ -89,7 +89,7 @@ def nbytes(obj) -> int:
 
 def light(trace: Trace) -> Trace:
     """A run without its attention captures and cache picture (the Prefill and Decode pages capture them again
-    from the run's tokens when its model is known: worker_link.ensure_layer)."""
+    from the run's tokens when its model is known: job_progress.ensure_layer)."""
     return replace(trace, attention=None, kv_key_norms=None, kv_value_norms=None)
 
 

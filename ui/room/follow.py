@@ -19,7 +19,7 @@ from streamlit.runtime.scriptrunner_utils.exceptions import StopException
 
 from ui import state
 from ui.demo import links
-from ui.engine_link import worker_link
+from ui.engine_link import server_link, worker_link
 from ui.room import current
 from ui.text import prompts
 
@@ -38,7 +38,7 @@ FOLLOWED = [name for name in links.PARAMS if name != "present"]  # presenter mod
 
 def _server_spec() -> dict:
     """The model the server loaded at start, on the default device and dtype (before the teacher chose any)."""
-    spec = worker_link.options().preload
+    spec = server_link.options().preload
     return {"model": spec.name, "device": spec.device, "dtype": spec.dtype}
 
 

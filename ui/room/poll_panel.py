@@ -14,7 +14,7 @@ from __future__ import annotations
 import streamlit as st
 
 from ui import state
-from ui.engine_link import worker_link
+from ui.engine_link import job_progress, worker_link
 from ui.errors import EngineError
 from ui.figures import fig_poll
 from ui.room import current, polls, sessions
@@ -220,7 +220,7 @@ def _lock(poll: polls.Poll, is_open: bool) -> None:
 def _model():
     """The model the measurement ran on, as the worker describes it (its shapes give the computed comparison)."""
     try:
-        return worker_link.model_info(worker_link.current_spec())
+        return job_progress.model_info(worker_link.current_spec())
     except EngineError:
         return None
 
@@ -236,7 +236,7 @@ def measure() -> None:
     start = state.POLL_JOB not in jobs
     exp, params = target.question.experiment, target.question.measure
     args, kwargs = exp.call(params)
-    result = worker_link.lab_run(state.POLL_JOB, start, exp.job, args, kwargs, cancel_key=state.POLL_CANCEL,
+    result = job_progress.lab_run(state.POLL_JOB, start, exp.job, args, kwargs, cancel_key=state.POLL_CANCEL,
                                  label=f"Measuring {exp.says}…")
     if state.POLL_JOB in worker_link.store().jobs:
         return  # still running (a rerun interrupted the wait): the next run follows it

@@ -29,7 +29,7 @@ from engine.host.cpu_wait import CpuWaitMeter, Wait
 from engine.host.machine_load import WATCH, LoadWatch
 from engine.host.thread_governor import ThreadGovernor, use_threads
 from engine.serving.scheduling.chunked_prefill import ChunkedPrefill, check_token_budget
-from engine.serving.scheduling.work import Done, Failed, FirstToken, Request, Started, Token, failure_message
+from engine.serving.scheduling.work import Done, Failed, ModelSpec, Request, Started, failure_message, token_event
 
 
 class Rider(Sequence):
@@ -58,8 +58,9 @@ class Batch(ChunkedPrefill):
     """The sequences of one model decoding together."""
 
     def __init__(self, lm, max_batch: int, max_num_batched_tokens: int | None = None, log: deque | None = None,
-                 adaptive_threads: bool = True, load_watch: LoadWatch = WATCH):
+                 adaptive_threads: bool = True, load_watch: LoadWatch = WATCH, spec: ModelSpec | None = None):
         self.lm = lm
+        self.spec = spec  # the model its riders asked for: a request for the same one may join (the scheduler's rule)
         self.max_batch = max_batch
         self.budget = check_token_budget(max_num_batched_tokens, max_batch)  # tokens per step; None: whole prefills
         self.log = log  # StepRecords, for whoever draws the timeline
@@ -228,10 +229,7 @@ class Batch(ChunkedPrefill):
         req = seq.request
         seq.append(token)
         piece = seq.latest_piece(self.lm.tokenizer)
-        if first:
-            req.emit(FirstToken(seq.trace.prefill_seconds, token, piece))
-        else:
-            req.emit(Token(seq.trace.steps[-1], token, piece))
+        req.emit(token_event(seq.trace, 0 if first else len(seq.trace.steps), token, piece))
         if req.cancelled.is_set():
             seq.cancel()
 

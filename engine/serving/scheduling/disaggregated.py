@@ -18,6 +18,7 @@ from collections import deque
 
 from engine.errors import EngineError
 from engine.serving.scheduling.kv_handover import block_path, discard_path, new_session, sweep, sweep_orphans
+from engine.serving.scheduling.slices import Slices
 from engine.serving.scheduling.waiting_queue import WaitingQueue, check_request
 from engine.serving.scheduling.work import FINAL, Done, Failed, Request, Work
 from engine.serving.scheduling.worker_side import DECODE, NAMES, PREFILL, WorkerSide
@@ -47,7 +48,7 @@ class DisaggregatedScheduler:
         self._sides: dict[str, WorkerSide | None] = {PREFILL: None, DECODE: None}
         self.finished = 0
         self.restarts = 0
-        self.slices: deque[float] = deque(maxlen=256)  # the Scheduler's field; jobs here are never sliced
+        self.slices = Slices()  # as the Scheduler's; jobs here are never sliced
         self.timeline: deque[dict] = deque(maxlen=8192)  # every worker step: worker, kind, start, end, ids, ...
         self.handovers: deque[dict] = deque(maxlen=2048)  # every cart: id, bytes, tokens, write/read/crossing seconds
         self._thread = threading.Thread(target=self._loop, name="two-bends-disaggregated", daemon=True)

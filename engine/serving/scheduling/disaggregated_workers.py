@@ -32,7 +32,7 @@ from engine.serving.scheduling.continuous_batch import Batch, Rider
 from engine.serving.scheduling.job_runner import run_lab_job
 from engine.serving.scheduling.kv_handover import Handover, block_path, discard_path, pack, unpack
 from engine.serving.scheduling.model_pool import ModelPool
-from engine.serving.scheduling.work import Done, Failed, FirstToken, Job, Request, Started, Work, failure_message
+from engine.serving.scheduling.work import Done, Failed, Job, Request, Started, Work, failure_message, token_event
 from engine.serving.scheduling.worker_side import DECODE, PREFILL
 
 
@@ -140,7 +140,7 @@ def _prefill(link: _Link, pool: ModelPool, req: Request, session: str) -> None:
     ready = now(lm.device)
     trace.prefill_seconds = ready - start
     seq.append(token)
-    req.emit(FirstToken(trace.prefill_seconds, token, seq.latest_piece(lm.tokenizer)))
+    req.emit(token_event(trace, 0, token, seq.latest_piece(lm.tokenizer)))
     link.log(PREFILL, "prefill", start, ready, [req.id], tokens=len(req.prompt_ids))
     if req.cancelled.is_set():
         req.emit(Failed("cancelled", cancelled=True))

@@ -3,28 +3,20 @@
 Both the Scheduler (engine/serving/scheduling/scheduler.py) and the valley of disaggregated serving
 (disaggregated_workers.py) run lab jobs through `run_lab_job`, so a job behaves the same behind either: the same
 Started, Progress and final events, the same cancellation (its callback answers False, and a job that notices ends
-as cancelled). A job declared `sliced` yields at each point to the scheduler's slices (engine/serving/scheduling/
-slices.py) when the runner is given one.
+as cancelled). A job declared `sliced` yields at each point to the Slices it is given (engine/serving/scheduling/slices.py:
+begin, between_points, end), where the scheduler serves the runs waiting then.
 """
 from __future__ import annotations
 
 import time
-from typing import Protocol
 
 from engine.serving.scheduling import lab_jobs as jobs
 from engine.serving.scheduling.model_pool import ModelPool
+from engine.serving.scheduling.slices import Slices
 from engine.serving.scheduling.work import Done, Failed, Job, Progress, Started
 
 
-class Slicer(Protocol):
-    """Where a sliced job yields between its points (the Scheduler's Slicing)."""
-
-    def _slice_begin(self) -> None: ...
-    def _yield_point(self, job: Job) -> bool: ...
-    def _slice_end(self) -> None: ...
-
-
-def run_lab_job(job: Job, pool: ModelPool, slicer: Slicer | None = None) -> float | None:
+def run_lab_job(job: Job, pool: ModelPool, slices: Slices | None = None) -> float | None:
     """Run `job` on its model to its final event; its seconds when it finished (Done sent), None when cancelled.
 
     Raises EngineError for a name the registry does not hold or arguments that do not fit, and whatever the job
@@ -35,10 +27,10 @@ def run_lab_job(job: Job, pool: ModelPool, slicer: Slicer | None = None) -> floa
     function = lab.function()
     started = time.perf_counter()
     job.emit(Started(started - job.arrival))
-    sliced = lab.sliced and slicer is not None
+    sliced = lab.sliced and slices is not None
 
     def go_on() -> bool:
-        return slicer._yield_point(job) if sliced else not job.cancelled.is_set()
+        return slices.between_points(job) if sliced else not job.cancelled.is_set()
 
     def report_progress(message: str, fraction: float) -> bool:  # "progress": (message, fraction)
         if job.cancelled.is_set():
@@ -54,7 +46,7 @@ def run_lab_job(job: Job, pool: ModelPool, slicer: Slicer | None = None) -> floa
 
     lm = pool.get(job.model, progress=lambda message, fraction: job.emit(Progress(message, fraction)))
     if sliced:
-        slicer._slice_begin()
+        slices.begin()
     if lab.progress is not None:
         kwargs[lab.progress] = {"progress": report_progress, "on_point": report_point}[lab.progress]
     try:
@@ -63,7 +55,7 @@ def run_lab_job(job: Job, pool: ModelPool, slicer: Slicer | None = None) -> floa
         if not job.cancelled.is_set():
             raise
     if sliced:
-        slicer._slice_end()  # the stretch after its last yield point
+        slices.end()  # the stretch after its last yield point
     if job.cancelled.is_set():  # the function noticed (its callback returned False) or finished anyway
         job.emit(Failed("cancelled", cancelled=True))
         return None

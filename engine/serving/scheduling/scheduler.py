@@ -1,14 +1,18 @@
 """One scheduler for every consumer: the dashboard's sessions, `python -m engine serve` and the labs.
 
-A single thread owns the models and runs all the work, so no two runs ever compete for the device
-and every number stays the one the engine measured. Two modes, chosen by whoever starts the server:
-  queue  one request at a time, first come first served (the CLI's numbers, whoever is waiting);
+A single thread owns the models and runs all the work in one engine-core loop (`_serve`: schedule, execute, update,
+as vLLM's EngineCore and nano-vllm's LLMEngine step), so no two runs ever compete for the device and every number
+stays the one the engine measured. Two modes, chosen by whoever starts the server:
+  queue  one request at a time, first come first served, through exactly the path `python -m engine generate`
+         takes (engine/core/generate.py): so the dashboard's queue numbers are the CLI's, whoever is waiting;
   batch  continuous batching: requests join the running batch between decode steps (engine/serving/scheduling/continuous_batch.py);
          with max_num_batched_tokens, a joining prompt is prefilled in chunks that share the riders' steps.
 Jobs (lab measurements, attention captures, model loads) run alone (engine/serving/scheduling/job_runner.py); a job
-declared sliced (a sweep) yields between its points: the requests waiting then run before its next point, so a
-waiting run starts after at most one slice, and each point stays timed on its own. Waiting work gets its position and an expected wait
-(engine/serving/scheduling/waiting_queue.py); its queue time is measured and kept out of TTFT.
+declared sliced (a sweep) yields between its points (engine/serving/scheduling/slices.py): the same loop then serves
+the requests waiting at that moment (`_serve_waiting`), so a waiting run starts after at most one slice, and each
+point stays timed on its own. Waiting work gets its position and an expected wait
+(engine/serving/scheduling/waiting_queue.py); its queue time is measured and kept out of TTFT. Every token goes out
+as the same event, whichever loop made it (work.token_event).
 """
 from __future__ import annotations
 
@@ -27,9 +31,19 @@ from engine.serving.scheduling.continuous_batch import Batch
 from engine.serving.scheduling.job_runner import run_lab_job
 from engine.serving.scheduling.model_pool import ModelPool
 from engine.serving.scheduling.os_memory import release_free_memory
-from engine.serving.scheduling.slices import Slicing
+from engine.serving.scheduling.slices import Slices
 from engine.serving.scheduling.waiting_queue import WaitingQueue, check_request
-from engine.serving.scheduling.work import Done, Failed, FirstToken, Job, Progress, Request, Started, Token, Work, failure_message
+from engine.serving.scheduling.work import (
+    Done,
+    Failed,
+    Job,
+    Progress,
+    Request,
+    Started,
+    Work,
+    failure_message,
+    token_event,
+)
 
 MODES = ("queue", "batch")
 
@@ -40,7 +54,7 @@ MODES = ("queue", "batch")
 TRIM_AFTER_S = 2.0
 
 
-class Scheduler(Slicing):
+class Scheduler:
     def __init__(self, mode: str = "queue", *, max_queue: int = 64, max_new_tokens_cap: int = 4096,
                  max_batch: int = 8, pool: ModelPool | None = None, max_num_batched_tokens: int | None = None,
                  adaptive_threads: bool = True):
@@ -59,8 +73,7 @@ class Scheduler(Slicing):
         self._untidy: float | None = None  # when work last ended, while what it freed is not handed back (os_memory)
         self._thread = threading.Thread(target=self._loop, name="two-bends-scheduler", daemon=True)
         self.finished = 0
-        self.slices: deque[float] = deque(maxlen=256)  # seconds a sliced job held the engine between yield points
-        self._slice_start = 0.0
+        self.slices = Slices(self._serve_waiting)  # a sliced job's stretches, and what runs between two of its points
 
     # --- consumers' side (any thread) -----------------------------------------------------------------------
     def start(self) -> Scheduler:
@@ -117,57 +130,43 @@ class Scheduler(Slicing):
         """Tell every waiting item its position (caller holds the lock)."""
         self._waiting.announce(self._running)
 
-    # --- the scheduler's thread -----------------------------------------------------------------------------
-    def _take(self, batch: Batch | None) -> Work | None:
-        """Next work to start, or None. With a running batch only requests for the same model may join."""
-        with self._cond:
-            while not self._stop:
-                self._waiting.drop_cancelled()
-                head = self._waiting.head()
-                if batch is not None and batch.size:
-                    joins = isinstance(head, Request) and head.model == self._batch_spec and batch.has_room()
-                    if not joins:
-                        return None  # let the batch step; exclusive work waits for it to drain
-                if head is not None:
-                    self._waiting.popleft()
-                    self._running.append(head)
-                    self._announce()
-                    return head
-                if batch is not None and batch.size:
-                    return None
-                wait = 0.5
-                if self._untidy is not None:  # idle after work: hand what it freed back to the OS (~0.1 ms), once
-                    idle = time.monotonic() - self._untidy
-                    if idle >= TRIM_AFTER_S:
-                        self._untidy = None
-                        release_free_memory()
-                    else:
-                        wait = min(wait, TRIM_AFTER_S - idle)
-                self._cond.wait(timeout=wait)
-                WATCH.tick()  # the machine's load over the last ~second is what the next run starts from
-            return None
-
+    # --- the scheduler's thread: one engine-core loop -----------------------------------------------------------
     def _loop(self) -> None:
+        self._serve(self._take)
+
+    def _serve(self, take) -> None:
+        """The engine-core loop (vLLM's EngineCore.step, nano-vllm's LLMEngine.step), until `take` has nothing more
+        and the batch is empty, or the server stops:
+
+          schedule  `take(batch)`: the work that starts now: a request that joins the running batch (batch mode, same
+                    model, room left), or work that runs alone (queue mode's request, a lab job); None lets the
+                    batch step
+          execute   a request that joins is prefilled into its row (or, with a token budget, its chunks ride the next
+                    steps); work that runs alone runs to its end; then one step of the batch: every rider's next token
+                    and the joiners' chunks in one pass (engine/serving/scheduling/continuous_batch.py)
+          update    the events go out as each token is ready (FirstToken, Token, Done or Failed); what finished
+                    leaves the running list, and the waiting line learns its cost
+
+        The main loop takes from the waiting line (`_take`, which blocks while idle); between two points of a sliced
+        lab job the same loop serves the requests that were waiting then (`_serve_waiting`)."""
         batch: Batch | None = None
-        self._batch_spec = None
         while not self._stop:
-            work = self._take(batch)
+            work = take(batch)  # schedule
             if work is None and (batch is None or not batch.size):
-                continue
+                break  # nothing to run: `_take` only says so once the server stops
             try:
-                if work is not None and self.mode == "batch" and isinstance(work, Request):
+                if work is not None and self.mode == "batch" and isinstance(work, Request):  # execute
                     lm = self.pool.get(work.model)
                     if batch is None or batch.lm is not lm:
                         batch = Batch(lm, self.max_batch, self.max_num_batched_tokens, self.step_log,
-                                      adaptive_threads=self.adaptive_threads)
-                        self._batch_spec = work.model
+                                      adaptive_threads=self.adaptive_threads, spec=work.model)
                     self._admit(batch, work)
                 elif work is not None:
                     self._run_alone(work)
-                    self._done(work)
+                    self._done(work)  # update
                 if batch is not None and batch.size:
                     batch.cancel_marked()
-                    self._step(batch)
+                    self._step(batch)  # update: _reap takes the finished riders off the running list
             except Exception as exc:  # one request's failure never stops the server
                 if work is not None:
                     work.emit(Failed(failure_message(exc)))
@@ -179,6 +178,42 @@ class Scheduler(Slicing):
         if batch is not None and batch.size:  # stopped between two steps: nobody may wait forever
             batch.fail_all("the server is shutting down")
             self._reap(batch)
+
+    @staticmethod
+    def _joins(work: Work | None, batch: Batch) -> bool:
+        """Whether `work` may join the running `batch` now: a request for the same model, with a row free."""
+        return isinstance(work, Request) and work.model == batch.spec and batch.has_room()
+
+    def _take(self, batch: Batch | None) -> Work | None:
+        """Schedule from the waiting line: the next work to start, or None. With a running batch only requests for the
+        same model may join (exclusive work waits for it to drain); idle, it waits for work."""
+        with self._cond:
+            while not self._stop:
+                self._waiting.drop_cancelled()
+                head = self._waiting.head()
+                if batch is not None and batch.size and not self._joins(head, batch):
+                    return None  # let the batch step
+                if head is not None:
+                    self._waiting.popleft()
+                    self._running.append(head)
+                    self._announce()
+                    return head
+                self._idle()
+            return None
+
+    def _idle(self) -> None:
+        """Wait for work (caller holds the lock). Once, TRIM_AFTER_S after work ended, hand what it freed back to the
+        OS (os_memory.py); the wait also ticks the machine-load watch a run starts from."""
+        wait = 0.5
+        if self._untidy is not None:
+            idle = time.monotonic() - self._untidy
+            if idle >= TRIM_AFTER_S:
+                self._untidy = None
+                release_free_memory()
+            else:
+                wait = min(wait, TRIM_AFTER_S - idle)
+        self._cond.wait(timeout=wait)
+        WATCH.tick()  # the machine's load over the last ~second is what the next run starts from
 
     def _done(self, work: Work) -> None:
         with self._cond:
@@ -222,10 +257,7 @@ class Scheduler(Slicing):
         def on_step(trace) -> bool:
             for i in range(sent[0], trace.n_output):  # normally exactly one new token
                 piece = trace.output_tokens[i] if i < len(trace.output_tokens) else ""
-                if i == 0:
-                    req.emit(FirstToken(trace.prefill_seconds, trace.output_ids[0], piece))
-                else:
-                    req.emit(Token(trace.steps[i - 1], trace.output_ids[i], piece))
+                req.emit(token_event(trace, i, trace.output_ids[i], piece))
             sent[0] = trace.n_output
             return not req.cancelled.is_set()
 
@@ -250,6 +282,41 @@ class Scheduler(Slicing):
 
     def _job(self, job: Job) -> None:
         """A registered lab job (engine/serving/scheduling/job_runner.py); a sliced one yields at its points."""
-        seconds = run_lab_job(job, self.pool, slicer=self)
+        seconds = run_lab_job(job, self.pool, self.slices)
         if seconds is not None:
             self._waiting.estimates.learn_job(seconds)
+
+    # --- between two points of a sliced job (engine/serving/scheduling/slices.py) ----------------------------
+    def _serve_waiting(self, job: Job) -> None:
+        """Run the requests waiting now (for models already loaded) through the same loop, then return to the job.
+
+        Requests that arrive meanwhile wait for the next yield point, so the job always moves on. Jobs that wait
+        stay queued: they run alone, after this one. The job's own numbers are untouched: each point is timed on its own.
+        """
+        with self._cond:
+            ready = [w for w in self._waiting if isinstance(w, Request) and not w.cancelled.is_set()
+                     and self.pool.loaded(w.model)] if not self._stop else []
+            for work in ready:
+                self._waiting.remove(work)
+            self._running.extend(ready)  # running from here: stop() and status() see them
+            if ready:
+                self._announce()
+        if ready:
+            job.emit(Progress(f"letting {len(ready)} waiting run(s) through between two points", -1.0))
+            self._serve(lambda batch: self._take_ready(ready, batch))
+        for req in ready:  # the server stopped before they started: each still gets its final event
+            req.emit(Failed("the server is shutting down"))
+            self._done(req)
+
+    def _take_ready(self, ready: list[Request], batch: Batch | None) -> Request | None:
+        """Schedule from `ready` (already on the running list), in order: None when it is empty, or while the batch
+        runs another model or is full."""
+        while ready:
+            if batch is not None and batch.size and not self._joins(ready[0], batch):
+                return None
+            req = ready.pop(0)
+            if not req.cancelled.is_set():
+                return req
+            req.emit(Failed("cancelled", cancelled=True))  # cancelled on its way here: it never starts
+            self._done(req)
+        return None

@@ -93,6 +93,15 @@ class Token:
     piece: str
 
 
+def token_event(trace, index: int, token: int, piece: str) -> FirstToken | Token:
+    """Output token `index` of `trace` as every consumer reads it, whichever loop made it (queue mode's `generate`,
+    the batch's step, the disaggregated valley): the first with its prefill's seconds, each later one with its decode
+    step (the gap since the token before, its cache size, the riders beside it)."""
+    if index == 0:
+        return FirstToken(trace.prefill_seconds, token, piece)
+    return Token(trace.steps[index - 1], token, piece)
+
+
 @dataclass
 class Progress:
     message: str

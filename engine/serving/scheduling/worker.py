@@ -68,7 +68,7 @@ class LocalService:
     def status(self) -> dict:
         return dict(mode=self.options.mode, waiting=self.scheduler.n_waiting, running=self.scheduler.n_running,
                     finished=self.scheduler.finished, pid=os.getpid(),
-                    longest_slice_s=max(self.scheduler.slices, default=0.0))  # a waiting run waits at most one
+                    longest_slice_s=self.scheduler.slices.longest)  # a waiting run waits at most one
 
     def close(self) -> None:
         self.scheduler.stop()

@@ -9,7 +9,7 @@ import engine
 from engine.loading.model_store import DEFAULT_MODEL
 from tests.pages.story.test_home_timing import APP, _NavigationOnly
 from ui import state
-from ui.text import diagnosis, presets
+from ui.text import diagnosis, preset_lengths
 
 REAL = [pytest.param(DEFAULT_MODEL, v) for v in ("prefill", "even", "decode")]
 
@@ -29,6 +29,6 @@ def test_preset_produces_the_verdict_it_names(monkeypatch, model, verdict):
     assert trace.n_output == preset.output_tokens  # all of it: a preset's run writes the exact output length
     d = diagnosis.diagnose(engine.summarize(trace))
     assert d.verdict == verdict, (preset, d.headline)
-    assert any(f"Preset **{presets.PRESET_NAMES[verdict]}**" in m.value and "as named" in m.value for m in app.markdown)
+    assert any(f"Preset **{preset_lengths.PRESET_NAMES[verdict]}**" in m.value and "as named" in m.value for m in app.markdown)
     assert any("chosen from this machine's measured rates" in c.value for c in app.caption)
     assert app.session_state[state.PROMPT_TOKENS] == preset.prompt_tokens  # the sidebar shows what was sent

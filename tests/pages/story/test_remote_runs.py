@@ -8,7 +8,7 @@ from streamlit.testing.v1 import AppTest
 from tests import ROOT
 from tests.serving_helpers import InProcessServer
 from ui import state
-from ui.engine_link import remote_engine, server_measurement
+from ui.engine_link import remote_measure, server_measurement
 from ui.room import config
 
 APP = str(ROOT / "app.py")
@@ -31,7 +31,7 @@ def student(monkeypatch, url: str, hosts: str = "127.0.0.1") -> AppTest:
     """A student's session admitted to a room whose engine is `url`."""
     monkeypatch.setattr(app_test_module, "PagesManager", _NavigationOnly)
     for name, value in ((config.ENV_ROOM, "1"), (config.ENV_JOIN, "ROOM42"), (config.ENV_TEACHER, "TEACH9"),
-                        (remote_engine.ENV, url), (server_measurement.ENV, hosts)):
+                        (remote_measure.ENV, url), (server_measurement.ENV, hosts)):
         monkeypatch.setenv(name, value)
     at = AppTest.from_file(APP, default_timeout=240)
     at.session_state[state.MODEL] = "tiny-llama"

@@ -8,7 +8,7 @@ import pytest
 from engine.serving.scheduling.early_start import options_from_env
 from tests import ROOT
 from ui.controls import launch
-from ui.engine_link import worker_link
+from ui.engine_link import server_link
 
 
 def test_the_launcher_imports_neither_torch_nor_streamlit_before_it_spawns_the_worker():
@@ -28,13 +28,13 @@ def test_a_worker_is_spawned_early_only_when_the_dashboard_uses_one(env, wanted)
                                       "TWO_BENDS_MAX_QUEUE": "9", "TWO_BENDS_MAX_NEW_TOKENS": "77",
                                       "TWO_BENDS_MODEL": "tiny-gpt2"}])
 def test_the_early_worker_reads_the_settings_the_dashboard_asks_for(monkeypatch, env):
-    """worker_link.options() decides what the dashboard's worker runs; the early worker must agree, or it is wasted."""
+    """server_link.options() decides what the dashboard's worker runs; the early worker must agree, or it is wasted."""
     for name in ("TWO_BENDS_MODE", "TWO_BENDS_MAX_BATCH", "TWO_BENDS_THREADS", "TWO_BENDS_MAX_QUEUE",
                  "TWO_BENDS_MAX_NEW_TOKENS", "TWO_BENDS_MODEL"):
         monkeypatch.delenv(name, raising=False)
     for name, value in env.items():
         monkeypatch.setenv(name, value)
-    assert options_from_env() == worker_link.options()
+    assert options_from_env() == server_link.options()
 
 
 def test_the_launcher_imports_what_app_py_imports():

@@ -37,7 +37,7 @@ def replay(monkeypatch):
     def no_worker(*args, **kwargs):
         raise AssertionError("replay mode started the engine worker")
 
-    monkeypatch.setattr("ui.engine_link.worker_link._Link.__init__", no_worker)
+    monkeypatch.setattr("ui.engine_link.server_link.ServerLink.__init__", no_worker)
 
     def make(query: dict | None = None) -> AppTest:
         at = AppTest.from_file(APP, default_timeout=120)

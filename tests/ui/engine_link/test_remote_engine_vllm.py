@@ -13,7 +13,7 @@ def test_a_run_on_vllm_is_measured_and_replayed_locally(vllm_url, monkeypatch, s
     monkeypatch.setenv(server_measurement.ENV, "127.0.0.1")
     ids = smollm.tokenizer.encode("The old post road had two bends: a wide valley and a narrow bridge.")
     work = Request(model=LOCAL, prompt_ids=ids, max_new_tokens=8, params=SamplingParams(), prompt_text="")
-    remote_engine.submit(work, vllm_url, LOCAL)
+    remote_engine.RemoteEngine(vllm_url).submit(work)
     final = list(drain(work, timeout=300))[-1]
     assert isinstance(final, Done), final
     trace = final.result

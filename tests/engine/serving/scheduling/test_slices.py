@@ -67,6 +67,27 @@ def test_a_run_waiting_behind_a_sweep_finishes_after_one_point(mode, logged):
     assert len(s.slices) == len(POINTS) + 1 and all(x >= 0 for x in s.slices)  # one stretch per point, and the tail
 
 
+def test_between_two_points_the_batch_runs_in_the_same_loop_with_its_token_budget(logged):
+    """The runs served between two points go through the engine-core loop every run takes: in batch mode with a token
+    budget their prompts go in by chunks (logged as every step is), and all are done before the sweep's next point."""
+    order, log = logged
+    s = Scheduler("batch", max_batch=2, max_num_batched_tokens=4).start()
+    try:
+        job = s.submit(sweep(log("sweep"), lengths=[32] * 4))
+        reqs = [s.submit(run(3, log(f"run{i}"))) for i in range(2)]
+        for req in reqs:
+            assert result_of(req, timeout=60).n_output == 3
+        result_of(job, timeout=60)
+    finally:
+        s.stop()
+    ids = {req.id for req in reqs}
+    chunks = [c for record in s.step_log for c in record.chunks if c[0] in ids]
+    assert {c[0] for c in chunks} == ids and all(0 < tokens <= 4 for _, _, tokens in chunks)  # 8 prompt tokens each
+    first_point = order.index("sweep:point")
+    assert first_point < min(order.index(f"run{i}:Done") for i in range(2))
+    assert max(order.index(f"run{i}:Done") for i in range(2)) < order.index("sweep:point", first_point + 1)
+
+
 def test_a_run_for_a_model_not_loaded_waits_for_the_sweep_to_end(logged):
     """Loading a model between two points would make that slice as long as the load: it waits for the job."""
     order, log = logged

@@ -7,6 +7,7 @@ import signal
 import subprocess
 import threading
 import time
+from types import SimpleNamespace
 
 import pytest
 
@@ -137,7 +138,7 @@ def test_a_failed_preload_is_a_clear_error_and_stops_the_scheduler():
 
 
 def test_a_model_pool_serves_only_the_thread_that_first_used_it():
-    pool = ModelPool(loader=lambda name, **kw: object())
+    pool = ModelPool(loader=lambda name, **kw: SimpleNamespace(name=name, kernels="plain"))  # what say_ready prints
     lm = pool.get(TINY)
     assert pool.get(TINY) is lm
     refused: list = []

@@ -1,5 +1,5 @@
 """The one-click presets: a quick probe measures this machine's rates, then each button fills the sidebar with
-lengths that show its verdict and runs (Streamlit-bound; the choice itself is ui/text/presets.py)."""
+lengths that show its verdict and runs (Streamlit-bound; the choice itself is ui/text/preset_lengths.py)."""
 from __future__ import annotations
 
 import streamlit as st
@@ -9,8 +9,8 @@ from engine.errors import EngineError
 from engine.serving.scheduling.work import Done, Request
 from ui import state
 from ui.demo import recorded
-from ui.engine_link import worker_link
-from ui.text import presets, prompts
+from ui.engine_link import job_progress, worker_link
+from ui.text import preset_lengths, prompts
 
 PROMPT_TOKENS_MAX, OUTPUT_TOKENS_MAX = 1024, 512  # the sidebar sliders' ranges (ui/controls/widgets.py)
 
@@ -18,7 +18,7 @@ PROMPT_TOKENS_MAX, OUTPUT_TOKENS_MAX = 1024, 512  # the sidebar sliders' ranges 
 def _limits(lm) -> tuple[int, int]:
     """The longest prompt and output the presets may use: the sliders' ranges, inside the model's context."""
     context = lm.config.max_seq_len
-    return min(PROMPT_TOKENS_MAX, context - 32), min(OUTPUT_TOKENS_MAX, context - presets.SHORT_PROMPT)
+    return min(PROMPT_TOKENS_MAX, context - 32), min(OUTPUT_TOKENS_MAX, context - preset_lengths.SHORT_PROMPT)
 
 
 def _rates():
@@ -37,10 +37,10 @@ def apply_pending() -> None:
     if rates is None:
         return
     try:
-        lm = worker_link.model_info(worker_link.current_spec())
+        lm = job_progress.model_info(worker_link.current_spec())
     except EngineError:
         return
-    preset = presets.choose(rates, *_limits(lm))[verdict]
+    preset = preset_lengths.choose(rates, *_limits(lm))[verdict]
     ss.pop(state.PRESET_PENDING)
     ss[state.EXAMPLE] = preset.example
     ss[state.PROMPT] = prompts.example(preset.example).text
@@ -54,12 +54,12 @@ def apply_pending() -> None:
 def _probe(lm, lengths: list[int]):
     """A few short runs through the same engine path as Run (scheduler, greedy), kept out of the run history;
     their measured TTFTs and decode steps are the rates the presets are chosen from."""
-    spec, text = worker_link.current_spec(), prompts.example(presets.PRESET_EXAMPLES["prefill"]).text
+    spec, text = worker_link.current_spec(), prompts.example(preset_lengths.PRESET_EXAMPLES["prefill"]).text
     bar = st.progress(0.0, text="Measuring this machine's rates for the presets (a few short runs)…")
     traces = []
     for i, n in enumerate(lengths):
         ids = prompts.fit_prompt_to_tokens(lm.tokenizer, text, n).ids
-        work = Request(model=spec, prompt_ids=list(ids), max_new_tokens=presets.PROBE_OUTPUT,
+        work = Request(model=spec, prompt_ids=list(ids), max_new_tokens=preset_lengths.PROBE_OUTPUT,
                        params=SamplingParams(), prompt_text="", chat=False)
         refused = worker_link.submit(work)
         if refused:
@@ -74,7 +74,7 @@ def _probe(lm, lengths: list[int]):
         traces.append(final.result)
         bar.progress((i + 1) / len(lengths), text=f"Rates: {n} prompt tokens measured ({i + 1} of {len(lengths)})")
     bar.empty()
-    return presets.rates_from_traces(traces)
+    return preset_lengths.rates_from_traces(traces)
 
 
 def buttons() -> None:
@@ -87,24 +87,24 @@ def buttons() -> None:
     chosen = None
     if rates is not None:
         try:
-            chosen = presets.choose(rates, *_limits(worker_link.model_info(worker_link.current_spec())))
+            chosen = preset_lengths.choose(rates, *_limits(job_progress.model_info(worker_link.current_spec())))
         except EngineError:
             chosen = None
     for col, verdict in zip(cols, ("prefill", "even", "decode")):
-        label = chosen[verdict].label if chosen else presets.PRESET_NAMES[verdict]
+        label = chosen[verdict].label if chosen else preset_lengths.PRESET_NAMES[verdict]
         col.button(label, key=state.PRESET_BUTTON + verdict, on_click=_pick, args=(verdict,), width="stretch",
-                   help=f"{presets.predicted_words(chosen[verdict])}, example: {chosen[verdict].example}" if chosen
+                   help=f"{preset_lengths.predicted_words(chosen[verdict])}, example: {chosen[verdict].example}" if chosen
                    else "The first click measures this machine's rates (a few short runs), then runs.")
     if st.session_state.get(state.PRESET_PENDING) and rates is None:
         try:
-            lm = worker_link.model_info(worker_link.current_spec())
+            lm = job_progress.model_info(worker_link.current_spec())
         except EngineError as exc:
             st.error(f"Cannot choose presets: {exc}")
             return
-        rates = _probe(lm, presets.probe_lengths(_limits(lm)[0]))
+        rates = _probe(lm, preset_lengths.probe_lengths(_limits(lm)[0]))
         if rates is not None:
             worker_link.store().labs.setdefault(state.PRESET_RATES, {})[worker_link.current_spec()] = rates
             st.rerun()
         st.session_state.pop(state.PRESET_PENDING, None)
     if rates is not None:
-        st.caption(presets.how_chosen(rates))
+        st.caption(preset_lengths.how_chosen(rates))
