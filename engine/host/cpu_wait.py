@@ -7,10 +7,10 @@ the kernel's Documentation/scheduler/sched-stats.rst), so the engine can measure
 it next to TTFT and TPOT. Where the file does not exist (macOS, Windows) the meter says so and measures nothing.
 
 Two sums per interval: `longest` (the thread that waited longest) and `threads` (all threads together). How much
-of it the interval's wall time gained is measured, not assumed (docs/decisions/cpu-wait.md; the check script is in git history): the model's threads
+of it the interval's wall time gained is measured, not assumed (docs/decisions/cpu-wait.md): the model's threads
 meet at a barrier after each parallel operation, so a waiting thread holds the others up, but while it waits they
 run alone and a memory-bound decode step then streams faster. With a browser-like program beside the decode loop
-on a 2-vCPU AVX2 EPYC, each step gained 0.2-1.1x its longest thread's wait (three runs; the README's table):
+on a 2-vCPU AVX2 EPYC, each step gained 0.2-1.1x its longest thread's wait (three runs; docs/decisions/cpu-wait.md):
 about the wait, more often less, so "TPOT less the wait" is about the step alone (slightly under it), not a
 bound either way.
 """
