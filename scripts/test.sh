@@ -21,11 +21,10 @@ fi
 if [ $# -gt 0 ]; then  # a chosen part (paths, -k, -x ...): one pytest run of it, one test at a time
   exec .venv/bin/python -m pytest -q -rs "$@"
 fi
-# The whole suite in two parts. First everything but the real browsers and vLLM, on every core (pytest-xdist; a
-# file's tests stay on one worker, in order): many of these wait on one-threaded work (a subprocess importing torch,
-# a server starting), so two at a time finish in ~60 % of the time on 2 cores (docs/performance.md, "The test suite"). Then the
-# tests marked `alone` (a browser or vLLM: tests/conftest.py), one at a time: each keeps every core busy, and some
-# time their work against the machine.
+# The whole suite in parts. First everything but the real browsers and vLLM, on every core (pytest-xdist; a file's
+# tests stay on one worker, in order): many of these wait on one-threaded work (a subprocess importing torch, a server
+# starting), so two at a time finish in ~60 % of the time on 2 cores (docs/performance.md, "The test suite"). Then
+# the fallbacks forced, then the tests marked `alone` (a browser or vLLM: tests/conftest.py), then `timed` ones.
 WORKERS=$(( $(nproc) < 4 ? $(nproc) : 4 ))
 status=0
 .venv/bin/python -m pytest -q -rs -n "$WORKERS" --dist loadfile -m "not alone" || status=$?
@@ -34,5 +33,9 @@ status=0
 .venv/bin/python -m pytest -q -rs -n "$WORKERS" --dist loadfile --backends=plain -m "not alone" \
   tests/engine/core/test_model_parity.py tests/engine/core/test_reference.py tests/pages/story/test_prefill_decode.py \
   tests/engine/test_smollm_end_to_end.py::test_greedy_tokens_are_the_same_alone_queued_and_batched || status=$(( status ? status : $? ))
-.venv/bin/python -m pytest -q -rs -m alone || status=$(( status ? status : $? ))
+# The real browsers and vLLM, two files at a time: each mostly waits on its servers and its page (two browser files
+# took 58 s of CPU in 86 s: 0.67 of a core); a file's tests stay on one worker, so its dashboard (or the shared vLLM)
+# starts once. Last, alone, the tests that measure against the machine's own quiet numbers.
+.venv/bin/python -m pytest -q -rs -n "$WORKERS" --dist loadgroup -m "alone and not timed" || status=$(( status ? status : $? ))
+.venv/bin/python -m pytest -q -rs -m timed || status=$(( status ? status : $? ))
 exit "$status"

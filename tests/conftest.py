@@ -84,16 +84,17 @@ def _uses_vllm(item) -> bool:
 
 
 def _alone(item) -> bool:
-    """A real browser or a real vLLM: CPU-heavy and timed against the machine, so scripts/test.sh runs these one at a
-    time after the rest (which runs on every core, pytest-xdist)."""
+    """A real browser or a real vLLM: each starts servers of its own, so scripts/test.sh runs these after the rest,
+    a file at a time on each worker (its dashboard, or the one shared vLLM, started once)."""
     return item.path.parent.name == "browser" or _uses_vllm(item) or "vllm" in item.path.name
 
 
-@pytest.hookimpl(tryfirst=True)  # before `-m` deselects by mark
+@pytest.hookimpl(tryfirst=True)  # before `-m` deselects by mark, and before xdist reads the groups (--dist loadgroup)
 def pytest_collection_modifyitems(items):
     for item in items:
         if _alone(item):
             item.add_marker(pytest.mark.alone)
+            item.add_marker(pytest.mark.xdist_group("vllm" if _uses_vllm(item) else str(item.path.name)))
     users = [item for item in items if _uses_vllm(item)]
     if users:
         first, others = items.index(users[0]), [item for item in items if not _uses_vllm(item)]
