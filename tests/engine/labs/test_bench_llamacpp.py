@@ -2,8 +2,6 @@
 
 The tests marked `alone` need llama.cpp's venv and GGUF files (bash scripts/setup_llamacpp.sh: a source build, many
 minutes on 2 cores, which the suite never starts): without them they skip, saying so. The rest run everywhere."""
-import re
-import subprocess
 import sys
 from types import SimpleNamespace
 
@@ -13,7 +11,6 @@ from engine.errors import EngineError
 from engine.labs import bench_llamacpp
 from engine.labs.bench import header, row, start_llamacpp
 from engine.loading.model_store import DEFAULT_MODEL
-from tests import ROOT
 
 
 def require_llamacpp(gguf_type: str = "f32") -> None:
@@ -80,21 +77,26 @@ def test_first_difference(a, b, where):
 
 
 @pytest.mark.alone
-def test_the_bench_shows_the_llamacpp_column(tmp_path):
+def test_the_bench_starts_llamacpp_times_it_and_compares_its_greedy_tokens(smollm):
+    """The column's pieces as `engine bench` runs them (start_llamacpp, ttft, decode_step, compare_greedy, the row);
+    the whole bench (transformers, plain, the floors) is a benchmark, not a test."""
     require_llamacpp("f32")
-    out = subprocess.run([sys.executable, "-m", "engine", "bench", "--quick", "--repeats", "1", "--no-vllm",
-                          "--model", DEFAULT_MODEL, "--device", "cpu"],  # the fast paths users get
-                         cwd=ROOT, capture_output=True, text=True, timeout=600)
-    assert out.returncode == 0, out.stderr[-2000:]
-    lines = out.stdout.splitlines()
-    assert any(x.startswith("# llama.cpp (llama-cpp-python ") and "smollm2-135m-f32.gguf" in x for x in lines)
-    head = next(x for x in lines if x.startswith("measurement"))
-    end = head.index("llama.cpp ms") + len("llama.cpp ms")
-    for label in ("prefill 32 tokens", "prefill 128 tokens", "decode step @ context 32", "decode step @ context 128"):
-        line = next(x for x in lines if x.startswith(label))
-        assert float(line[:end].split()[-1]) > 0, line
-    same = next(x for x in lines if x.startswith("# fast and llama.cpp (f32) give the same 8 greedy tokens: "))
-    assert same.split(": ")[1].startswith("True"), same  # float32 on both sides, the same weights
-    gap = float(re.search(r"apart by ([\d.e+-]+) of their largest", same).group(1))
-    assert gap < 1e-4, same  # summed in other orders: 1-3e-6 (6.6e-4 with llama.cpp's flash attention, which rounds
-    # float32 keys and values to f16: the column keeps it off for f32)
+    from engine.labs.sweeps import prompt_ids_of_length
+
+    args = SimpleNamespace(model=DEFAULT_MODEL, no_llamacpp=False, llamacpp_type=None)
+    peer = start_llamacpp(args, smollm)  # float32: the f32 file
+    assert peer is not None
+    try:
+        assert peer.info["kv_type"] == "f32" and peer.info["flash_attn"] == "off"
+        ids = prompt_ids_of_length(smollm, 32)
+        seconds = {"llama.cpp": peer.ttft(ids), "fast": 0.01}
+        assert 0 < seconds["llama.cpp"] < 60
+        line = row("prefill 32 tokens", seconds, None)
+        assert f"{seconds['llama.cpp'] * 1000:.1f}" in line
+        assert 0 < peer.decode_step(ids, 4) < 60
+        got = bench_llamacpp.compare_greedy(smollm, peer, ids, 8)
+    finally:
+        peer.stop()
+    assert got["first_difference"] is None, got  # float32 on both sides, the same weights
+    assert got["logit_gap"] < 1e-4  # summed in other orders: 1-3e-6 (6.6e-4 with llama.cpp's flash attention, which
+    # rounds float32 keys and values to f16: the column keeps it off for f32)
