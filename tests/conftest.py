@@ -53,6 +53,17 @@ def smollm() -> engine.LoadedModel:
     return engine.load_model("smollm2-135m", device="cpu")
 
 
+@pytest.fixture(scope="session")
+def smollm_tokenizer():
+    """The real SmolLM2's tokenizer alone, read from the converted cache (no weights, no kernels: milliseconds)."""
+    from engine.loading import model_store, tokenizer_file
+
+    folder = model_store.cache_root() / model_store.CACHE_FOLDER
+    if not (folder / "COMPLETE").is_file():  # not converted yet (scripts/test.sh runs `engine prepare` first): load it
+        return engine.load_model("smollm2-135m", device="cpu").tokenizer
+    return tokenizer_file.read_cached(str(folder))
+
+
 @pytest.fixture
 def navigation_only(monkeypatch):
     """Every AppTest run goes through app.py's st.navigation, as a real server's runs do.

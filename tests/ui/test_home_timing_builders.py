@@ -64,11 +64,11 @@ def test_examples_cover_the_four_workloads():
         prompts.example("poetry")
 
 
-def test_long_examples_fill_1024_real_tokens(smollm):
-    counts = {ex.key: len(smollm.tokenizer.encode(ex.text)) for ex in prompts.examples()}
+def test_long_examples_fill_1024_real_tokens(smollm_tokenizer):
+    counts = {ex.key: len(smollm_tokenizer.encode(ex.text)) for ex in prompts.examples()}
     assert counts["summarisation"] >= 1000
     assert counts["translation"] >= 700
-    fit = prompts.fit_prompt_to_tokens(smollm.tokenizer, prompts.example("summarisation").text, 1024)
+    fit = prompts.fit_prompt_to_tokens(smollm_tokenizer, prompts.example("summarisation").text, 1024)
     assert len(fit.ids) == 1024 and fit.action == "trimmed"
 
 
