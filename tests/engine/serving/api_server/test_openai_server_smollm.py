@@ -1,16 +1,15 @@
-"""`python -m engine serve` with the real SmolLM2 in its own process: the same greedy text as `python -m engine
-generate`, a client that hangs up frees its sequence, and `engine measure` agrees with the server's own metrics."""
+"""`python -m engine serve` with the real SmolLM2 in its own process: the same greedy text as the engine's
+`generate` (what `python -m engine generate` runs), a client that hangs up frees its sequence, and `engine measure`
+agrees with the server's own metrics."""
 import http.client
 import json
-import subprocess
-import sys
 import time
 
 import pytest
 
 from engine.serving.client.benchmark_report import client_stats
 from engine.serving.client.server_benchmark import Plan, run
-from tests.serving_helpers import ROOT, CliServer, free_port, metrics_of, post
+from tests.serving_helpers import CliServer, free_port, metrics_of, post
 
 PROMPT = "Why is the sky blue? Answer in two sentences."
 AGREE = 0.20  # client-side and server-side means may differ by the HTTP hop, not more
@@ -24,13 +23,6 @@ def real_server():
     assert srv.proc.returncode is not None  # nothing left running
 
 
-def cli_generate(*args: str) -> dict:
-    out = subprocess.run([sys.executable, "-m", "engine", "generate", "--prompt", PROMPT, "--max-new-tokens", "24",
-                          "--json", *args], cwd=ROOT, capture_output=True, text=True, timeout=300)
-    assert out.returncode == 0, out.stderr
-    return json.loads(out.stdout)
-
-
 def test_the_server_says_where_it_listens_and_answers_to_the_hub_id_first(real_server):
     assert any("serving 'HuggingFaceTB/SmolLM2-135M-Instruct' (also as 'smollm2-135m')" in line and
                real_server.url in line for line in real_server.lines)
@@ -38,13 +30,17 @@ def test_the_server_says_where_it_listens_and_answers_to_the_hub_id_first(real_s
     assert [m["id"] for m in listed["data"]] == ["HuggingFaceTB/SmolLM2-135M-Instruct", "smollm2-135m"]
 
 
-def test_greedy_text_equals_the_cli(real_server):
+def test_greedy_text_equals_the_engines(real_server, smollm):
+    """The server's greedy text is what `python -m engine generate` writes: the same `generate` (engine/cli.py calls
+    it), here in process on the same weights rather than in two more processes that each import torch."""
+    from engine import generate
+
     status, _, completion = post(real_server.url, "/v1/completions", {"model": "smollm2-135m", "prompt": PROMPT,
                                                                        "max_tokens": 24, "temperature": 0})
-    assert status == 200 and completion["choices"][0]["text"] == cli_generate()["text"]
+    assert status == 200 and completion["choices"][0]["text"] == generate(smollm, PROMPT, 24).text
     status, _, chat = post(real_server.url, "/v1/chat/completions", {
         "model": "smollm2-135m", "messages": [{"role": "user", "content": PROMPT}], "max_tokens": 24, "temperature": 0})
-    assert status == 200 and chat["choices"][0]["message"]["content"] == cli_generate("--chat")["text"]
+    assert status == 200 and chat["choices"][0]["message"]["content"] == generate(smollm, PROMPT, 24, chat=True).text
 
 
 def test_a_client_that_hangs_up_frees_its_sequence(real_server):
