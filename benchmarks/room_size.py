@@ -229,12 +229,14 @@ class Room:
         tpots = [s.tpot_ms for s in self.students if s.tpot_ms is not None]
         queue = [s.queue_s for s in self.students if s.queue_s is not None]
         joins = [s.join_s for s in self.students if s.join_s is not None]
+        totals = [s.total_s for s in self.students if s.total_s is not None]
         return dict(mode=self.mode, size=self.size, held=self.held, within_s=self.within_s,
                     runs_finished=len(walls), blank_tabs=sum(s.blank_tabs for s in self.students),
                     exceptions=sum(len(s.exceptions) for s in self.students),
                     failures=[f"student {s.index}: {s.failure}" for s in self.students if s.failure],
                     join_s_max=max(joins, default=None), wall_s_max=max(walls, default=None),
-                    queue_s_max=max(queue, default=None), tpot_ms_median=statistics.median(tpots) if tpots else None,
+                    queue_s_max=max(queue, default=None), run_s_median=statistics.median(totals) if totals else None,
+                    tpot_ms_median=statistics.median(tpots) if tpots else None,
                     tpot_ms_max=max(tpots, default=None),
                     idle_cpu_per_student_per_s=[round(c / self.idle_s / self.size, 5) for c in self.idle_cpu],
                     cpu_per_run_s=[round(c / self.size, 4) for c in self.active_cpu],

@@ -23,12 +23,13 @@ VERSION = 1
 NEAR = 0.8  # the console warns from this share of the measured size on
 
 # The estimate's per-student costs: what benchmarks.room_size measured for the server (Streamlit process + engine
-# worker, read from /proc) on a 2-vCPU cloud VM (AMD EPYC, AVX-512) with SmolLM2-135M, 2026-12-05, queue mode,
-# 3 students. A recording from another machine: the console says so whenever it uses them.
-ESTIMATE_SOURCE = "a 2-vCPU cloud VM, 2026-12-05"
-IDLE_CPU_PER_STUDENT = 0.02  # CPU seconds per second one joined, idle student costs the server
-CPU_PER_RUN = 1.6  # CPU seconds the server spends on one student's default run (engine + the page's reruns)
-ENGINE_S_PER_RUN = 0.6  # wall seconds one default run holds the engine in queue mode
+# worker, read from /proc) on a 2-vCPU cloud VM (AMD EPYC) with SmolLM2-135M, 2026-12-05, an 8-student queue-mode room
+# while other users' jobs held the machine (load average 9-12): a recording from another machine, and a busy one. The
+# console says so whenever it uses them.
+ESTIMATE_SOURCE = "a busy 2-vCPU cloud VM, 2026-12-05"
+IDLE_CPU_PER_STUDENT = 0.002  # CPU seconds per second one joined, idle student cost the server (0.0018 measured)
+CPU_PER_RUN = 3.3  # CPU seconds the server spent per student's default run: Streamlit 0.51 + the worker 2.74
+ENGINE_S_PER_RUN = 3.0  # wall seconds one default run held the engine in queue mode (TPOT 96 ms x 31 + TTFT)
 BUSY_SHARE = 0.7  # the share of the cores the estimate lets a class use (the rest: the teacher's own screen)
 
 
