@@ -240,7 +240,8 @@ class Room:
                     tpot_ms_max=max(tpots, default=None),
                     idle_cpu_per_student_per_s=[round(c / self.idle_s / self.size, 5) for c in self.idle_cpu],
                     cpu_per_run_s=[round(c / self.size, 4) for c in self.active_cpu],
-                    load_before=round(self.load_before, 2), elapsed_s=round(self.elapsed_s, 1))
+                    load_before=round(self.load_before, 2), elapsed_s=round(self.elapsed_s, 1),
+                    students=[dataclasses.asdict(s) for s in self.students])
 
 
 async def crowd_async(url: str, pid: int, mode: str, size: int, args) -> Room:
@@ -316,11 +317,12 @@ def main() -> None:
         for size in sizes:
             room = crowd(mode, size, args, Path(tempfile.gettempdir()) / f"two_bends_crowd_{mode}_{size}.log")
             rooms.append(room.summary())
-            print(json.dumps(room.summary()), flush=True)
+            print(json.dumps({k: v for k, v in rooms[-1].items() if k != "students"}), flush=True)
             if not room.held:
                 break
             held = size
-        result["modes"][mode] = dict(students=held, every_size_held=held == sizes[-1], rooms=rooms)
+        result["modes"][mode] = dict(students=held, every_size_held=held == sizes[-1], smallest_tried=sizes[0],
+                                     rooms=rooms)
         print(f"## {mode}: holds {'at least ' if held == sizes[-1] else ''}{held} students", flush=True)
     if not args.no_save:
         path = room_size.save(result)

@@ -101,6 +101,10 @@ def current(env=None) -> Size:
 def line(size: Size, students: int, mode: str) -> tuple[str, str]:
     """(level, words) for the console: "info" below NEAR of the size in the room's mode, "warning" near it, "error"
     past it (with the advice to move the runs to a serving engine)."""
+    if size.queue == 0:
+        return "warning", (f"This machine did not hold the smallest room measured in queue mode; you have {students} "
+                           f"({size.source}). Consider moving the room's runs to a serving engine (`--engine-url URL`, "
+                           "docs/serving.md).")
     more = "at least " if size.at_least else "about "
     batch = f"{more}{size.batch} in batch mode" if size.batch is not None else "batch mode not measured"
     words = (f"This machine holds {more}{size.queue} students in queue mode, {batch}; you have {students} "

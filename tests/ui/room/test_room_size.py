@@ -48,3 +48,9 @@ def test_a_size_every_tried_room_held_is_a_floor(tmp_path):
     size = room_size.measured(room_size.load(_saved(tmp_path, queue=4, every=True), host="here"))
     level, words = room_size.line(size, 5, "queue")
     assert "at least 4" in words and level == "warning" and "larger than any room measured" in words
+
+
+def test_a_machine_that_held_no_room_tried_says_so(tmp_path):
+    size = room_size.measured(room_size.load(_saved(tmp_path, queue=0, batch=0), host="here"))
+    level, words = room_size.line(size, 2, "queue")
+    assert level == "warning" and "did not hold the smallest room" in words and "--engine-url" in words
