@@ -10,7 +10,8 @@ showed (TTFT, TPOT, total) and the wall time from the click to the finished line
 the server's cost): per idle student per second, and per run while the class presses Run.
 
 A room size holds when every student joined, every run finished within `--within` seconds of its click, no tab went
-blank and no page showed an exception. Sizes are tried in increasing order per mode; the largest that held is the
+blank (no "Bad delta path index" either: the tab's own watch, ui/controls/tab_watch.py, may have reloaded it before
+the harness looked) and no page showed an exception. Sizes are tried in increasing order per mode; the largest that held is the
 machine's size for that mode ("at least N" when every size tried held). The result is written to the user's data
 folder (ui/room/room_size.py reads it for the teacher console), never into the checkout.
 
@@ -37,6 +38,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from engine.loading.model_store import DEFAULT_MODEL  # torch-free
 from tests.browser import appdriver
 from ui.room import room_size
 
@@ -60,7 +62,8 @@ class Student:
     wall_s: float | None = None  # click on Run to the finished line
     answered: bool = False
     exceptions: list = dataclasses.field(default_factory=list)  # the page's stException texts
-    blank_tabs: int = 0  # times the tab went blank (Streamlit's frontend crashed) and was reloaded
+    blank_tabs: int = 0  # times the harness found the tab blank (Streamlit's frontend crashed) and reloaded it
+    crashes: int = 0  # the frontend's "Bad delta path index" errors (the tab's own watch may have reloaded it first)
     failure: str | None = None
 
 
@@ -157,7 +160,12 @@ async def student(browser, url: str, me: Student, join_at: float, run_at: float,
     crashed: list = []
     try:
         page = await context.new_page()
-        page.on("pageerror", lambda exc: crashed.append(str(exc)) if CRASH in str(exc) else None)
+        def on_error(exc) -> None:
+            if CRASH in str(exc):
+                crashed.append(str(exc))
+                me.crashes += 1
+
+        page.on("pageerror", on_error)
         began = time.monotonic()
         await join(page, url, CODE.lower(), timeout_ms)
         me.join_s = time.monotonic() - began
@@ -221,7 +229,7 @@ class Room:
 
     @property
     def held(self) -> bool:
-        return all(s.failure is None and not s.exceptions and not s.blank_tabs and s.wall_s is not None
+        return all(s.failure is None and not s.exceptions and not s.blank_tabs and not s.crashes and s.wall_s is not None
                    and s.wall_s <= self.within_s and s.answered for s in self.students)
 
     def summary(self) -> dict:
@@ -232,6 +240,7 @@ class Room:
         totals = [s.total_s for s in self.students if s.total_s is not None]
         return dict(mode=self.mode, size=self.size, held=self.held, within_s=self.within_s,
                     runs_finished=len(walls), blank_tabs=sum(s.blank_tabs for s in self.students),
+                    crashes=sum(s.crashes for s in self.students),
                     exceptions=sum(len(s.exceptions) for s in self.students),
                     failures=[f"student {s.index}: {s.failure}" for s in self.students if s.failure],
                     join_s_max=max(joins, default=None), wall_s_max=max(walls, default=None),
@@ -300,7 +309,7 @@ def parser() -> argparse.ArgumentParser:
     ap.add_argument("--within", type=float, default=60.0, help="seconds a run may take from its click (queue included)")
     ap.add_argument("--timeout", type=float, default=600.0, help="seconds any one step may take before it fails")
     ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--model", default="smollm2-135m")
+    ap.add_argument("--model", default=DEFAULT_MODEL)
     ap.add_argument("--no-save", action="store_true", help="print only; keep nothing in the data folder")
     return ap
 

@@ -25,6 +25,8 @@ import subprocess
 import sys
 import time
 
+from engine.loading.model_store import DEFAULT_MODEL  # torch-free: the parent stays light
+
 PROMPT_TOKENS = 64
 HOG = """
 import time
@@ -102,7 +104,7 @@ def main() -> None:
     ap.add_argument("--policies", default="default", help="OMP_WAIT_POLICY per condition: default, passive, active")
     ap.add_argument("--tokens", type=int, default=64)
     ap.add_argument("--rounds", type=int, default=2)
-    ap.add_argument("--model", default="smollm2-135m")
+    ap.add_argument("--model", default=DEFAULT_MODEL)
     ap.add_argument("--child", type=int, default=0, help=argparse.SUPPRESS)
     args = ap.parse_args()
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # stopped: the finally blocks stop the programs beside

@@ -37,6 +37,6 @@ def test_three_students_join_run_and_answer_in_queue_mode():
     assert streamlit_cpu > 0 and worker_cpu > 0, room.active_cpu  # each process read on its own
     summary = room.summary()
     assert summary["runs_finished"] == 3 and summary["exceptions"] == 0
-    if summary["blank_tabs"]:
-        warnings.warn(f"{summary['blank_tabs']} tab(s) went blank (Streamlit's frontend) and were reloaded",
-                      stacklevel=1)
+    if summary["blank_tabs"] or summary["crashes"]:
+        warnings.warn(f"Streamlit's frontend crashed {summary['crashes']} time(s); {summary['blank_tabs']} blank tab(s) "
+                      "reloaded by the harness (the others by the tab's own watch)", stacklevel=1)
