@@ -10,11 +10,9 @@ from __future__ import annotations
 
 import torch
 
-from engine.host.cpu_wait import CpuWaitMeter
+from engine.host.cpu_wait import DECODE_ALL_THREADS, CpuWaitMeter
 from engine.host.machine_load import WATCH, LoadWatch
 from engine.host.thread_governor import ThreadGovernor, use_threads
-
-DECODE_ALL_THREADS = "decode_cpu_wait_all_threads_s"  # Trace.env key: the decode steps' wait, every thread's added
 
 
 class RunWatch:

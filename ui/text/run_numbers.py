@@ -6,7 +6,7 @@ from collections import Counter
 
 from engine.core.metrics import PhaseSummary, bridge_sharing, summarize
 from engine.core.trace import Trace
-from engine.host.run_watch import DECODE_ALL_THREADS
+from engine.host.cpu_wait import DECODE_ALL_THREADS  # torch-free: the page's process does not import torch
 from engine.serving.client.server_benchmark import trace_from_record
 from engine.serving.scheduling.work import PENDING_DECODE_STEP, PENDING_KERNELS
 from ui.text.diagnosis import sharing_markdown

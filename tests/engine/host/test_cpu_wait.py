@@ -107,7 +107,7 @@ def test_a_run_keeps_its_decode_steps_wait_with_every_threads_added(tmp_path):
 
     import torch
 
-    from engine.host.run_watch import DECODE_ALL_THREADS
+    from engine.host.cpu_wait import DECODE_ALL_THREADS
 
     tasks = fake_proc(tmp_path, {"7": 0, "8": 0})
     watch = RunWatch(adaptive_threads=False)
