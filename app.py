@@ -4,7 +4,7 @@ from ui.controls import launch
 launch.wait_for_app_modules()  # the launcher imports the modules below while the browser loads the page
 import streamlit as st  # noqa: E402
 
-from ui.controls import demo_panel, lesson_panel, presenter, run_panel, widgets  # noqa: E402
+from ui.controls import demo_panel, lesson_panel, presenter, run_panel, tab_watch, widgets  # noqa: E402
 from ui.demo import recorded  # noqa: E402
 from ui.room import code_display, follow, gate  # noqa: E402
 
@@ -52,6 +52,7 @@ lessons, _ = lesson_panel.lessons(EVERY_PAGE)  # assets/lessons/: ordered steps,
 demo_panel.restore(page, [p for group in PAGES.values() for p in group], lessons)  # a shared link's settings, once
 lesson_panel.route(page, [p for group in PAGES.values() for p in group])  # a lesson's Back / Next: the step's page
 request = widgets.sidebar()
+tab_watch.install()  # a tab whose page went blank (Streamlit's frontend crashed) reloads itself
 presenter.apply(PAGES, request)  # presenter mode: its own bar (every page, Run, lengths, glossary)
 lesson_step = lesson_panel.bar(EVERY_PAGE)  # lesson mode: the step, Back / Next (PageUp / PageDown), the notes
 code_display.presenter_banner()  # room mode, presenter mode, the teacher: the join code and QR code, large

@@ -25,6 +25,7 @@ from dataclasses import dataclass
 
 TASKS = "/proc/self/task"  # one folder per thread of this process
 NS = 1e-9
+DECODE_ALL_THREADS = "decode_cpu_wait_all_threads_s"  # Trace.env key: the decode steps' wait, every thread's added
 _NOT_PLAIN = re.compile(r"[^\w .,:;/@()+=%'?&#~-]")  # a note goes into traces and pages: plain characters only
 
 

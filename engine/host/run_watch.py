@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import torch
 
-from engine.host.cpu_wait import CpuWaitMeter
+from engine.host.cpu_wait import DECODE_ALL_THREADS, CpuWaitMeter
 from engine.host.machine_load import WATCH, LoadWatch
 from engine.host.thread_governor import ThreadGovernor, use_threads
 
@@ -23,6 +23,7 @@ class RunWatch:
         self.load_watch, self.governor_type = load_watch, governor_type
         self.meter = CpuWaitMeter()  # the time this process's threads waited for a CPU, per timed interval
         self.last_wait = 0.0
+        self.prefill_all_threads = 0.0  # prefill's wait, every thread's added (the decode's is the total less this)
         self.governor: ThreadGovernor | None = None
         self.most = self.threads = torch.get_num_threads()
         self.why = ""
@@ -48,6 +49,7 @@ class RunWatch:
         return self.last_wait
 
     def after_prefill(self) -> None:
+        self.prefill_all_threads = self.meter.last.threads
         if self.adaptive_threads and self.meter.available:
             self.governor = self.governor_type(self.most, start=self.threads)
 
@@ -67,6 +69,10 @@ class RunWatch:
         trace.cpu_wait_read_seconds = meter.read_seconds
         if meter.available:
             trace.cpu_wait_seconds, trace.cpu_wait_all_threads_seconds = meter.total.longest, meter.total.threads
+            # the decode steps' wait with every thread's added: while one thread waits for a CPU its partner spins at
+            # the next barrier (on a CPU, so not counted as waiting), and a step loses between the longest-waiting
+            # thread's wait and this (benchmarks/step_cpu.py; docs/decisions/cpu-wait.md)
+            trace.env[DECODE_ALL_THREADS] = max(meter.total.threads - self.prefill_all_threads, 0.0)
         else:
             trace.cpu_wait_note = meter.reason
         notes = [f"prefill on {self.threads} thread(s) ({self.why})" if self.threads < self.most else "",

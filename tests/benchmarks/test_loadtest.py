@@ -3,7 +3,7 @@ pattern must stay in step (they drifted once: the CPU-wait words broke the patte
 
 import pytest
 
-from benchmarks import loadtest
+from benchmarks import loadtest, room_size
 from engine.core.trace import DecodeStep, Trace
 from ui.text import run_numbers
 
@@ -14,11 +14,15 @@ def _trace(**fields) -> Trace:
                  prefill_seconds=0.0541, steps=steps, text="", env={}, queue_seconds=1.25, **fields)
 
 
-@pytest.mark.parametrize("wait", [None, 0.07])  # not measured / measured (the words in between)
-def test_the_load_test_reads_the_run_panels_finished_line(wait):
+@pytest.mark.parametrize("wait, every", [(None, None), (0.07, None), (0.07, 0.124)])  # not measured / measured /
+def test_the_load_test_reads_the_run_panels_finished_line(wait, every):  # with every thread's wait added
     trace = _trace(cpu_wait_seconds=wait, prefill_cpu_wait_seconds=0.005 if wait else 0.0)
+    if every is not None:
+        trace.env["decode_cpu_wait_all_threads_s"] = every
     line = run_numbers.finished_label(trace)
     assert ("waited for a CPU" in line) == (wait is not None)
-    m = loadtest.FINISHED.search(line)
-    assert m is not None, line
-    assert m.groups() == ("64", "32", "54", f"{trace.total_seconds:,.2f}", "1.25")
+    assert ("every thread's wait added" in line) == (every is not None)
+    for pattern in (loadtest.FINISHED, room_size.FINISHED):  # both benchmarks read it
+        m = pattern.search(line)
+        assert m is not None, line
+        assert m.groups() == ("64", "32", "54", f"{trace.total_seconds:,.2f}", "1.25")

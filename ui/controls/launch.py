@@ -29,9 +29,10 @@ from pathlib import Path
 from engine.serving.scheduling import early_start  # standard library only: imported before anything heavy
 
 APP = Path(__file__).resolve().parents[2] / "app.py"
+# what app.py imports (a test keeps this so)
 APP_MODULES = ("ui.controls.demo_panel", "ui.controls.lesson_panel", "ui.controls.presenter", "ui.controls.run_panel",
-               "ui.controls.widgets", "ui.demo.recorded", "ui.room.code_display", "ui.room.follow",
-               "ui.room.gate")  # what app.py imports (a test keeps this so)
+               "ui.controls.tab_watch", "ui.controls.widgets", "ui.demo.recorded", "ui.room.code_display",
+               "ui.room.follow", "ui.room.gate")
 
 TOKENIZER_MODULE = "engine.loading.tokenizer_file"  # the class of a converted model's tokenizer (`tokenizers`, no transformers)
 

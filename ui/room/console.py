@@ -14,7 +14,7 @@ import streamlit as st
 
 from engine.core.trace_file import TraceFileError
 from ui.engine_link import browser_runs, worker_link
-from ui.room import config, current, export, follow, gate, sessions
+from ui.room import config, current, export, follow, gate, room_size, sessions
 from ui.room.registry import LAB_POLICIES
 
 REFRESH_S = 2.0
@@ -85,6 +85,8 @@ def status() -> None:
     st.caption("Waiting, running and lab jobs count every session's work in the engine, yours too, as the engine "
                "reports it (started or not): the table and these counts come from the same place.")
     engine = worker_link.status()
+    students = sum(r["role"] == "student" and r["state"] != "away" for r in table)
+    size_line(students, engine.get("mode", "queue"))
     if engine.get("longest_slice_s"):
         st.caption(f"Longest lab slice so far: {engine['longest_slice_s']:,.2f} s. A lab yields between its points, "
                    "so a student's run waits behind a lab for at most one slice.")
@@ -101,6 +103,17 @@ def status() -> None:
     if row.button("Cancel everything in flight", key=CANCEL_ALL, icon=":material/block:"):
         n = sum(sessions.cancel_session(sid) for sid in {sid for sid, _, _ in cancellable})
         st.toast(f"Cancelled {n} run{'s' if n != 1 else ''} and job{'s' if n != 1 else ''}.")
+
+
+def size_line(students: int, mode: str) -> None:
+    """How many students this machine holds (measured here, or an estimate said to be one) against the room now."""
+    level, words = room_size.line(_size(), students, mode)
+    {"info": st.caption, "warning": st.warning, "error": st.error}[level](words)
+
+
+@st.cache_data(ttl=60, show_spinner=False)
+def _size() -> room_size.Size:
+    return room_size.current()  # a file read: once a minute, not at every refresh of every console
 
 
 def remove_student() -> None:

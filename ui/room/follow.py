@@ -32,6 +32,9 @@ _DRAWING: dict[str, int] = {}
 _DRAWN: dict[str, int] = {}
 _LOCK = threading.Lock()
 WATCH_EVERY_S = 3.0  # how often a student's page looks for a push or an eviction
+# pages whose own timer fragment looks for a push or an eviction (calling `look()`), so that a student's page runs one
+# timer, not two: Streamlit 1.67's frontend can lose a tab ("Bad delta path index") when a rerun meets a timer run
+OWN_TIMER = {"poll"}  # the student's poll view (ui/room/poll_panel.student)
 SPEC_KEYS = {"model": state.MODEL, "device": state.DEVICE, "dtype": state.DTYPE, "kernels": state.KERNELS}
 FOLLOWED = [name for name in links.PARAMS if name != "present"]  # presenter mode stays each screen's own
 
@@ -71,7 +74,7 @@ def presence(page, pages: list) -> None:
         _apply_follow(page, pages, sid)
     room.touch(sid, page=_path(page), browser=worker_link.store().runs.token)
     interrupted_notice()
-    if role == "student":
+    if role == "student" and _path(page) not in OWN_TIMER:
         with st.sidebar:  # the sidebar's first element on every page: a fixed place, never where a page draws
             _watch()  # (in the main area a timer run of the old page's fragment once overwrote the new page's title)
 
@@ -186,6 +189,14 @@ def interrupted_notice() -> None:
 @st.fragment(run_every=WATCH_EVERY_S)
 def _watch() -> None:
     """A student's page looks for a new push or an eviction every few seconds, and reruns the app for it."""
+    look()
+
+
+def look() -> None:
+    """Rerun the whole app when this student has a push to follow or was evicted; called by a timer fragment (this
+    module's, or the page's own on OWN_TIMER pages). Outside a room, and for the teacher: nothing."""
+    if current.role() != "student":
+        return
     room, sid = current.room(), current.session_id()
     version, follow = room.following()
     with _LOCK:

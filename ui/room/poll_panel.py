@@ -17,7 +17,7 @@ from ui import state
 from ui.engine_link import job_progress, worker_link
 from ui.errors import EngineError
 from ui.figures import fig_poll
-from ui.room import current, polls, sessions
+from ui.room import current, follow, polls, sessions
 
 REFRESH_S = 2.0  # how often the projector and the students' pages look for new answers
 
@@ -138,7 +138,9 @@ def _projector() -> None:
 
 @st.fragment(run_every=REFRESH_S)
 def student() -> None:
-    """A student's view: answer alone; the room's answers show only once the teacher reveals them or measures."""
+    """A student's view: answer alone; the room's answers show only once the teacher reveals them or measures. The
+    page's one timer: it also looks for a follow-me push or an eviction (follow.OWN_TIMER)."""
+    follow.look()
     poll = the_poll()
     if poll is None:
         st.info("No question yet: the teacher opens one, and it appears here by itself.")

@@ -98,3 +98,31 @@ def test_the_files_stay_open_between_reads_see_new_values_and_close_when_their_t
     assert read_waits(str(tasks)) == {"1": 150}
     assert list(cpu_wait._OPEN.fds) == [str(tasks / "1" / "schedstat")]
     assert read_waits() and all(p.startswith(cpu_wait.TASKS) for p in cpu_wait._OPEN.fds)  # another folder: reopened
+
+
+def test_a_run_keeps_its_decode_steps_wait_with_every_threads_added(tmp_path):
+    """While one thread waits for a CPU, its partner spins at the next barrier: a step loses between the longest
+    wait and every thread's added, so the trace keeps the decode's share of the second as well (prefill's left out)."""
+    import types
+
+    import torch
+
+    from engine.host.cpu_wait import DECODE_ALL_THREADS
+
+    tasks = fake_proc(tmp_path, {"7": 0, "8": 0})
+    watch = RunWatch(adaptive_threads=False)
+    watch.meter = CpuWaitMeter(tasks)
+    trace = types.SimpleNamespace(settings={}, env={})
+    watch.begin(trace, torch.device("cpu"))
+    watch.mark()
+    fake_proc(tmp_path, {"7": 5_000_000, "8": 5_000_000})  # prefill: 10 ms in all
+    watch.lap()
+    watch.after_prefill()
+    for t7, t8 in ((9_000_000, 12_000_000), (15_000_000, 14_000_000)):  # two steps: each thread waited apart
+        watch.mark()
+        fake_proc(tmp_path, {"7": t7, "8": t8})
+        watch.lap()
+    watch.end()
+    watch.record(trace)
+    assert trace.cpu_wait_seconds == pytest.approx(0.005 + 0.007 + 0.006)  # the longest of each interval
+    assert trace.env[DECODE_ALL_THREADS] == pytest.approx(0.029 - 0.010)  # every thread's, decode only

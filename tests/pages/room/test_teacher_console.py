@@ -128,3 +128,24 @@ def test_a_student_never_sees_the_console(room_env):
     assert not student.exception
     with pytest.raises(ValueError, match="Could not find a navigation page"):
         student.switch_page(CONSOLE)  # not in a student's navigation at all
+
+
+def test_console_says_how_many_students_this_machine_holds(room_env, monkeypatch, tmp_path):
+    from ui.room import room_size
+
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "data"))  # the user's data folder: this test's own
+    console._size.clear()
+    _enter("bridge")
+    teacher = _enter("valley9")
+    teacher.switch_page(CONSOLE).run()
+    said = [c.value for c in teacher.caption if "This machine holds" in c.value]
+    assert said and "an estimate" in said[0] and "you have 1" in said[0]  # nothing measured here: labelled
+
+    result = room_size.new_result(room_size.socket.gethostname(), 2, "smollm2-135m", 60.0)
+    result["modes"] = {"queue": {"students": 1, "every_size_held": False}, "batch": {"students": 1}}
+    room_size.save(result)
+    console._size.clear()
+    _enter("bridge")  # two students now: past the measured one
+    teacher.run()
+    past = [e.value for e in teacher.error if "This machine holds" in e.value]
+    assert past and "measured by" in past[0] and "you have 2" in past[0] and "--engine-url" in past[0]

@@ -44,6 +44,20 @@ def test_the_wait_is_said_per_token_next_to_tpot_and_offers_quiet_timing():
     assert run_numbers.cpu_wait_caption(waited(0.024)).startswith("This run waited 24.0 ms per token for a CPU (48% of")
 
 
+def test_threads_that_waited_at_different_moments_say_the_wait_with_every_threads_added():
+    """Two threads each descheduled at another barrier: the step lost more than the longest wait (one spun while
+    the other waited), so every page's line states the second figure too, and only when it differs."""
+    apart = waited(0.024)
+    apart.env["decode_cpu_wait_all_threads_s"] = 4 * 0.041  # per step 41 ms, every thread's added
+    assert run_numbers.cpu_wait_label(apart) == (", waited for a CPU 24.0 ms per token, 41.0 ms with every thread's "
+                                                 "wait added, 2.0 ms in prefill")
+    assert "(up to 41.0 ms with every thread's wait added" in run_numbers.cpu_wait_caption(apart)
+    assert "(up to 41.0 ms with every thread's wait added" in run_numbers.cpu_wait_note(apart)
+    together = waited(0.024)
+    together.env["decode_cpu_wait_all_threads_s"] = 4 * 0.026  # about the longest: nothing more to say
+    assert "every thread" not in run_numbers.cpu_wait_label(together) + run_numbers.cpu_wait_caption(together)
+
+
 def test_a_run_that_had_the_cpu_to_itself_says_so():
     note = run_numbers.cpu_wait_note(waited(0.0002))
     assert note.startswith("**This run had the CPU to itself**") and "Quiet timing" not in note
