@@ -76,8 +76,8 @@ def test_a_students_run_waits_at_most_one_slice_behind_the_largest_lab():
             teacher.get_by_role("button", name="▶ Run sweep").click()
             teacher.locator("[data-testid='stProgress']").first.wait_for(timeout=120_000)  # the sweep runs
 
-            try:  # the first points (16–256 tokens) are short slices; from the fifth on they are the long ones
-                teacher.get_by_text(re.compile(r"[5-8]/8: \d+ in")).first.wait_for(timeout=60_000)
+            try:  # the 1024-token point just ended (ui/text/sweep_numbers.sweep_progress): the longest, 2048, runs now
+                teacher.get_by_text(re.compile(r"round \d+ of \d+: 1024 in, ")).first.wait_for(timeout=120_000)
             except PlaywrightTimeout:
                 pass  # a missed glimpse of the bar: the retries below still meet a slice
             student.bring_to_front()
