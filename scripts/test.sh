@@ -36,6 +36,6 @@ status=0
 # The real browsers and vLLM, two files at a time: each mostly waits on its servers and its page (two browser files
 # took 58 s of CPU in 86 s: 0.67 of a core); a file's tests stay on one worker, so its dashboard (or the shared vLLM)
 # starts once. Last, alone, the tests that measure against the machine's own quiet numbers.
-.venv/bin/python -m pytest -q -rs -n "$WORKERS" --dist loadgroup -m "alone and not timed" || status=$(( status ? status : $? ))
+.venv/bin/python -m pytest -q -rs -n "$WORKERS" --dist loadfile -m "alone and not timed" || status=$(( status ? status : $? ))
 .venv/bin/python -m pytest -q -rs -m timed || status=$(( status ? status : $? ))
 exit "$status"

@@ -100,16 +100,52 @@ def _alone(item) -> bool:
     return item.path.parent.name == "browser" or _uses_vllm(item) or "vllm" in item.path.name
 
 
-@pytest.hookimpl(tryfirst=True)  # before `-m` deselects by mark, and before xdist reads the groups (--dist loadgroup)
+@pytest.hookimpl(tryfirst=True)  # before `-m` deselects by mark
 def pytest_collection_modifyitems(items):
     for item in items:
         if _alone(item):
             item.add_marker(pytest.mark.alone)
-            item.add_marker(pytest.mark.xdist_group("vllm" if _uses_vllm(item) else str(item.path.name)))
     users = [item for item in items if _uses_vllm(item)]
     if users:
         first, others = items.index(users[0]), [item for item in items if not _uses_vllm(item)]
         items[:] = others[:first] + users + others[first:]
+
+
+# --- how xdist hands out the work (`-n N --dist loadfile`) ---------------------------------------------------------
+# A file's tests stay on one worker, in order, so its module fixtures (a dashboard, a room) start once; every file
+# that uses vLLM is one unit, so the shared vLLM starts once. (xdist's own `--dist loadgroup` cannot group here: on
+# pytest 9 the group suffix it writes into `item._nodeid` no longer reaches the node id.) The longest units go
+# first, so no worker is left with a long file at the end while the others idle: LONGEST_FIRST lists them as
+# measured on 2 cores (setup and calls of each file, in seconds), and only its order is used.
+LONGEST_FIRST = {
+    "vllm": 110, "tests/browser/test_run_every_page.py": 110, "tests/browser/test_room_class.py": 85,
+    "tests/browser/test_lesson.py": 50, "tests/browser/test_room_gate.py": 45, "tests/browser/test_presenter.py": 45,
+    "tests/browser/test_room_restart.py": 37, "tests/engine/serving/client/test_benchmark_clients.py": 36,
+    "tests/browser/test_crowd.py": 31,
+}
+
+
+def unit_of(nodeid: str) -> str:
+    """The unit of work a test belongs to: 'vllm' for every file with vLLM in its name, else its file."""
+    path = nodeid.split("::", 1)[0]
+    return "vllm" if "vllm" in path.rsplit("/", 1)[-1] else path
+
+
+def pytest_xdist_make_scheduler(config, log):
+    if config.getoption("dist") != "loadfile":
+        return None
+    from xdist.scheduler import LoadScopeScheduling
+
+    class LongestFileFirst(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            return unit_of(nodeid)
+
+        def _assign_work_unit(self, node) -> None:
+            longest = max(self.workqueue, key=lambda unit: LONGEST_FIRST.get(unit, 0))  # the first such in order
+            self.workqueue.move_to_end(longest, last=False)
+            super()._assign_work_unit(node)
+
+    return LongestFileFirst(config, log)
 
 
 @pytest.fixture
