@@ -38,6 +38,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from benchmarks._servers import stop
 from engine.loading.model_store import DEFAULT_MODEL  # torch-free
 from tests.browser import appdriver
 from ui.room import room_size
@@ -111,12 +112,7 @@ def room_server(mode: str, model: str, log: Path, ready_s: float = 300.0):
             print(f"# the worker's model was not ready after {ready_s:.0f} s: measuring anyway", flush=True)
         yield f"http://127.0.0.1:{port}", proc.pid
     finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(timeout=10)
+        stop(proc)
 
 
 # --- one student's browser -------------------------------------------------------------------------------------------

@@ -24,6 +24,7 @@ import threading
 import time
 from pathlib import Path
 
+from benchmarks import _servers
 from engine.loading.model_store import DEFAULT_MODEL  # torch-free: the start is not slowed
 from tests.browser import appdriver
 
@@ -83,12 +84,7 @@ def one_round(args, browser, root: Path) -> dict[str, float]:
     finally:
         stop.set()
         page.close()
-        proc.terminate()
-        try:
-            proc.wait(15)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+        _servers.stop(proc)
         out.close()
         terminal.unlink(missing_ok=True)
     if "t" in ready:
