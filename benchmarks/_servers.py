@@ -1,12 +1,14 @@
-"""Starting and stopping the processes the benchmarks measure: each in a session of its own, always stopped."""
+"""The processes the benchmarks measure: started in a session of their own, always stopped, their CPU time read."""
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
+TICK = os.sysconf("SC_CLK_TCK")
 
 
 def serve(args: list[str], log: Path, cwd: Path = ROOT, env: dict | None = None, timeout: float = 300.0):
@@ -33,3 +35,25 @@ def stop(proc: subprocess.Popen, grace_s: float = 20.0) -> None:
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait()
+
+
+def cpu_s(pid: int) -> float:
+    """CPU seconds (user + system) one process has used so far; 0 once it is gone."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / TICK  # utime, stime (fields 14, 15 of stat)
+    except (OSError, IndexError, ValueError):
+        return 0.0
+
+
+def descendants(pid: int) -> list[int]:
+    """Every process below `pid`: the children of each of its threads, theirs, and so on."""
+    found, todo = [], [pid]
+    while todo:
+        try:
+            kids = [int(c) for t in Path(f"/proc/{todo.pop()}/task").iterdir() for c in (t / "children").read_text().split()]
+        except (OSError, ValueError):
+            continue
+        found += kids
+        todo += kids
+    return found

@@ -27,6 +27,7 @@ import sys
 import time
 from pathlib import Path
 
+from benchmarks._servers import cpu_s, descendants
 from engine.core.metrics import summarize
 from engine.core.trace import Trace
 from engine.loading.model_store import DEFAULT_MODEL
@@ -42,25 +43,20 @@ CONFIGS = {  # name: (the engine's place, TWO_BENDS_WORKER; the sidebar switch t
     "worker-alone": None,  # no Streamlit, no browser: the request sent straight to an engine worker
 }
 CPU_OF = {"browser": "chromium", "streamlit": "ui.controls.launch", "worker": "engine.serving.scheduling.worker"}
-TICK = os.sysconf("SC_CLK_TCK")
 WAIT = re.compile(r"waited for a CPU ([\d,]+(?:\.\d+)?) ms per token, ([\d,]+(?:\.\d+)?) ms in prefill")
 
 
 def tree_cpu(root: int, name_part: str) -> float:
     """CPU seconds (user + system) of `root` and its descendants whose command line holds `name_part`: only this
     script's own dashboard and browser, never another user's on a shared machine."""
-    total, todo = 0.0, [root]
-    while todo:
-        pid = todo.pop()
-        try:
-            todo += [int(c) for t in Path(f"/proc/{pid}/task").iterdir()
-                     for c in (t / "children").read_text().split()]
-            if name_part in Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace"):
-                fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-                total += (int(fields[11]) + int(fields[12])) / TICK  # utime, stime (fields 14, 15 of stat)
-        except (OSError, IndexError, ValueError):
-            continue
-    return total
+    return sum(cpu_s(pid) for pid in [root, *descendants(root)] if name_part in command_line(pid))
+
+
+def command_line(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+    except OSError:
+        return ""
 
 
 def numbers(trace: Trace) -> dict:
