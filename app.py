@@ -38,19 +38,18 @@ PAGES = {
 }
 
 EVERY_PAGE = [p for group in PAGES.values() for p in group]  # a lesson may name any page; some are not this session's
-if role == "solo":
-    PAGES["The room"] = PAGES["The room"][:1]  # one person on one machine: predict, then measure alone; no console
-elif role == "student":
-    PAGES["The room"] = PAGES["The room"][:1]  # the console is the teacher's
+if role in ("solo", "student"):  # the console is the teacher's (solo: predict, then measure alone)
+    PAGES["The room"] = PAGES["The room"][:1]
 if recorded.replay_only():
     PAGES.pop("Labs")  # labs measure live on this machine: replay-only mode has no model to measure with
 page = st.navigation(PAGES)
-gate.land(page, [p for group in PAGES.values() for p in group])  # room mode: a deep link opened before the code, once
+shown = [p for group in PAGES.values() for p in group]  # this session's pages
+gate.land(page, shown)  # room mode: a deep link opened before the code, once
 gate.remember()  # room mode: this browser stays signed in (a cookie) across reloads, links and the server's restart
-follow.presence(page, [p for group in PAGES.values() for p in group])  # room mode: page, locks, follow-me, notices
+follow.presence(page, shown)  # room mode: page, locks, follow-me, notices
 lessons, _ = lesson_panel.lessons(EVERY_PAGE)  # assets/lessons/: ordered steps, each a page and a link's settings
-demo_panel.restore(page, [p for group in PAGES.values() for p in group], lessons)  # a shared link's settings, once
-lesson_panel.route(page, [p for group in PAGES.values() for p in group])  # a lesson's Back / Next: the step's page
+demo_panel.restore(page, shown, lessons)  # a shared link's settings, once
+lesson_panel.route(page, shown)  # a lesson's Back / Next: the step's page
 request = widgets.sidebar()
 tab_watch.install()  # a tab whose page went blank (Streamlit's frontend crashed) reloads itself
 presenter.apply(PAGES, request)  # presenter mode: its own bar (every page, Run, lengths, glossary)

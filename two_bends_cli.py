@@ -3,7 +3,7 @@ the engine's own (`two-bends serve ...` is exactly `python -m engine serve ...`:
 prepare, and whatever engine/cli.py adds). Installed by scripts/setup.sh (`pip install -e .`, pyproject.toml's
 [project.scripts]); `python -m two_bends_cli` from the checkout does the same without the install.
 
-`dashboard` takes the options scripts/dashboard.sh has always taken (that script is now set-up, then this command):
+`dashboard` takes the options scripts/dashboard.sh passes on (that script sets up, then runs this command):
 each sets the environment variable the dashboard's engine worker reads (ui/engine_link/server_link.py), the first
 option it does not know and everything after it go to Streamlit unchanged. It binds 127.0.0.1 unless told otherwise,
 converts the bundled model once (`engine prepare`), then replaces itself with the launcher, ui/controls/launch.py.
@@ -146,13 +146,13 @@ def dashboard(args: list[str]) -> int:
         cmd = [sys.executable, "-m", "ui.controls.launch", "--browser.gatherUsageStats", "false"]
         cmd += ["--server.address", address] if address else []
         cmd += streamlit_args
+        if dry_run and env.get("TWO_BENDS_ROOM") == "1":
+            print("TWO_BENDS_ROOM=1")
+        if url := checked_engine_url(env):
+            print(f"[dashboard] every Run goes to the serving engine at {url} (timed from outside, as engine measure does)")
         if dry_run:
-            if env.get("TWO_BENDS_ROOM") == "1":
-                print("TWO_BENDS_ROOM=1")
-            _say_engine_url(checked_engine_url(env))
             print(" ".join(cmd))
             return 0
-        _say_engine_url(checked_engine_url(env))
     except Refused as why:
         if str(why):
             print(f"error: {why}", file=sys.stderr)
@@ -172,12 +172,7 @@ def dashboard(args: list[str]) -> int:
             print(f"[dashboard] the Measure a server page may measure: {env['TWO_BENDS_MEASURE_HOSTS']}")
     sys.stdout.flush()
     os.chdir(ROOT)
-    os.execve(cmd[0], cmd, env)  # the launcher takes this process over, as `exec` did in the shell script
-
-
-def _say_engine_url(url: str | None) -> None:
-    if url:
-        print(f"[dashboard] every Run goes to the serving engine at {url} (timed from outside, as engine measure does)")
+    os.execve(cmd[0], cmd, env)  # the launcher takes this process over, as a shell's `exec` does
 
 
 def engine_help() -> str:

@@ -4,8 +4,7 @@
     .venv/bin/python -m benchmarks.calibrate_card_model --report   # no fit: the errors of the values in cards.py
     .venv/bin/python -m benchmarks.calibrate_card_model --markdown # no fit: every row, model vs published (for the docs)
 
-The fit minimises the mean squared log error (a 20 % miss weighs the same on 5 ms as on 500 ms; each source weighs
-the same however many rows it has, so one software stack does not become the class) over the rows marked
+The fit minimises the mean squared log error (a 20 % miss weighs the same on 5 ms as on 500 ms) over the rows marked
 `calibration` in assets/published/gpu_measurements.csv, with each value kept inside its published range
 (engine/perfmodel/cards.py). The rows marked `validation` are never seen by it: the report shows them apart, and
 tests/engine/perfmodel/test_published.py checks them. The values printed are copied into cards.py by hand, with their
@@ -82,15 +81,9 @@ def fit(klass: str, rows: list[pb.Measurement]) -> dict[str, float]:
     def values_of(x):
         return {n: _bounded(math.exp(v), params[n]) for n, v in zip(names, x)}
 
-    groups = defaultdict(int)
-    for m in rows:
-        groups[m.software] += 1
-    weights = [1.0 for m in rows]
-
     def loss(x):
         with_values(klass, values_of(x))
-        errs = [math.log(m.predicted_ms() / m.published_ms) ** 2 for m in rows]
-        return float(np.average(errs, weights=weights))
+        return float(np.mean([math.log(m.predicted_ms() / m.published_ms) ** 2 for m in rows]))
 
     best = nelder_mead(loss, x0, np.full(len(names), 0.3))
     values = values_of(best)

@@ -18,11 +18,11 @@ import argparse
 import statistics
 import sys
 import time
-from pathlib import Path
 
 import torch
 
 import engine
+from benchmarks._servers import schedstat
 from engine.core.prompting import SWEEP_TEXT, fit_prompt_to_tokens
 from engine.loading.model_store import DEFAULT_MODEL
 from engine.serving.scheduling.continuous_batch import Batch
@@ -33,13 +33,7 @@ GREEDY = engine.SamplingParams(ignore_eos=True)
 
 def waited() -> float:
     """Seconds this process's threads have waited, runnable, for a CPU (Linux schedstat; 0 elsewhere)."""
-    total = 0
-    for task in Path("/proc/self/task").glob("*"):
-        try:
-            total += int((task / "schedstat").read_text().split()[1])
-        except (OSError, IndexError, ValueError):
-            pass
-    return total / 1e9
+    return sum(wait for _, wait in schedstat().values()) / 1e9
 
 
 def one_run(lm, budget: int | None, riders: int, rider_prompt: int, joiner_prompt: int, steady: int) -> dict:

@@ -1,17 +1,11 @@
 """Issue 19's targets on this CPU, in one call: every measurement the issue names, then one line per target.
 
-Runs, one after another (nothing else should run beside it: `flock /tmp/tb/bench.lock ...` on a shared machine):
-  bench-float32   python -m engine bench --repeats R            (vLLM beside it when scripts/setup_vllm.sh built it)
-  bench-bfloat16  python -m engine bench --repeats R --dtype bfloat16 --no-vllm
-  bf16-prompts    benchmarks/bf16_prompts.py --repeats R+2          (bfloat16 vs float32 prefill, side by side)
-  start           benchmarks/startup_time.py --full --rounds N     (headless Chromium: Debian's chromium)
-  serve           benchmarks/serve_vs_inprocess.py --rounds N      (engine serve's workers vs the CLI, one request at a time)
-  disturbance     benchmarks/disturbance.py --rounds N --configs defaults   (the page vs the CLI, Chromium on the same cores)
-and writes under OUT (default ./cpu-check), each the moment it is known: <step>.log and <step>.json per step,
-then targets.md (a table for docs/performance.md) and targets.json. A target reads "met", "within 5 %" (a ratio over its
-bound by less than the run-to-run noise of these shared machines) or "missed"; one whose step did not run reads
-"not measured". bfloat16's targets are the issue's for CPUs with AVX-512 BF16 or AMX; elsewhere they are measured
-and said, marked as not the issue's case.
+Runs the steps below one after another (alone: `flock /tmp/tb/bench.lock ...` on a shared machine) and writes under
+OUT (default ./cpu-check), each the moment it is known: <step>.log and <step>.json per step, then targets.md (a table
+for docs/performance.md, which says what each target is) and targets.json. A target reads "met", "within 5 %" (over
+its bound by less than the run-to-run noise of these shared machines), "missed", or "not measured" when its step did
+not run. bfloat16's targets are the issue's for CPUs with AVX-512 BF16 or AMX; elsewhere they are measured and said,
+marked as not the issue's case.
 
 Exit status: 0 when every step ran (met or not: a benchmark on a shared machine reports, it does not gate), 1 when a
 step failed or timed out (its log says why; the others still ran).

@@ -26,6 +26,7 @@ import sys
 import time
 from pathlib import Path
 
+from benchmarks._servers import serve, stop
 from engine.serving.client.openai_client import Client
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -35,34 +36,10 @@ WORDS = ("bend", "valley", "bridge", "token", "prefill", "decode", "cache", "roa
 
 
 def start_server(port: int, args, checkout: Path) -> tuple[subprocess.Popen, Client]:
-    """`engine serve` from `checkout`, once it has said it serves and answers /health."""
-    path = Path(f"/tmp/first_request_{port}.log")
-    log = open(path, "w")
-    cmd = [sys.executable, "-m", "engine", "serve", "--port", str(port), "--mode", args.mode,
-           "--threads", str(args.threads), *args.serve_args]
-    proc = subprocess.Popen(cmd, cwd=checkout, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
-    client = Client(f"http://127.0.0.1:{port}", timeout=120)
-    end = time.monotonic() + 300
-    while time.monotonic() < end and proc.poll() is None:
-        try:
-            said = any(line.startswith("serving") for line in path.read_text().splitlines())
-            if said and client.call("GET", "/health")[0] == 200:
-                return proc, client
-        except Exception:
-            pass
-        time.sleep(0.1)
-    stop(proc)
-    sys.exit(f"the server did not start (see {log.name})")
-
-
-def stop(proc: subprocess.Popen) -> None:
-    if proc.poll() is None:
-        proc.terminate()
-        try:
-            proc.wait(15)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+    """`engine serve` from `checkout`, once it has said it serves."""
+    proc = serve(["--port", str(port), "--mode", args.mode, "--threads", str(args.threads), *args.serve_args],
+                 Path(f"/tmp/first_request_{port}.log"), cwd=checkout)
+    return proc, Client(f"http://127.0.0.1:{port}", timeout=120)
 
 
 def tokenize_ms(client: Client, n: int = 3) -> list[float]:

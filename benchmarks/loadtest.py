@@ -25,19 +25,11 @@ import sys
 import threading
 import time
 
+from benchmarks._browser import FINISHED, finished, settle
 from tests.browser import appdriver
 
 MIXES = [(64, 32), (256, 16), (16, 64), (128, 32), (512, 8), (32, 48)]  # (prompt tokens, output tokens)
-# the run panel's line (ui/text/run_numbers.finished_label), with or without its CPU-wait words
-FINISHED = re.compile(r"Run finished: (\d+) → (\d+) tokens, TTFT ([\d,.]+) ms, total ([\d,.]+) s"
-                      r"(?:, waited for a CPU [^(]*)? \(queue ([\d,.]+) s")
 MIB = 2**20
-
-
-async def settle(page, timeout_ms: int) -> None:
-    await asyncio.sleep(0.7)
-    await page.wait_for_selector("[data-testid='stMainBlockContainer']", timeout=timeout_ms)
-    await page.wait_for_function("() => !document.querySelector(\"[data-testid='stStatusWidget']\")", timeout=timeout_ms)
 
 
 async def one_run(page, url: str, n_prompt: int, n_out: int, timeout_ms: int) -> dict:
@@ -51,15 +43,9 @@ async def one_run(page, url: str, n_prompt: int, n_out: int, timeout_ms: int) ->
     await page.get_by_text(FINISHED).first.wait_for(timeout=timeout_ms)
     await settle(page, timeout_ms)
     wall = time.perf_counter() - start
-    m = FINISHED.search(await page.get_by_text(FINISHED).first.inner_text())
-    tpot = float("nan")
-    if int(m.group(2)) > 1:
-        text = await page.locator("[data-testid='stMetric']").filter(has_text="TPOT").first.inner_text()
-        tpot = float(re.search(r"([\d,]+(?:\.\d+)?)\s*ms", text).group(1).replace(",", ""))
     errors = page.locator("[data-testid='stException']")
-    return dict(prompt=int(m.group(1)), output=int(m.group(2)), ttft_ms=float(m.group(3).replace(",", "")),
-                total_s=float(m.group(4).replace(",", "")), queue_s=float(m.group(5).replace(",", "")), tpot_ms=tpot,
-                wall_s=wall, error=(await errors.first.inner_text())[:300] if await errors.count() else None)
+    return dict(await finished(page), wall_s=wall,
+                error=(await errors.first.inner_text())[:300] if await errors.count() else None)
 
 
 async def session(browser, url: str, index: int, runs: int, results: list, errors: list, timeout_ms: int,
@@ -122,7 +108,7 @@ class PeakRSS:
 
 
 def pct(values: list[float], q: float) -> float:
-    values = sorted(v for v in values if v == v)
+    values = sorted(v for v in values if v is not None)
     return values[min(len(values) - 1, int(round(q / 100 * (len(values) - 1))))] if values else float("nan")
 
 
@@ -149,7 +135,7 @@ def room(args) -> None:
                                 ("shown TPOT", "tpot_ms", "ms"), ("wall time per run", "wall_s", "s")):
             values = [r[key] for r in results]
             print(f"   {name:<26} p50 {pct(values, 50):8.2f} {unit}   p99 {pct(values, 99):8.2f} {unit}")
-        tpots = [r["tpot_ms"] for r in results if r["tpot_ms"] == r["tpot_ms"]]
+        tpots = [r["tpot_ms"] for r in results if r["tpot_ms"] is not None]
         if tpots:
             print(f"   shown TPOT / quiet CLI TPOT: median {statistics.median(tpots) / quiet:.2f}x")
 

@@ -29,7 +29,6 @@ import dataclasses
 import json
 import os
 import random
-import re
 import socket
 import statistics
 import subprocess
@@ -38,16 +37,15 @@ import tempfile
 import time
 from pathlib import Path
 
+from benchmarks._browser import FINISHED, finished, settle
+from benchmarks._servers import cpu_s, descendants, stop
 from engine.loading.model_store import DEFAULT_MODEL  # torch-free
 from tests.browser import appdriver
 from ui.room import room_size
 
-FINISHED = re.compile(r"Run finished: (\d+) → (\d+) tokens, TTFT ([\d,.]+) ms, total ([\d,.]+) s"
-                      r"(?:, waited for a CPU [^(]*)? \(queue ([\d,.]+) s")  # ui/text/run_numbers.finished_label
 CRASH = "Bad delta path index"  # Streamlit 1.67's frontend error that leaves a tab blank
 CODE, TEACHER = "CROWD7", "TEACH7"
 TWICE = "×2 — it grows with the prompt (×1.4 to ×2.8)"  # assets/polls/1-double-the-prompt.json
-TICK = os.sysconf("SC_CLK_TCK")
 
 
 @dataclasses.dataclass
@@ -67,30 +65,9 @@ class Student:
     failure: str | None = None
 
 
-# --- the server's own CPU, from /proc -------------------------------------------------------------------------------
-def _cpu_s(pid: int) -> float:
-    try:
-        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-        return (int(fields[11]) + int(fields[12])) / TICK  # utime, stime
-    except (OSError, IndexError, ValueError):
-        return 0.0
-
-
-def _children(pid: int) -> list[int]:
-    try:
-        return [int(c) for c in Path(f"/proc/{pid}/task/{pid}/children").read_text().split()]
-    except OSError:
-        return []
-
-
 def server_cpu(pid: int) -> tuple[float, float]:
     """(Streamlit process, engine worker and anything else it started) CPU seconds so far."""
-    worker, todo = 0.0, _children(pid)
-    while todo:
-        child = todo.pop()
-        worker += _cpu_s(child)
-        todo += _children(child)
-    return _cpu_s(pid), worker
+    return cpu_s(pid), sum(cpu_s(child) for child in descendants(pid))
 
 
 # --- the README's command --------------------------------------------------------------------------------------------
@@ -111,22 +88,10 @@ def room_server(mode: str, model: str, log: Path, ready_s: float = 300.0):
             print(f"# the worker's model was not ready after {ready_s:.0f} s: measuring anyway", flush=True)
         yield f"http://127.0.0.1:{port}", proc.pid
     finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(timeout=10)
+        stop(proc)
 
 
 # --- one student's browser -------------------------------------------------------------------------------------------
-async def settle(page, timeout_ms: int) -> None:
-    await asyncio.sleep(0.7)
-    await page.wait_for_selector("[data-testid='stMainBlockContainer']", timeout=timeout_ms)
-    await page.wait_for_function("() => !document.querySelector(\"[data-testid='stStatusWidget']\")",
-                                 timeout=timeout_ms)
-
-
 async def join(page, url: str, code: str, timeout_ms: int) -> None:
     await page.goto(url, timeout=timeout_ms, wait_until="commit")
     field = page.get_by_label("Room code (on the projector)")
@@ -183,12 +148,8 @@ async def student(browser, url: str, me: Student, join_at: float, run_at: float,
                 if time.monotonic() - began > timeout_ms / 1000:
                     raise
         me.wall_s = time.monotonic() - began
-        m = FINISHED.search(await line.inner_text())
-        me.ttft_ms, me.total_s, me.queue_s = (float(m.group(i).replace(",", "")) for i in (3, 4, 5))
-        if int(m.group(2)) > 1:
-            text = await page.locator("[data-testid='stMetric']").filter(has_text="TPOT").first.inner_text()
-            if found := re.search(r"([\d,]+(?:\.\d+)?)\s*ms", text):
-                me.tpot_ms = float(found.group(1).replace(",", ""))
+        shown = await finished(page)
+        me.ttft_ms, me.total_s, me.queue_s, me.tpot_ms = (shown[k] for k in ("ttft_ms", "total_s", "queue_s", "tpot_ms"))
         me.exceptions += await exceptions(page)
         await page.goto(f"{url}/poll", wait_until="commit", timeout=timeout_ms)  # signed in: no code asked again
         await page.get_by_text(TWICE).first.wait_for(timeout=timeout_ms)

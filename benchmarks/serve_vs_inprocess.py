@@ -17,10 +17,9 @@ import os
 import statistics
 import subprocess
 import sys
-import time
 from pathlib import Path
 
-from engine.serving.client.openai_client import Client
+from benchmarks._servers import serve, stop
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -41,47 +40,22 @@ def in_process(args) -> tuple[float, list[float]]:
     return trace["prefill_seconds"], [s["seconds"] for s in trace["steps"]]
 
 
-class Server:
-    """`python -m engine serve` with one worker choice, in its own session, always stopped."""
+def start(variant: str, port: int, args):
+    """`python -m engine serve` with one worker choice and its :NAME=VALUE environment settings."""
+    worker, *settings = variant.split(":")
+    env = dict(os.environ, **dict(kv.split("=", 1) for kv in settings))
+    return serve(["--port", str(port), "--worker", worker, "--threads", str(args.threads), "--kernels", args.kernels],
+                 Path(f"/tmp/serve_vs_inprocess_{worker}_{port}.log"), env=env)
 
-    def __init__(self, variant: str, port: int, args):
-        worker, *settings = variant.split(":")
-        self.worker, self.url = worker, f"http://127.0.0.1:{port}"
-        self.log = open(f"/tmp/serve_vs_inprocess_{worker}_{port}.log", "w")
-        cmd = engine_cmd("serve", "--port", str(port), "--worker", worker, "--threads", str(args.threads),
-                         "--kernels", args.kernels)
-        env = dict(os.environ, **dict(kv.split("=", 1) for kv in settings))
-        self.proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=self.log, stderr=subprocess.STDOUT,
-                                     start_new_session=True)
-        end = time.monotonic() + 300
-        while time.monotonic() < end and self.proc.poll() is None:
-            try:
-                if Client(self.url, timeout=2).call("GET", "/health")[0] == 200:
-                    return
-            except Exception:
-                pass
-            time.sleep(0.5)
-        self.stop()
-        sys.exit(f"the {worker} server did not start (see {self.log.name})")
 
-    def measure(self, args) -> tuple[list[float], list[float]]:
-        """(TTFT per request, every ITL) from `engine measure --json`."""
-        out = subprocess.run(engine_cmd("measure", "--url", self.url, "--prompt-tokens", str(args.prompt_tokens),
-                                        "--max-new-tokens", str(args.max_new_tokens), "--concurrency", "1",
-                                        "--requests", str(args.requests), "--json"),
-                             cwd=ROOT, capture_output=True, text=True, check=True)
-        recs = [json.loads(line) for line in out.stdout.splitlines() if line.startswith("{")]
-        return [r["prefill_seconds"] for r in recs], [s["seconds"] for r in recs for s in r["steps"]]
-
-    def stop(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(15)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
-        self.log.close()
+def measure(port: int, args) -> tuple[list[float], list[float]]:
+    """(TTFT per request, every ITL) from `engine measure --json`."""
+    out = subprocess.run(engine_cmd("measure", "--url", f"http://127.0.0.1:{port}", "--prompt-tokens",
+                                    str(args.prompt_tokens), "--max-new-tokens", str(args.max_new_tokens),
+                                    "--concurrency", "1", "--requests", str(args.requests), "--json"),
+                         cwd=ROOT, capture_output=True, text=True, check=True)
+    recs = [json.loads(line) for line in out.stdout.splitlines() if line.startswith("{")]
+    return [r["prefill_seconds"] for r in recs], [s["seconds"] for r in recs for s in r["steps"]]
 
 
 def main() -> None:
@@ -106,11 +80,11 @@ def main() -> None:
         ttft["in process"].append(first)
         itl["in process"] += steps
         for i, worker in enumerate(workers):  # one server at a time: an idle one must not stand beside the other
-            server = Server(worker, args.port + i, args)
+            server = start(worker, args.port + i, args)
             try:
-                firsts, gaps = server.measure(args)
+                firsts, gaps = measure(args.port + i, args)
             finally:
-                server.stop()
+                stop(server)
             ttft[worker] += firsts
             itl[worker] += gaps
         print(f"round {rnd + 1}/{args.rounds} done", file=sys.stderr, flush=True)

@@ -26,10 +26,10 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from benchmarks._servers import serve, stop
 from engine.loading.model_store import CACHE_FOLDER, cache_root
 from engine.serving.client.openai_client import Client, parse_metrics
 
-ROOT = Path(__file__).resolve().parent.parent
 CLIENTS = ("guidellm", "aiperf")
 VERSIONS = {"guidellm": "0.8.1", "aiperf": "0.13.0"}
 PROMPT_TOKENS, OUTPUT_TOKENS = 128, 32
@@ -118,32 +118,14 @@ class Server:
 
     def __init__(self, mode: str, port: int):
         self.url = f"http://127.0.0.1:{port}"
-        self.log = Path(tempfile.mkstemp(prefix=f"serving-clients-{mode}-", suffix=".log")[1])
-        self.proc = subprocess.Popen([sys.executable, "-m", "engine", "serve", "--port", str(port), "--mode", mode],
-                                     cwd=ROOT, stdout=open(self.log, "w"), stderr=subprocess.STDOUT,
-                                     start_new_session=True)
-        end = time.monotonic() + 300
-        while time.monotonic() < end and self.proc.poll() is None:
-            if any(line.startswith("serving") for line in self.log.read_text().splitlines()):
-                return
-            time.sleep(0.2)
-        self.stop()
-        raise RuntimeError(f"engine serve did not start; its log {self.log}:\n{self.log.read_text()[-2000:]}")
+        log = Path(tempfile.mkstemp(prefix=f"serving-clients-{mode}-", suffix=".log")[1])
+        self.proc = serve(["--port", str(port), "--mode", mode], log)
 
     def metrics(self) -> dict:
         return parse_metrics(Client(self.url).call("GET", "/metrics")[1].decode())
 
     def model(self) -> str:
         return Client(self.url).json("GET", "/v1/models")["data"][0]["id"]
-
-    def stop(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(20)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
 
 
 def run(client: str, mode: str, load: Load, port: int, timeout: float = 900.0) -> dict:
@@ -161,7 +143,7 @@ def run(client: str, mode: str, load: Load, port: int, timeout: float = 900.0) -
             return {"client": client_means(client, out), "server": server_means(before, server.metrics()),
                     "seconds": seconds}
     finally:
-        server.stop()
+        stop(server.proc)
 
 
 def pair(client: dict, server: dict, key: str, scale: float, digits: int) -> str:

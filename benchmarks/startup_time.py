@@ -1,12 +1,11 @@
-"""How long from starting the dashboard to a usable Run button, and where the time goes (issue 19 §3).
+"""How long from starting the dashboard to a usable Run button, moment by moment (issue 19 §3).
 
 Starts the server as scripts/dashboard.sh does (`python -m ui.controls.launch ...`, the converted model already
 cached; `--full` runs `bash scripts/dashboard.sh` itself, with its set-up check and `engine prepare`), opens it in
 headless Chromium (started first: a user's browser is already open) and waits until the sidebar's Run button is
 there with the model described under it ("In use: ... kernels: ..."). Everything is measured from the outside:
 the port opening, the first page drawn, the Run button usable, and the worker's terminal line saying the model runs
-on its final backends (fast kernels prepacked, decode step built, in the background). The finer split inside the
-processes (imports, weights load) is no longer recorded: the engine carries no start-up marks.
+on its final backends (fast kernels prepacked, decode step built, in the background).
 
     .venv/bin/python -m benchmarks.startup_time [--rounds 3] [--full] [--model NAME] [--baseline DIR]
 --baseline DIR: another checkout (e.g. `git archive` of an older commit, with its .venv link), measured in
@@ -24,6 +23,7 @@ import threading
 import time
 from pathlib import Path
 
+from benchmarks import _servers
 from engine.loading.model_store import DEFAULT_MODEL  # torch-free: the start is not slowed
 from tests.browser import appdriver
 
@@ -83,12 +83,7 @@ def one_round(args, browser, root: Path) -> dict[str, float]:
     finally:
         stop.set()
         page.close()
-        proc.terminate()
-        try:
-            proc.wait(15)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+        _servers.stop(proc)
         out.close()
         terminal.unlink(missing_ok=True)
     if "t" in ready:

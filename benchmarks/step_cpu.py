@@ -25,6 +25,7 @@ import subprocess
 import sys
 import time
 
+from benchmarks._servers import schedstat
 from engine.loading.model_store import DEFAULT_MODEL  # torch-free: the parent stays light
 
 PROMPT_TOKENS = 64
@@ -37,18 +38,6 @@ while True:
         pass
     time.sleep(max(0.0, frame - busy))
 """
-
-
-def schedstat() -> dict[str, tuple[int, int]]:
-    """Thread id -> (ns on a CPU, ns runnable without one) for this process's threads."""
-    out = {}
-    for tid in os.listdir("/proc/self/task"):
-        try:
-            fields = open(f"/proc/self/task/{tid}/schedstat").read().split()
-            out[tid] = (int(fields[0]), int(fields[1]))
-        except (OSError, IndexError, ValueError):
-            continue
-    return out
 
 
 def child(threads: int, tokens: int, model: str) -> None:

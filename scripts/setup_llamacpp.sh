@@ -30,6 +30,7 @@ PY="${PYTHON:-python3}"
 JOBS="${LLAMACPP_JOBS:-$(nproc 2>/dev/null || echo 2)}"
 SDIST="${VENV}/src/llama_cpp_python-${LLAMACPP_VERSION}"
 log() { echo "[setup_llamacpp] $*"; }
+source "$(dirname "${BASH_SOURCE[0]}")/side_venv.sh"
 
 # --- the venv -------------------------------------------------------------------------------------
 if [[ "${LLAMACPP_SETUP_FORCE:-0}" != 1 && -x "${VENV}/bin/python" && -d "$SDIST" \
@@ -39,15 +40,7 @@ else
     command -v cmake >/dev/null && { command -v cc >/dev/null || command -v gcc >/dev/null; } \
         || { log "llama-cpp-python builds from source: it needs cmake and a C/C++ compiler"; exit 1; }
     log "building llama-cpp-python==${LLAMACPP_VERSION} into ${VENV} (${JOBS} jobs; ~20 min on 2 cores)"
-    if [[ -e "$VENV" ]]; then
-        if [[ -f "${VENV}/pyvenv.cfg" || -z "$(ls -A "$VENV")" ]]; then
-            rm -rf "$VENV"
-        else
-            log "${VENV} exists and is not a venv; not deleting it"; exit 1
-        fi
-    fi
-    mkdir -p "$(dirname "$VENV")"
-    "$PY" -m venv "$VENV"
+    fresh_venv "$PY" "$VENV"
     # The sdist is kept: its vendor/llama.cpp/convert_hf_to_gguf.py writes the GGUF files below.
     mkdir -p "${VENV}/src"
     "${VENV}/bin/pip" download --no-deps --no-binary :all: -d "${VENV}/src" "llama-cpp-python==${LLAMACPP_VERSION}" \
@@ -76,21 +69,15 @@ tag="from ${SRC} converted $(stat -c %Y "${SRC}/COMPLETE" 2>/dev/null || echo ne
 if [[ "${LLAMACPP_SETUP_FORCE:-0}" != 1 && "$(cat "${DST}/.two-bends-gguf-ready" 2>/dev/null)" == "$tag" ]]; then
     log "GGUF files ready: ${DST} (${TYPES[*]})"
 else
-    if [[ ! -f "${SRC}/COMPLETE" || ! -f "${SRC}/model.safetensors" ]]; then
-        echo "[setup_llamacpp] no converted weights in ${SRC}: run 'python -m engine prepare' first" >&2; exit 2
-    fi
     [[ "$(realpath -m "$DST")" != "$(realpath -m "$SRC")" ]] || { log "TWO_BENDS_LLAMACPP_MODELS must differ from ${SRC}"; exit 1; }
+    HF="${DST}/hf"
+    rm -rf "$HF" "${DST}/.two-bends-gguf-ready"
+    link_weights "$SRC" "$HF"
     EXTRAS="${VENV}/converter-extras"
     if ! "$PROJECT_PY" -c "import sys; sys.path.insert(0, '${EXTRAS}'); import sentencepiece" 2>/dev/null; then
         "$PROJECT_PY" -m pip install --quiet --disable-pip-version-check --target "$EXTRAS" sentencepiece \
             >> "${VENV}/two-bends-pip.log" 2>&1 || { log "pip install sentencepiece failed"; exit 1; }
     fi
-    HF="${DST}/hf"
-    rm -rf "$HF" "${DST}/.two-bends-gguf-ready"
-    mkdir -p "$HF"
-    for f in model.safetensors tokenizer.json tokenizer_config.json chat_template.jinja; do
-        [[ -e "${SRC}/${f}" ]] && ln -s "${SRC}/${f}" "${HF}/${f}"
-    done
     "$PROJECT_PY" - "${SRC}/config.json" "${HF}/config.json" <<'PYEOF'
 import json, sys
 cfg = json.load(open(sys.argv[1]))

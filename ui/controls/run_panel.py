@@ -41,7 +41,7 @@ class RunRequest:
 
 
 # A live run draws little: the browser draws on the cores the engine is timed on. Each number below was measured page
-# vs CLI (benchmarks/disturbance.py, benchmarks/ui_vs_cli.py); the measurements: docs/decisions/page-disturbance.md.
+# vs CLI (benchmarks/disturbance.py); the measurements: docs/decisions/page-disturbance.md.
 LIVE_TEXT_EVERY_S = 1.0  # refresh the streamed text and progress bar at most this often
 LIVE_CHART_EVERY_S = 2.0  # redraw the live chart at most this often
 LIVE_CHART_MIN_LEFT_S = 1.0  # and not in a run's last second: the finished run's charts replace it at once
