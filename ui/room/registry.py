@@ -270,12 +270,6 @@ class Room:
                     spec[name] = self.teacher_spec.get(name, default.get(name))
             return {k: v for k, v in spec.items() if v is not None}
 
-    def may_run_lab(self, role: str) -> bool:
-        """Lab jobs: 'all' lets everyone, 'teacher' only the teacher (and solo), 'none' nobody."""
-        with self.lock:
-            policy = self.locks.labs
-        return policy == "all" or (policy == "teacher" and role in ("teacher", "solo"))
-
     # --- follow-me ------------------------------------------------------------------------------------------
     def set_follow(self, page: str | None, params: dict | None) -> None:
         """Turn follow-me on (or update what students follow) with the teacher's page and link parameters;

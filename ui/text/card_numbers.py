@@ -315,14 +315,6 @@ def tpot_by_context(model: str, card: str | cd.Card, dtype: str = "float16", bat
     return pd.DataFrame(rows)
 
 
-def ridge_words() -> str:
-    """The cards' spec-sheet ridges in bf16/fp16, lowest to highest: what "a GPU's ridge" spans (§1, item 7)."""
-    ridges = sorted((c.ridge("fp16"), c) for c in cd.CARDS.values())
-    parts = [f"{c.name} {r:,.0f}" + (" (its FLOP/s an estimate)" if c.note and "estimate" in c.note else "")
-             for r, c in ridges]
-    return "Spec-sheet ridges in bf16/fp16, FLOP per byte: " + ", ".join(parts) + "."
-
-
 def tpot_by_context_or_message(model: str, card: str | cd.Card, dtype: str = "float16",
                                batch: int = 1) -> tuple[pd.DataFrame, str | None]:
     """tpot_by_context, or the one line saying why there is none (the model does not fit on the card...)."""
