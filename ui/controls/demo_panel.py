@@ -47,27 +47,27 @@ def _open_chosen() -> None:
         open_shipped(name)
 
 
-def _uploaded(key: str) -> tuple[bytes, str] | None:
-    """The file in uploader `key`: its bytes and a name safe to show (None when there is none)."""
+def _read_upload(key: str, read, what: str):
+    """The file in uploader `key` read by `read(data, name)` and its name (safe to show); None when there is none or
+    it fails the checks (then the message says why and nothing else changes)."""
     upload = st.session_state.get(key)
     if upload is None:
         return None
-    return upload.getvalue(), re.sub(r"[^\w. -]", "?", upload.name)[:80] or "the file"
+    name = re.sub(r"[^\w. -]", "?", upload.name)[:80] or "the file"
+    try:
+        return read(upload.getvalue(), name), name
+    except TraceFileError as exc:
+        _message("error", f"Cannot open this {what}: {exc}")
+        return None
 
 
 def _open_upload() -> None:
-    """The uploader's callback: check the file; a bad one changes nothing but the message."""
-    upload = _uploaded(state.TRACE_UPLOAD)
-    if upload is None:
-        return
-    data, name = upload
-    try:
-        trace = read_trace(data, name)
-    except TraceFileError as exc:
-        _message("error", f"Cannot open this file: {exc}")
-        return
-    trace.settings.pop("model_spec", None)  # a recording never asks a model for anything
-    _show(trace, recorded.label(trace, name))
+    """The uploader's callback."""
+    got = _read_upload(state.TRACE_UPLOAD, read_trace, "file")
+    if got is not None:
+        trace, name = got
+        trace.settings.pop("model_spec", None)  # a recording never asks a model for anything
+        _show(trace, recorded.label(trace, name))
 
 
 def file_name(trace) -> str:
@@ -100,16 +100,11 @@ def _open_controls() -> None:
 
 
 def _open_session() -> None:
-    """The session uploader's callback: every run checked first; a bad file changes nothing but the message."""
-    upload = _uploaded(state.SESSION_UPLOAD)
-    if upload is None:
+    """The session uploader's callback: every run checked before any is used."""
+    got = _read_upload(state.SESSION_UPLOAD, session_file.read_session, "session")
+    if got is None:
         return
-    data, name = upload
-    try:
-        traces = session_file.read_session(data, name)
-    except TraceFileError as exc:
-        _message("error", f"Cannot open this session: {exc}")
-        return
+    traces, name = got
     store = worker_link.store()
     before = len(store.history)
     for trace in traces:
