@@ -184,10 +184,6 @@ def recorded_banner() -> None:
 # ----------------------------------------------------------------------------------------------
 # The shareable link
 # ----------------------------------------------------------------------------------------------
-def _path(page) -> str:
-    return page.url_path or links.HOME
-
-
 LINK_PENDING, LINK_DONE = "pending", "done"  # state.LINK_RUN: the link's run=1 before and after it started
 
 
@@ -200,7 +196,7 @@ def restore(current, pages: list, lessons: dict | None = None) -> None:
         return
     ss[state.LINK_RESTORED] = True
     lessons = lessons or {}
-    by_path = {_path(p): p for p in pages}
+    by_path = {links.page_path(p): p for p in pages}
     query = st.query_params.to_dict()
     link = _parse(query, by_path, lessons)
     if link.lesson:
@@ -209,7 +205,7 @@ def restore(current, pages: list, lessons: dict | None = None) -> None:
     apply_link(link)
     if link.lesson:
         start_step(link.lesson, link.step)
-    if link.page and link.page != _path(current):
+    if link.page and link.page != links.page_path(current):
         st.switch_page(by_path[link.page], query_params=query)
 
 
@@ -258,7 +254,7 @@ def publish(page) -> None:
     shown = ss.get(state.TRACE_SHOWN)
     if shown and not (worker_link.store().recorded and shown in recorded.shipped_names()):
         shown = None
-    query = links.build(values, _path(page), shown, run=state.LINK_RUN in ss, preset=ss.get(state.LINK_PRESET),
+    query = links.build(values, links.page_path(page), shown, run=state.LINK_RUN in ss, preset=ss.get(state.LINK_PRESET),
                         lesson=ss.get(state.LESSON), step=ss.get(state.LESSON_STEP))
     if query != st.query_params.to_dict():
         st.query_params.from_dict(query)

@@ -52,10 +52,6 @@ KEYS_SCRIPT = """
 """
 
 
-def _path(page) -> str:
-    return page.url_path or links.HOME
-
-
 @lru_cache(maxsize=4)
 def _load(signature: tuple, pages: frozenset) -> tuple[dict, tuple[str, ...]]:
     found, problems = lessons_mod.load_all(pages=set(pages))
@@ -77,7 +73,7 @@ def _signature() -> tuple:
 def lessons(pages: list) -> tuple[dict, tuple[str, ...]]:
     """The lessons in assets/lessons/ (name -> Lesson), checked against `pages` (every page of the dashboard),
     and one line per file that was skipped."""
-    return _load(_signature(), frozenset(_path(p) for p in pages))
+    return _load(_signature(), frozenset(links.page_path(p) for p in pages))
 
 
 def current(found: dict):
@@ -116,9 +112,9 @@ def _end() -> None:
 def route(current_page, pages: list) -> None:
     """Before anything is drawn: a Back / Next asked for another page; open it (or say why it cannot be opened)."""
     target = st.session_state.pop(state.LESSON_SWITCH, None)
-    if target is None or target == _path(current_page):
+    if target is None or target == links.page_path(current_page):
         return
-    by_path = {_path(p): p for p in pages}
+    by_path = {links.page_path(p): p for p in pages}
     if target in by_path:
         ss = st.session_state
         for key in _sidebar_keys():  # this script run ends before the sidebar is drawn: Streamlit would drop its

@@ -45,10 +45,6 @@ def _server_spec() -> dict:
     return {"model": spec.name, "device": spec.device, "dtype": spec.dtype}
 
 
-def _path(page) -> str:
-    return page.url_path or links.HOME
-
-
 def presence(page, pages: list) -> None:
     role = current.role()
     if role not in ("teacher", "student"):
@@ -62,7 +58,7 @@ def presence(page, pages: list) -> None:
     ss = st.session_state
     if role == "teacher":
         room.note_teacher({name: ss.get(key) for name, key in SPEC_KEYS.items() if key in ss},
-                          "" if _path(page) == CONSOLE_PATH else _path(page))
+                          "" if links.page_path(page) == CONSOLE_PATH else links.page_path(page))
         if room.following()[1] is not None:
             push(room)
     else:
@@ -72,9 +68,9 @@ def presence(page, pages: list) -> None:
             ss[FOLLOW_SEEN] = drawn
         enforce_locks()
         _apply_follow(page, pages, sid)
-    room.touch(sid, page=_path(page), browser=worker_link.store().runs.token)
+    room.touch(sid, page=links.page_path(page), browser=worker_link.store().runs.token)
     interrupted_notice()
-    if role == "student" and _path(page) not in OWN_TIMER:
+    if role == "student" and links.page_path(page) not in OWN_TIMER:
         with st.sidebar:  # the sidebar's first element on every page: a fixed place, never where a page draws
             _watch()  # (in the main area a timer run of the old page's fragment once overwrote the new page's title)
 
@@ -129,9 +125,9 @@ def _apply_follow(page, pages: list, sid: str) -> None:
     ss.update(parsed.values)
     ss[state.PROMPT] = prompts.example(ss[state.EXAMPLE]).text
     enforce_locks()  # the teacher's lengths still under the caps
-    by_path = {_path(p): p for p in pages}
+    by_path = {links.page_path(p): p for p in pages}
     target = by_path.get(follow["page"])
-    if target is not None and target is not page and follow["page"] != _path(page):
+    if target is not None and target is not page and follow["page"] != links.page_path(page):
         st.switch_page(target)  # ends this run; the run on the target page marks the push seen
     with _LOCK:
         _DRAWING[sid] = version
