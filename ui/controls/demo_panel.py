@@ -1,10 +1,9 @@
 """The demo kit's Streamlit pieces: save and open recorded runs, replay-only mode, the shareable link.
 
-Like ui/controls/widgets.py, a module that imports streamlit. A recorded run (engine.core.trace_file checks it) is
-kept in the session's RunStore exactly like a fresh run, so every page draws it; nothing here asks the
-engine worker for anything, and in replay-only mode (TWO_BENDS_REPLAY=1) the worker is never started.
-The link: `restore` applies the URL's settings once per session (before the sidebar's widgets exist),
-`publish` writes the current ones back after every run (ui/demo/links.py checks and builds them).
+A recorded run (engine.core.trace_file checks it) is kept in the session's RunStore exactly like a fresh run, so every
+page draws it; nothing here asks the engine worker for anything. The link: `restore` applies the URL's settings once
+per session (before the sidebar's widgets exist), `publish` writes the current ones back after every run
+(ui/demo/links.py checks and builds them).
 """
 from __future__ import annotations
 

@@ -1,12 +1,10 @@
 """Lesson mode: a lesson's steps, one after another, above every page (in presenter mode under its bar).
 
-A Streamlit module (ui/controls/). The lessons are files (ui/demo/lesson.py reads and checks them); a step is a page
-and the settings a shareable link carries, so moving to a step is opening its link in this session: its settings
-start from the defaults, its page opens, its run (or Home's preset) starts once. The step lives in the URL
-(`?lesson=45-minutes&step=3&present=1`, written by ui/controls/demo_panel.py), so a reload or a shared link lands on
-the same step. Back / Next are buttons and the keys PageUp / PageDown (what a presentation clicker sends); the
-teacher's notes sit in a popover, and the teacher sheet downloads from the bar. After the step's run, one line says
-whether it produced the lengths the step asked for, or why not.
+A step is a page and the settings a shareable link carries (ui/demo/lesson.py reads and checks the files), so moving
+to a step is opening its link in this session: its settings start from the defaults, its page opens, its run (or
+Home's preset) starts once. The step lives in the URL (`?lesson=45-minutes&step=3&present=1`), so a reload or a shared
+link lands on the same step. Back / Next are also the keys PageUp / PageDown (what a presentation clicker sends).
+After the step's run, one line says whether it produced the lengths the step asked for, or why not.
 """
 from __future__ import annotations
 

@@ -1,9 +1,9 @@
 """The live run panel: Run sends the request to the engine worker and follows it live, above whatever page is open.
 
-A Streamlit module (ui/controls/). Only a complete trace is kept (ui/engine_link/run_store.py), so a cancelled or
-failed run leaves the previous results as they were; while a run is live the page keeps still (no CSS animations),
-and quiet timing draws nothing until the run ends, so the browser does not take the cores the engine needs.
-The sidebar that fills the RunRequest is ui/controls/widgets.py (app.py calls `widgets.run_panel`).
+Only a complete trace is kept (ui/engine_link/run_store.py), so a cancelled or failed run leaves the previous results
+as they were; while a run is live the page keeps still (no CSS animations), and quiet timing draws nothing until the
+run ends, so the browser does not take the cores the engine needs. The sidebar that fills the RunRequest is
+ui/controls/widgets.py.
 """
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
 """The Streamlit pieces every page shares: the sidebar, and the live run panel (ui/controls/run_panel.py; layout only).
 
-Lives in ui/controls/, the Streamlit-bound part of ui/ (with ui/engine_link/). The model itself lives in the engine
-worker (ui/engine_link/worker_link.py); here it is known by its description: config, tokenizer, sizes.
+The model itself lives in the engine worker (ui/engine_link/worker_link.py); here it is known by its description:
+config, tokenizer, sizes.
 """
 from __future__ import annotations
 
