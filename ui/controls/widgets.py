@@ -73,14 +73,10 @@ def reset_to_defaults() -> None:
     st.session_state.update(defaults())
 
 
-def _init_defaults() -> None:
-    for key, value in defaults().items():
-        st.session_state.setdefault(key, value)
-
-
 def sidebar() -> RunRequest:
     """Model, prompt, lengths, sampling and the Run button, shared by all pages; returns the request."""
-    _init_defaults()
+    for key, value in defaults().items():
+        st.session_state.setdefault(key, value)
     preset_buttons.apply_pending()  # a one-click preset's lengths, before the widgets that show them
     request = RunRequest()
     if recorded.replay_only():

@@ -46,10 +46,6 @@ def model_info(spec: ModelSpec):
     return final.result
 
 
-def _registered(lab: LabJob | str) -> LabJob:
-    return lab_jobs.lookup(lab) if isinstance(lab, str) else lab
-
-
 def run_job(key: str, spec: ModelSpec, lab: LabJob | str, args: tuple = (), kwargs: dict | None = None,
             label: str = "", on_progress=None):
     """Run the registered lab job `lab` (or its name) in the worker, keep it in this session's store under `key`,
@@ -61,7 +57,7 @@ def run_job(key: str, spec: ModelSpec, lab: LabJob | str, args: tuple = (), kwar
     job = st_store.jobs.get(key)
     if job is None:
         try:
-            lab = _registered(lab)
+            lab = lab_jobs.lookup(lab) if isinstance(lab, str) else lab
         except EngineError as exc:
             st.error(str(exc))
             return None
