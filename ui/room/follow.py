@@ -1,11 +1,10 @@
 """A session's place in the room, once per script run: presence, the teacher's locks, follow-me, eviction.
 
-app.py calls `presence(page, pages)` right after st.navigation: it tells the Room (ui/room/registry.py) this
-session's page and says which of this browser's runs the server's restart cut short; a student cleared out of the
-room goes back to the join form; a student's model, device and dtype become the teacher's (locked); with follow-me
-on, a student's page and request settings (the shareable-link parameters of ui/demo/links.py) follow the teacher's,
-each push applied once. A small fragment re-checks every few seconds, so a push reaches a student who is only
-watching. Outside room mode: nothing.
+app.py calls `presence(page, pages)` right after st.navigation: it tells the Room this session's page and says which of
+this browser's runs the server's restart cut short; a student cleared out of the room goes back to the join form; a
+student's model, device and dtype become the teacher's (locked); with follow-me on, a student's page and link settings
+follow the teacher's, each push applied once. A small fragment re-checks every few seconds, so a push reaches a student
+who is only watching. Outside room mode: nothing.
 """
 from __future__ import annotations
 
