@@ -103,5 +103,5 @@ def styled(fig):
 
 
 def plotly_chart(fig, box=None, **kwargs) -> None:
-    """st.plotly_chart (into `box`, a column, if given) of `fig` in this session's look."""
-    (box or st).plotly_chart(styled(fig), **kwargs)
+    """st.plotly_chart (into `box`, a column, if given) of `fig` in this session's look, as wide as its container."""
+    (box or st).plotly_chart(styled(fig), width="stretch", theme=None, **kwargs)
