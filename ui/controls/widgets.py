@@ -40,9 +40,7 @@ def current_model():
         return None
 
 
-# ----------------------------------------------------------------------------------------------
-# The shared sidebar: model, prompt (fitted to N tokens), output length, sampling, Run
-# ----------------------------------------------------------------------------------------------
+# --- The shared sidebar: model, prompt (fitted to N tokens), output length, sampling, Run --------------------------
 DEFAULT_EXAMPLE = "summarisation"
 DEFAULT_PROMPT_TOKENS = 64
 PROMPT_TOKENS_MAX = 1024
