@@ -1,4 +1,2 @@
-"""Helpers the Streamlit pages call, by role: ui/figures, ui/text, ui/demo (and state.py, errors.py) never import
-streamlit; the modules that do live in ui/controls (launcher, sidebar, presenter mode, stepper, demo panel) and
-ui/engine_link (worker_link.py, the link to the engine worker), and in ui/room the gate and the join code's
-display (gate.py, code_display.py). Pages import only ui (an import-linter contract)."""
+"""Helpers the Streamlit pages call, by role (docs/architecture.md). Only ui/controls, ui/engine_link and the
+room's Streamlit parts import streamlit; pages import only ui (import-linter contracts in pyproject.toml)."""

@@ -67,11 +67,10 @@ if result is not None and result.points:
     if banner := lab_text.busy_banner(result.cpu_wait):
         st.warning(banner)
     cross = sweep_numbers.batch_crossover(lm, points, peaks, n_prompt, n_out)
-    theme_toggle.plotly_chart(fig_sweeps.batch_throughput_figure(points, apart), width="stretch", theme=None)
+    theme_toggle.plotly_chart(fig_sweeps.batch_throughput_figure(points, apart))
     st.markdown(lab_text.batch_findings(points))
     st.caption(f"{lab_text.path_note(points, apart)} {lab_text.cpu_wait_words(result.cpu_wait)}")
-    theme_toggle.plotly_chart(fig_sweeps.batch_latency_figure(points, cross.measured, cross.predicted, separate=apart),
-                              width="stretch", theme=None)
+    theme_toggle.plotly_chart(fig_sweeps.batch_latency_figure(points, cross.measured, cross.predicted, separate=apart))
     st.markdown(lab_text.batch_explanation(cross.measured, cross.predicted, cross.ridge, cross.tried_max, cross.dtype_bytes))
     st.dataframe(fig_sweeps.sweep_table(points, apart), hide_index=True, width="stretch")
     st.download_button("Download CSV", fig_sweeps.sweep_csv(points, apart), file_name="two_bends_batch_sweep.csv",

@@ -61,11 +61,11 @@ m = st.columns(3)
 m[0].metric("End-to-end time saved", f"{result.saving:.1%}")
 m[1].metric("End-to-end speed-up", f"{result.speedup:.2f}×")
 m[2].metric("Best possible from the valley alone", f"{result.limit_if_only_prefill:.2f}×")
-theme_toggle.plotly_chart(fig_roofline.budget_figure(result), width="stretch", theme=None)
+theme_toggle.plotly_chart(fig_roofline.budget_figure(result))
 st.markdown(lab_text.budget_text(result))
 if source == "fable":
     st.markdown(lab_text.fable_text(rn.fable()))
-theme_toggle.plotly_chart(fig_roofline.budget_curve(share), width="stretch", theme=None)
+theme_toggle.plotly_chart(fig_roofline.budget_curve(share))
 
 st.divider()
 st.subheader("The indicator lights as an experiment: each remedy on both kinds of request, measured here")
@@ -81,11 +81,11 @@ if job_progress.lab_notice():
         worker_link.store().labs[state.CROSSED_RESULT] = measured
 crossed = worker_link.store().labs.get(state.CROSSED_RESULT)
 if crossed is not None:
-    theme_toggle.plotly_chart(fig_remedies.crossed_figure(crossed), width="stretch", theme=None)
+    theme_toggle.plotly_chart(fig_remedies.crossed_figure(crossed))
     st.markdown(crossed_numbers.story(crossed))
     st.dataframe(crossed_numbers.table(crossed), hide_index=True, width="stretch")
 
 st.subheader("H100 → H200: the same FLOP/s, 1.43× the bandwidth (the card model)")
 comparison = cn.compare_cards(cn.COMPARISON_MODEL)
-theme_toggle.plotly_chart(fig_cards.comparison_figure(comparison), width="stretch", theme=None)
+theme_toggle.plotly_chart(fig_cards.comparison_figure(comparison))
 st.markdown(cn.comparison_words(comparison))

@@ -77,7 +77,7 @@ result = st.session_state.get(state.FLEET_RESULT)
 if result:
     st.caption(result["step_model"])
     st.dataframe(ft.plan_table(result["plans"]), hide_index=True)
-    theme_toggle.plotly_chart(fig_fleet.money_figure(result["plans"], ft.POLICY_NAMES), width="stretch", theme=None)
+    theme_toggle.plotly_chart(fig_fleet.money_figure(result["plans"], ft.POLICY_NAMES))
     best = ft.cheapest(result["plans"])
     if best is None:
         st.warning("No fleet up to 256 instances met the objectives for 90 % of requests: loosen the SLOs or lower the "

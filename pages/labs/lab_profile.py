@@ -27,8 +27,8 @@ if result is None:
 else:
     st.markdown(rt.profile_summary(result))
     left, right = st.columns(2)
-    theme_toggle.plotly_chart(fig_profile.kinds_figure(result), left, width="stretch", theme=None)
-    theme_toggle.plotly_chart(fig_profile.parts_figure(result), right, width="stretch", theme=None)
+    theme_toggle.plotly_chart(fig_profile.kinds_figure(result), left)
+    theme_toggle.plotly_chart(fig_profile.parts_figure(result), right)
     st.markdown("**Milliseconds per phase** (prefill: one pass over the prompt; decode: one step, averaged):")
     st.dataframe(fig_profile.times_table(result), hide_index=True)
     tab_p, tab_d = st.tabs(["Top operators — prefill", "Top operators — decode"])

@@ -41,7 +41,7 @@ with tabs[0]:
     header("kv_cache")
     measure("kv_cache", "remedies.kv_cache", rt.OPEN_PROMPT, n_tokens)
     if r := results.get("kv_cache"):
-        theme_toggle.plotly_chart(fr.kv_cache_figure(r), width="stretch", theme=None)
+        theme_toggle.plotly_chart(fr.kv_cache_figure(r))
         st.markdown(rt.kv_cache_summary(r, history.get("kv_cache")))
 
 with tabs[1]:
@@ -55,7 +55,7 @@ with tabs[1]:
     prompts = {"copy / summarise": copy_prompt, "open-ended": open_prompt}
     measure("speculative", "remedies.speculative", prompts, n_tokens, k)
     if r := results.get("speculative"):
-        theme_toggle.plotly_chart(fr.speculative_figure(r), width="stretch", theme=None)
+        theme_toggle.plotly_chart(fr.speculative_figure(r))
         st.markdown(rt.speculative_summary(r, history.get("speculative")))
 
 with tabs[2]:
@@ -65,8 +65,7 @@ with tabs[2]:
     turn2 = c[1].text_input("Turn 2 (user)", rt.TURN2, key=state.REMEDY_TURN2)
     measure("prefix", "remedies.prefix_cache", turn1, turn2, answer_tokens=n_tokens)
     if r := results.get("prefix"):
-        theme_toggle.plotly_chart(fr.phase_pair_figure([r.full, r.reused], "Turn 2: from scratch vs reusing turn 1's cache (measured)"),
-                        width="stretch", theme=None)
+        theme_toggle.plotly_chart(fr.phase_pair_figure([r.full, r.reused], "Turn 2: from scratch vs reusing turn 1's cache (measured)"))
         st.markdown(rt.prefix_summary(r, history.get("prefix")))
 
 with tabs[3]:
@@ -74,14 +73,14 @@ with tabs[3]:
     st.markdown(rt.DTYPE_NOTE)
     measure("dtype", "remedies.dtypes", ("float32", "bfloat16"), rt.OPEN_PROMPT, n_tokens)
     if r := results.get("dtype"):
-        theme_toggle.plotly_chart(fr.phase_pair_figure(r, "float32 vs bfloat16 on this device (measured)"), width="stretch", theme=None)
+        theme_toggle.plotly_chart(fr.phase_pair_figure(r, "float32 vs bfloat16 on this device (measured)"))
         st.markdown(rt.phase_rows_summary(r, history.get("dtype"), "dtype"))
 
 with tabs[4]:
     header("int8")
     measure("int8", "remedies.int8", rt.OPEN_PROMPT, n_tokens)
     if r := results.get("int8"):
-        theme_toggle.plotly_chart(fr.phase_pair_figure(r.rows, "Weights in float vs int8 (measured)"), width="stretch", theme=None)
+        theme_toggle.plotly_chart(fr.phase_pair_figure(r.rows, "Weights in float vs int8 (measured)"))
         st.markdown(rt.int8_summary(r, history.get("int8")))
     st.caption(rt.LLAMA_CPP_CITATION)
 
@@ -89,15 +88,14 @@ with tabs[5]:
     header("kernels")
     measure("kernels", "remedies.kernels", rt.OPEN_PROMPT, n_tokens)
     if r := results.get("kernels"):
-        theme_toggle.plotly_chart(fr.phase_pair_figure(r.rows, "The same weights: nn.Linear vs the fast kernels (measured)"),
-                        width="stretch", theme=None)
+        theme_toggle.plotly_chart(fr.phase_pair_figure(r.rows, "The same weights: nn.Linear vs the fast kernels (measured)"))
         st.markdown(rt.kernels_summary(r, history.get("kernels")))
 
 with tabs[6]:
     header("overhead")
     measure("overhead", "remedies.overhead")
     if r := results.get("overhead"):
-        theme_toggle.plotly_chart(fr.overhead_figure(r), width="stretch", theme=None)
+        theme_toggle.plotly_chart(fr.overhead_figure(r))
         st.markdown(rt.overhead_summary(r))
     if lm is None or not lm.device.startswith("cuda"):
         st.info(rt.CUDA_NOTE)
@@ -106,8 +104,7 @@ with tabs[6]:
                     "replayed from one captured graph.")
         measure("cuda_graphs", "remedies.cuda_graphs", rt.OPEN_PROMPT, n_tokens)
         if r := results.get("cuda_graphs"):
-            theme_toggle.plotly_chart(fr.phase_pair_figure([r.eager, r.graphed], "Eager vs CUDA-graph decode (measured)"),
-                            width="stretch", theme=None)
+            theme_toggle.plotly_chart(fr.phase_pair_figure([r.eager, r.graphed], "Eager vs CUDA-graph decode (measured)"))
             st.caption(f"Same tokens: {r.same_tokens}")
 
 with tabs[7]:
@@ -117,7 +114,7 @@ with tabs[7]:
                 "other (bfloat16 and better kernels can move both): budget spent there buys nothing. The Budget lab "
                 "crosses them on purpose: a valley remedy "
                 "on a bridge-heavy request and bridge remedies on a valley-heavy one.")
-    theme_toggle.plotly_chart(fr.indicator_matrix_figure(history), width="stretch", theme=None)
+    theme_toggle.plotly_chart(fr.indicator_matrix_figure(history))
     table = fr.effects_table(history)
     if not table.empty:
         st.dataframe(table.style.format({"TTFT speed-up": "×{:.2f}", "TPOT speed-up": "×{:.2f}",

@@ -45,8 +45,7 @@ def measured_section(lm):
         col.metric(label, value)
     if trace is not None:
         points = rn.trace_points(trace)
-        theme_toggle.plotly_chart(fig_roofline.roofline_figure(peaks.matmul_flops_per_s, peaks.copy_bytes_per_s, points),
-                                  width="stretch", theme=None)
+        theme_toggle.plotly_chart(fig_roofline.roofline_figure(peaks.matmul_flops_per_s, peaks.copy_bytes_per_s, points))
         st.caption(f"Points from {source}: {trace.n_prompt} prompt tokens, {trace.n_output} output tokens, "
                    f"batch {trace.batch_size}. " + lab_text.MEASURED_NOTE)
         st.dataframe(fig_roofline.points_table(points, peaks.matmul_flops_per_s, peaks.copy_bytes_per_s),
@@ -74,8 +73,7 @@ workload = rn.WORKLOAD_PRESETS[workload_name]
 cards = cn.cards_with(peaks, measured_run)
 table = fig_roofline.predictions(model_name, workload, dtype, batch, cards)
 theme_toggle.plotly_chart(fig_roofline.prediction_bars(
-    table, f"{model_name}, {workload.name} ({workload.prompt_tokens} in / {workload.output_tokens} out), B = {batch}"),
-    width="stretch", theme=None)
+    table, f"{model_name}, {workload.name} ({workload.prompt_tokens} in / {workload.output_tokens} out), B = {batch}"))
 st.dataframe(table, hide_index=True, width="stretch")
 st.caption(rn.CARD_MODEL_NOTE)
 
@@ -90,7 +88,7 @@ costs, why_not = cn.costs_or_message(model_name, cards[cost_card], workload.prom
 if why_not:
     st.warning(why_not)
 else:
-    theme_toggle.plotly_chart(fig_cards.cost_figure(costs, cost_card), width="stretch", theme=None)
+    theme_toggle.plotly_chart(fig_cards.cost_figure(costs, cost_card))
     st.markdown(cn.cost_words(costs, cost_card))
     st.dataframe(fig_roofline.workload_shares(model_name, cards[cost_card], dtype), hide_index=True, width="stretch")
 st.caption(rn.hardware_caption(cost_card) if cost_card in rn.HARDWARE_PRESETS else cards[cost_card].source)
@@ -100,18 +98,17 @@ wall_tokens = st.selectbox("Tokens per sequence (prompt + output)", [2048, 4096,
                            key=state.ROOF_WALL_TOKENS)
 wall_card = cost_card if cost_card in cn.CARDS else "NVIDIA H100 SXM"
 wall = cn.kv_wall_table(cn.WALL_MODELS, wall_card, wall_tokens)
-theme_toggle.plotly_chart(fig_cards.kv_wall_figure(wall, wall_card, wall_tokens), width="stretch", theme=None)
+theme_toggle.plotly_chart(fig_cards.kv_wall_figure(wall, wall_card, wall_tokens))
 st.markdown(cn.kv_wall_words(wall, wall_card, wall_tokens))
 context, why_not = cn.tpot_by_context_or_message(model_name, wall_card, dtype, batch)
 if why_not:
     st.caption(f"TPOT against the context: {why_not}")
 else:
-    theme_toggle.plotly_chart(fig_cards.context_figure(context, model_name, wall_card, batch), width="stretch",
-                              theme=None)
+    theme_toggle.plotly_chart(fig_cards.context_figure(context, model_name, wall_card, batch))
 
 st.subheader("H100 → H200: the same FLOP/s, 1.43× the bandwidth")
 comparison = cn.compare_cards(cn.COMPARISON_MODEL)
-theme_toggle.plotly_chart(fig_cards.comparison_figure(comparison), width="stretch", theme=None)
+theme_toggle.plotly_chart(fig_cards.comparison_figure(comparison))
 st.markdown(cn.comparison_words(comparison))
 
 with st.expander("The card model's inputs: each class's efficiencies, their ranges and sources"):

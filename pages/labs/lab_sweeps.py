@@ -72,16 +72,16 @@ if result is not None and result.points:
     st.caption(lab_text.cpu_wait_words(result.cpu_wait))
     if kind == "prompt":
         fit = sweep_numbers.ttft_fit(points)
-        theme_toggle.plotly_chart(fig_sweeps.ttft_figure(points, fit), width="stretch", theme=None)
+        theme_toggle.plotly_chart(fig_sweeps.ttft_figure(points, fit))
         st.markdown(sweep_numbers.fit_text(fit, lm.config if lm is not None else None))
-        theme_toggle.plotly_chart(fig_sweeps.decode_latency_figure(points), width="stretch", theme=None)
+        theme_toggle.plotly_chart(fig_sweeps.decode_latency_figure(points))
     else:
-        theme_toggle.plotly_chart(fig_sweeps.phase_split_figure(points, "output_tokens"), width="stretch", theme=None)
-        theme_toggle.plotly_chart(fig_sweeps.decode_latency_figure(points), width="stretch", theme=None)
+        theme_toggle.plotly_chart(fig_sweeps.phase_split_figure(points, "output_tokens"))
+        theme_toggle.plotly_chart(fig_sweeps.decode_latency_figure(points))
     if lm is not None:
         st.markdown(sweep_numbers.decode_context_note(lm, points))
     if kind == "prompt":
-        theme_toggle.plotly_chart(fig_sweeps.phase_split_figure(points, "prompt_tokens"), width="stretch", theme=None)
+        theme_toggle.plotly_chart(fig_sweeps.phase_split_figure(points, "prompt_tokens"))
     st.dataframe(fig_sweeps.sweep_table(points), hide_index=True, width="stretch")
     st.download_button("Download CSV", fig_sweeps.sweep_csv(points), file_name=f"two_bends_{kind}_sweep.csv",
                        mime="text/csv", key=state.SWEEP_CSV)

@@ -73,10 +73,10 @@ st.markdown(tt.findings(result, slo))
 st.dataframe(tt.policy_table(result, slo), hide_index=True, width="stretch")
 c = st.columns(2)
 with c[0]:
-    theme_toggle.plotly_chart(fig_traffic.ttft_figure(result, slo), width="stretch", theme=None)
+    theme_toggle.plotly_chart(fig_traffic.ttft_figure(result, slo))
 with c[1]:
-    theme_toggle.plotly_chart(fig_traffic.itl_figure(result, slo), width="stretch", theme=None)
-theme_toggle.plotly_chart(fig_traffic.goodput_figure(result, slo), width="stretch", theme=None)
+    theme_toggle.plotly_chart(fig_traffic.itl_figure(result, slo))
+theme_toggle.plotly_chart(fig_traffic.goodput_figure(result, slo))
 for run in tt.handover_runs(result):
     st.subheader("The KV cart crossing (disaggregated)")
     st.caption(tt.HANDOVER_HELP)
@@ -86,4 +86,4 @@ if ran:
     shown = st.radio("Step timeline of", ran, key=state.TRAFFIC_TIMELINE, horizontal=True, format_func=tt.POLICY_CHOICES.get)
     run = tt.policy_run(result, shown)
     st.caption(tt.timeline_help(run))
-    theme_toggle.plotly_chart(fig_traffic.timeline_figure(run), width="stretch", theme=None)
+    theme_toggle.plotly_chart(fig_traffic.timeline_figure(run))

@@ -98,12 +98,11 @@ pick = st.selectbox("Request shown in the ledger", list(range(1, len(traces) + 1
                     key=state.MEASURE_PICK, format_func=lambda i: f"request {i}")
 trace = traces[pick - 1]
 summary = run_numbers.summary(trace)
-theme_toggle.plotly_chart(fig_timing.phase_split_figure(summary), width="stretch", key="ms_split", theme=None)
+theme_toggle.plotly_chart(fig_timing.phase_split_figure(summary), key="ms_split")
 left, right = st.columns(2, gap="large")
-theme_toggle.plotly_chart(fig_timing.itl_figure(trace.prefill_seconds, [s.seconds for s in trace.steps]), left,
-                          width="stretch", key="ms_itl", theme=None)
-theme_toggle.plotly_chart(fig_timing.cumulative_figure(trace), right, width="stretch", key="ms_cumulative", theme=None)
+theme_toggle.plotly_chart(fig_timing.itl_figure(trace.prefill_seconds, [s.seconds for s in trace.steps]), left, key="ms_itl")
+theme_toggle.plotly_chart(fig_timing.cumulative_figure(trace), right, key="ms_cumulative")
 st.dataframe(runs.metrics_table(summary, server=True), hide_index=True, width="stretch",
              column_config={"value": st.column_config.NumberColumn(format="%.2f")})
 requests_table = runs.runs_table(traces)
-theme_toggle.plotly_chart(fig_timing.runs_figure(requests_table), width="stretch", key="ms_runs", theme=None)
+theme_toggle.plotly_chart(fig_timing.runs_figure(requests_table), key="ms_runs")

@@ -125,14 +125,8 @@ if presenting or not bend_numbers.measured_here(trace):
     st.stop()
 # --- MBU against this machine's measured peaks, where the bridge turns compute-bound, the KV-cache wall -------
 store = worker_link.store()
-peaks = job_progress.session_peaks(trace.device, trace.dtype)
 st.subheader("The bridge on this machine: MBU, where it turns compute-bound, the KV-cache wall")
-if peaks is None:
-    st.caption(bend_numbers.PEAKS_NEEDED)
-    peaks = job_progress.session_peaks(trace.device, trace.dtype,
-                                      st.button("Measure this machine's peaks", key=state.STORY_PEAKS_MEASURE,
-                                                    disabled=worker_link.lab_refusal() is not None,
-                                                    help=worker_link.lab_refusal()))
+peaks = job_progress.session_peaks(trace.device, trace.dtype)
 if (mbu := bend_numbers.utilisation(trace, peaks, "MBU")) is not None:
     st.metric("MBU of this run's median decode step (measured here)", f"{mbu.value:.0%}")
     st.caption(mbu.words)

@@ -45,14 +45,8 @@ st.caption(
 )
 if not presenting and bend_numbers.measured_here(trace):  # MFU against the measured peaks; where the valley turns
     store = worker_link.store()
-    peaks = job_progress.session_peaks(trace.device, trace.dtype)
     st.subheader("The valley on this machine: MFU, and where it turns compute-bound")
-    if peaks is None:
-        st.caption(bend_numbers.PEAKS_NEEDED)
-        peaks = job_progress.session_peaks(trace.device, trace.dtype,
-                                          st.button("Measure this machine's peaks", key=state.STORY_PEAKS_MEASURE,
-                                                    disabled=worker_link.lab_refusal() is not None,
-                                                    help=worker_link.lab_refusal()))
+    peaks = job_progress.session_peaks(trace.device, trace.dtype)
     if (mfu := bend_numbers.utilisation(trace, peaks, "MFU")) is not None:
         st.metric("MFU of this prefill (measured here)", f"{mfu.value:.0%}")
         st.caption(mfu.words)

@@ -1,10 +1,9 @@
 """The demo kit's Streamlit pieces: save and open recorded runs, replay-only mode, the shareable link.
 
-Like ui/controls/widgets.py, a module that imports streamlit. A recorded run (engine.core.trace_file checks it) is
-kept in the session's RunStore exactly like a fresh run, so every page draws it; nothing here asks the
-engine worker for anything, and in replay-only mode (TWO_BENDS_REPLAY=1) the worker is never started.
-The link: `restore` applies the URL's settings once per session (before the sidebar's widgets exist),
-`publish` writes the current ones back after every run (ui/demo/links.py checks and builds them).
+A recorded run (engine.core.trace_file checks it) is kept in the session's RunStore exactly like a fresh run, so every
+page draws it; nothing here asks the engine worker for anything. The link: `restore` applies the URL's settings once
+per session (before the sidebar's widgets exist), `publish` writes the current ones back after every run
+(ui/demo/links.py checks and builds them).
 """
 from __future__ import annotations
 
@@ -47,27 +46,27 @@ def _open_chosen() -> None:
         open_shipped(name)
 
 
-def _uploaded(key: str) -> tuple[bytes, str] | None:
-    """The file in uploader `key`: its bytes and a name safe to show (None when there is none)."""
+def _read_upload(key: str, read, what: str):
+    """The file in uploader `key` read by `read(data, name)` and its name (safe to show); None when there is none or
+    it fails the checks (then the message says why and nothing else changes)."""
     upload = st.session_state.get(key)
     if upload is None:
         return None
-    return upload.getvalue(), re.sub(r"[^\w. -]", "?", upload.name)[:80] or "the file"
+    name = re.sub(r"[^\w. -]", "?", upload.name)[:80] or "the file"
+    try:
+        return read(upload.getvalue(), name), name
+    except TraceFileError as exc:
+        _message("error", f"Cannot open this {what}: {exc}")
+        return None
 
 
 def _open_upload() -> None:
-    """The uploader's callback: check the file; a bad one changes nothing but the message."""
-    upload = _uploaded(state.TRACE_UPLOAD)
-    if upload is None:
-        return
-    data, name = upload
-    try:
-        trace = read_trace(data, name)
-    except TraceFileError as exc:
-        _message("error", f"Cannot open this file: {exc}")
-        return
-    trace.settings.pop("model_spec", None)  # a recording never asks a model for anything
-    _show(trace, recorded.label(trace, name))
+    """The uploader's callback."""
+    got = _read_upload(state.TRACE_UPLOAD, read_trace, "file")
+    if got is not None:
+        trace, name = got
+        trace.settings.pop("model_spec", None)  # a recording never asks a model for anything
+        _show(trace, recorded.label(trace, name))
 
 
 def file_name(trace) -> str:
@@ -100,16 +99,11 @@ def _open_controls() -> None:
 
 
 def _open_session() -> None:
-    """The session uploader's callback: every run checked first; a bad file changes nothing but the message."""
-    upload = _uploaded(state.SESSION_UPLOAD)
-    if upload is None:
+    """The session uploader's callback: every run checked before any is used."""
+    got = _read_upload(state.SESSION_UPLOAD, session_file.read_session, "session")
+    if got is None:
         return
-    data, name = upload
-    try:
-        traces = session_file.read_session(data, name)
-    except TraceFileError as exc:
-        _message("error", f"Cannot open this session: {exc}")
-        return
+    traces, name = got
     store = worker_link.store()
     before = len(store.history)
     for trace in traces:
@@ -186,13 +180,7 @@ def recorded_banner() -> None:
         st.caption(past)
 
 
-# ----------------------------------------------------------------------------------------------
-# The shareable link
-# ----------------------------------------------------------------------------------------------
-def _path(page) -> str:
-    return page.url_path or links.HOME
-
-
+# --- The shareable link --------------------------------------------------------------------------------------------
 LINK_PENDING, LINK_DONE = "pending", "done"  # state.LINK_RUN: the link's run=1 before and after it started
 
 
@@ -205,7 +193,7 @@ def restore(current, pages: list, lessons: dict | None = None) -> None:
         return
     ss[state.LINK_RESTORED] = True
     lessons = lessons or {}
-    by_path = {_path(p): p for p in pages}
+    by_path = {links.page_path(p): p for p in pages}
     query = st.query_params.to_dict()
     link = _parse(query, by_path, lessons)
     if link.lesson:
@@ -214,7 +202,7 @@ def restore(current, pages: list, lessons: dict | None = None) -> None:
     apply_link(link)
     if link.lesson:
         start_step(link.lesson, link.step)
-    if link.page and link.page != _path(current):
+    if link.page and link.page != links.page_path(current):
         st.switch_page(by_path[link.page], query_params=query)
 
 
@@ -263,7 +251,7 @@ def publish(page) -> None:
     shown = ss.get(state.TRACE_SHOWN)
     if shown and not (worker_link.store().recorded and shown in recorded.shipped_names()):
         shown = None
-    query = links.build(values, _path(page), shown, run=state.LINK_RUN in ss, preset=ss.get(state.LINK_PRESET),
+    query = links.build(values, links.page_path(page), shown, run=state.LINK_RUN in ss, preset=ss.get(state.LINK_PRESET),
                         lesson=ss.get(state.LESSON), step=ss.get(state.LESSON_STEP))
     if query != st.query_params.to_dict():
         st.query_params.from_dict(query)

@@ -1,7 +1,5 @@
-"""The glossary's button: a popover with every term (ui/text/glossary.py), in the sidebar and in presenter mode's bar.
-
-A module that imports streamlit (ui/controls/). The sidebar (ui/controls/widgets.py, and demo_panel's replay-only
-sidebar) and presenter mode's bar (ui/controls/presenter.py) each draw one, so every page reaches it.
+"""The glossary's button: a popover with every term (ui/text/glossary.py), in the sidebar and in presenter mode's bar, so
+every page reaches it.
 """
 from __future__ import annotations
 

@@ -1,20 +1,15 @@
 """Start the dashboard: `streamlit run app.py`, with Streamlit's old pages/-folder mode off from the very first request.
 
-Why not plain `streamlit run app.py`: a `pages/` folder next to the main script makes Streamlit 1.67 start each
-server in its old multipage mode, which looks only at files directly inside pages/ (ours sit in subfolders by
-role, so it finds none). The very first request then asks that old mode for the linked page (`/timing`), it is not
-there, and the browser gets Streamlit's "Page not found" notice before app.py's st.navigation takes over and
-draws the right page. st.navigation switches the old mode off for the whole process, so only a server's first
-visitor arriving by a path-style link saw it; here it is off before any request. `?page=timing` links never
-went through that path.
-In room mode (TWO_BENDS_ROOM=1, from `scripts/dashboard.sh --room`) it also fixes the join and teacher codes
-(given, or generated) before any session reads them and prints them with the room's address and its QR code.
-A fast start: before it imports Streamlit or anything heavy, the launcher spawns the engine worker
-(engine/serving/scheduling/early_start.py), so the worker's torch import and model load run beside Streamlit's start
-instead of after the first page asked for them; the app's first run adopts that worker. Not in replay mode (no model)
-nor with TWO_BENDS_WORKER=thread (the scheduler then lives in this process).
-Why the pre-imports and the GC freeze stay: importing app.py's modules took 0.4-0.6 s on a 2-core host, now paid while
-the browser loads the page; a full collection over those imports' ~120k objects took 60-66 ms, 0 once frozen.
+Why not plain `streamlit run app.py`: with a `pages/` folder beside it, Streamlit 1.67 starts in its old multipage
+mode, which finds none of our pages (they sit in subfolders), so a server's first visitor arriving by a path-style
+link (`/timing`) got "Page not found" before app.py's st.navigation switched that mode off. Here it is off before
+any request.
+In room mode (TWO_BENDS_ROOM=1) it also fixes the join and teacher codes before any session reads them and prints
+them with the room's address and its QR code.
+Before importing anything heavy it spawns the engine worker (engine/serving/scheduling/early_start.py), so its torch
+import and model load overlap Streamlit's start (docs/decisions/fast-start.md); not in replay mode nor with
+TWO_BENDS_WORKER=thread. App modules are imported while the browser loads the page, then frozen out of the garbage
+collector (docs/decisions/gc-freeze.md).
 Usage: python -m ui.controls.launch [streamlit options, e.g. --server.port 8501]
 """
 import gc
@@ -44,7 +39,7 @@ def import_app_modules_soon(wait_s: float = 60.0) -> threading.Thread:
     loaded by Hugging Face id brings transformers' class, imported then), while the worker still loads the weights.
     Then freeze what exists (gc.freeze): the imports' objects live as long as the server, and every full collection
     (Python's own, and one Streamlit would run after each script run) would otherwise walk all of them, holding the
-    GIL (measured: the module's docstring)."""
+    GIL."""
     def run() -> None:
         from streamlit.runtime import Runtime
 
@@ -62,8 +57,7 @@ def import_app_modules_soon(wait_s: float = 60.0) -> threading.Thread:
             read_default_tokenizer()
         except Exception:  # the description's unpickling imports and reads what it needs
             pass
-        gc.freeze()  # the imports' long-lived objects leave the collector: a full collection walks the rest only
-
+        gc.freeze()
 
     global _preimport
     _preimport = threading.Thread(target=run, name="two-bends-preimport", daemon=True)

@@ -1,12 +1,10 @@
 """Lesson mode: a lesson's steps, one after another, above every page (in presenter mode under its bar).
 
-A Streamlit module (ui/controls/). The lessons are files (ui/demo/lesson.py reads and checks them); a step is a page
-and the settings a shareable link carries, so moving to a step is opening its link in this session: its settings
-start from the defaults, its page opens, its run (or Home's preset) starts once. The step lives in the URL
-(`?lesson=45-minutes&step=3&present=1`, written by ui/controls/demo_panel.py), so a reload or a shared link lands on
-the same step. Back / Next are buttons and the keys PageUp / PageDown (what a presentation clicker sends); the
-teacher's notes sit in a popover, and the teacher sheet downloads from the bar. After the step's run, one line says
-whether it produced the lengths the step asked for, or why not.
+A step is a page and the settings a shareable link carries (ui/demo/lesson.py reads and checks the files), so moving
+to a step is opening its link in this session: its settings start from the defaults, its page opens, its run (or
+Home's preset) starts once. The step lives in the URL (`?lesson=45-minutes&step=3&present=1`), so a reload or a shared
+link lands on the same step. Back / Next are also the keys PageUp / PageDown (what a presentation clicker sends).
+After the step's run, one line says whether it produced the lengths the step asked for, or why not.
 """
 from __future__ import annotations
 
@@ -52,10 +50,6 @@ KEYS_SCRIPT = """
 """
 
 
-def _path(page) -> str:
-    return page.url_path or links.HOME
-
-
 @lru_cache(maxsize=4)
 def _load(signature: tuple, pages: frozenset) -> tuple[dict, tuple[str, ...]]:
     found, problems = lessons_mod.load_all(pages=set(pages))
@@ -77,7 +71,7 @@ def _signature() -> tuple:
 def lessons(pages: list) -> tuple[dict, tuple[str, ...]]:
     """The lessons in assets/lessons/ (name -> Lesson), checked against `pages` (every page of the dashboard),
     and one line per file that was skipped."""
-    return _load(_signature(), frozenset(_path(p) for p in pages))
+    return _load(_signature(), frozenset(links.page_path(p) for p in pages))
 
 
 def current(found: dict):
@@ -116,9 +110,9 @@ def _end() -> None:
 def route(current_page, pages: list) -> None:
     """Before anything is drawn: a Back / Next asked for another page; open it (or say why it cannot be opened)."""
     target = st.session_state.pop(state.LESSON_SWITCH, None)
-    if target is None or target == _path(current_page):
+    if target is None or target == links.page_path(current_page):
         return
-    by_path = {_path(p): p for p in pages}
+    by_path = {links.page_path(p): p for p in pages}
     if target in by_path:
         ss = st.session_state
         for key in _sidebar_keys():  # this script run ends before the sidebar is drawn: Streamlit would drop its

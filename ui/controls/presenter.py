@@ -1,12 +1,10 @@
 """Presenter mode: big type for the back of the room, no sidebar, and the keyboard driving the show.
 
-With ui/controls/widgets.py and ui/engine_link/worker_link.py, one of the modules in ui/ that import streamlit. `apply()` (app.py)
-restyles every page while presenter mode is on and draws its own bar above it (every page, the example and lengths,
-Run, the keys, the glossary: the sidebar is hidden); `keyboard(...)` (Decode and Prefill pages) lets → / ←
-press the page's own Next / Previous buttons and space flip its Autoplay toggle, from a small script in
-the page (same origin, it only clicks existing buttons: every state change still goes through Streamlit).
-`chart(...)` draws a Plotly figure with PNG export (modebar camera), in the session's theme (light or dark,
-ui/controls/theme_toggle.py) and, in presenter mode, larger type.
+`apply()` (app.py) restyles every page while presenter mode is on and draws its own bar above it (every page, the
+example and lengths, Run, the keys, the glossary: the sidebar is hidden); `keyboard(...)` (Decode and Prefill pages)
+lets → / ← press the page's own Next / Previous buttons and space flip its Autoplay toggle, from a small script in the
+page (same origin, it only clicks existing buttons: every state change still goes through Streamlit). `chart(...)`
+draws a Plotly figure with PNG export, in the session's theme and, in presenter mode, larger type.
 """
 from __future__ import annotations
 

@@ -1,9 +1,9 @@
 """The live run panel: Run sends the request to the engine worker and follows it live, above whatever page is open.
 
-A Streamlit module (ui/controls/). Only a complete trace is kept (ui/engine_link/run_store.py), so a cancelled or
-failed run leaves the previous results as they were; while a run is live the page keeps still (no CSS animations),
-and quiet timing draws nothing until the run ends, so the browser does not take the cores the engine needs.
-The sidebar that fills the RunRequest is ui/controls/widgets.py (app.py calls `widgets.run_panel`).
+Only a complete trace is kept (ui/engine_link/run_store.py), so a cancelled or failed run leaves the previous results
+as they were; while a run is live the page keeps still (no CSS animations), and quiet timing draws nothing until the
+run ends, so the browser does not take the cores the engine needs. The sidebar that fills the RunRequest is
+ui/controls/widgets.py.
 """
 from __future__ import annotations
 
@@ -23,7 +23,6 @@ from ui.figures import fig_timing
 from ui.text import run_numbers
 
 DEFAULT_OUTPUT_TOKENS = 32  # the sidebar's default output length (ui/controls/widgets.py)
-DEFAULT_CAPTURE_LAYER = None  # when only some layers fit the capture budget: None = the middle layer
 
 
 @dataclass
@@ -59,10 +58,7 @@ STILL_WHILE_RUNNING = "<style>*, *::before, *::after { animation: none !importan
 
 
 def run_panel(request: RunRequest) -> None:
-    """Run pressed: submit the request; while one is in flight (also after a page switch): follow it live.
-
-    Only a complete trace is stored, so a cancelled or failed run leaves the previous results untouched.
-    """
+    """Run pressed: submit the request; while one is in flight (also after a page switch): follow it live."""
     store = worker_link.store()
     ss = st.session_state
     if ss.get(state.RUN_CANCEL) and store.live is not None:
@@ -79,7 +75,7 @@ def run_panel(request: RunRequest) -> None:
             worker_link.cancel(store.live.work)
         work = Request(model=worker_link.current_spec(), prompt_ids=list(request.prompt), max_new_tokens=request.max_new_tokens,
                        params=request.sampling, prompt_text=request.lm.tokenizer.decode(request.prompt),
-                       chat=request.chat, capture_attention=True, capture_layer=DEFAULT_CAPTURE_LAYER)
+                       chat=request.chat, capture_attention=True)
 
         def start() -> str | None:
             work.arrival = time.perf_counter()  # it reaches the engine now: the half second before is not queueing

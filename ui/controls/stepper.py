@@ -1,9 +1,8 @@
 """Step-through controls shared by the Decode and Prefill pages: ◀ / ▶ buttons, Autoplay, its speed.
 
-A Streamlit module (like ui/controls/widgets.py). The position lives in session state under the page's own keys;
-autoplay reruns only the page's step fragment (`st.fragment(run_every=...)`), advancing one step per
-period, and switches itself off at the last step. Presenter mode's keyboard (ui/controls/presenter.py) presses these
-very buttons.
+The position lives in session state under the page's own keys; autoplay reruns only the page's step fragment
+(`st.fragment(run_every=...)`), advancing one step per period, and switches itself off at the last step. Presenter
+mode's keyboard (ui/controls/presenter.py) presses these very buttons.
 """
 from __future__ import annotations
 

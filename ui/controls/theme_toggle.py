@@ -3,7 +3,7 @@
 Streamlit 1.67 cannot switch its own theme per session from Python (`[theme] base` in .streamlit/config.toml is
 server-wide; `st.context.theme.type` only reports what the browser shows), so the dark look is a style sheet over
 Streamlit's element test ids (checked in tests/browser/test_dark_theme.py with a real browser), and charts are
-restyled by ui/figures/theme.py's `styled(fig, "dark")`. One of the modules in ui/ that import streamlit.
+restyled by ui/figures/theme.py's `styled(fig, "dark")`.
 """
 from __future__ import annotations
 
@@ -103,5 +103,5 @@ def styled(fig):
 
 
 def plotly_chart(fig, box=None, **kwargs) -> None:
-    """st.plotly_chart (into `box`, a column, if given) of `fig` in this session's look."""
-    (box or st).plotly_chart(styled(fig), **kwargs)
+    """st.plotly_chart (into `box`, a column, if given) of `fig` in this session's look, as wide as its container."""
+    (box or st).plotly_chart(styled(fig), width="stretch", theme=None, **kwargs)

@@ -1,7 +1,7 @@
 """The Streamlit pieces every page shares: the sidebar, and the live run panel (ui/controls/run_panel.py; layout only).
 
-Lives in ui/controls/, the Streamlit-bound part of ui/ (with ui/engine_link/). The model itself lives in the engine
-worker (ui/engine_link/worker_link.py); here it is known by its description: config, tokenizer, sizes.
+The model itself lives in the engine worker (ui/engine_link/worker_link.py); here it is known by its description:
+config, tokenizer, sizes.
 """
 from __future__ import annotations
 
@@ -40,9 +40,7 @@ def current_model():
         return None
 
 
-# ----------------------------------------------------------------------------------------------
-# The shared sidebar: model, prompt (fitted to N tokens), output length, sampling, Run
-# ----------------------------------------------------------------------------------------------
+# --- The shared sidebar: model, prompt (fitted to N tokens), output length, sampling, Run --------------------------
 DEFAULT_EXAMPLE = "summarisation"
 DEFAULT_PROMPT_TOKENS = 64
 PROMPT_TOKENS_MAX = 1024
@@ -73,14 +71,10 @@ def reset_to_defaults() -> None:
     st.session_state.update(defaults())
 
 
-def _init_defaults() -> None:
-    for key, value in defaults().items():
-        st.session_state.setdefault(key, value)
-
-
 def sidebar() -> RunRequest:
     """Model, prompt, lengths, sampling and the Run button, shared by all pages; returns the request."""
-    _init_defaults()
+    for key, value in defaults().items():
+        st.session_state.setdefault(key, value)
     preset_buttons.apply_pending()  # a one-click preset's lengths, before the widgets that show them
     request = RunRequest()
     if recorded.replay_only():

@@ -89,9 +89,7 @@ class Lesson:
         return f"?{links.LESSON}={self.name}&{links.STEP}={step}&present=1"
 
 
-# ----------------------------------------------------------------------------------------------
-# Reading and checking a file
-# ----------------------------------------------------------------------------------------------
+# --- Reading and checking a file -----------------------------------------------------------------------------------
 def app_pages(app_file: Path = APP_FILE) -> dict[str, str]:
     """Every page of app.py's navigation: URL path -> title (read from its source: st.Page(file, title=...,
     url_path=...); the default page is "home"), so a lesson names only pages the dashboard has."""
@@ -258,9 +256,7 @@ def load_all(folder: Path | None = None, pages=None,
     return sorted(lessons, key=lambda lesson: (lesson.order, lesson.name)), problems
 
 
-# ----------------------------------------------------------------------------------------------
-# Did the step's run produce what it asked for?
-# ----------------------------------------------------------------------------------------------
+# --- Did the step's run produce what it asked for? -----------------------------------------------------------------
 @dataclass(frozen=True)
 class Check:
     ok: bool  # the run wrote the output length asked for (and sent the prompt length asked for)

@@ -111,6 +111,11 @@ def _value(name: str, param: Param, raw: str):
     return round(min(max(snapped, param.low), param.high), 4)
 
 
+def page_path(page) -> str:
+    """A Streamlit page's name in a link: its URL path, HOME for the default page."""
+    return page.url_path or HOME
+
+
 def parse(query: dict, pages: set[str], traces: set[str], replay_only: bool = False,
           lessons: dict[str, int] | None = None) -> LinkSettings:
     """Read `query` (name -> text, as st.query_params.to_dict() gives it); unknown names are ignored.

@@ -15,6 +15,7 @@ from engine.serving.scheduling.lab_jobs import LabJob
 from engine.serving.scheduling.work import Done, Failed, Job, ModelSpec, Progress, Queued
 from ui import state
 from ui.engine_link import worker_link
+from ui.text import bend_numbers
 
 
 def model_info(spec: ModelSpec):
@@ -45,10 +46,6 @@ def model_info(spec: ModelSpec):
     return final.result
 
 
-def _registered(lab: LabJob | str) -> LabJob:
-    return lab_jobs.lookup(lab) if isinstance(lab, str) else lab
-
-
 def run_job(key: str, spec: ModelSpec, lab: LabJob | str, args: tuple = (), kwargs: dict | None = None,
             label: str = "", on_progress=None):
     """Run the registered lab job `lab` (or its name) in the worker, keep it in this session's store under `key`,
@@ -60,7 +57,7 @@ def run_job(key: str, spec: ModelSpec, lab: LabJob | str, args: tuple = (), kwar
     job = st_store.jobs.get(key)
     if job is None:
         try:
-            lab = _registered(lab)
+            lab = lab_jobs.lookup(lab) if isinstance(lab, str) else lab
         except EngineError as exc:
             st.error(str(exc))
             return None
@@ -129,14 +126,18 @@ def lab_run(key: str, start: bool, lab: LabJob | str, args: tuple = (), kwargs: 
     return result
 
 
-def session_peaks(device: str, dtype: str, measure: bool = False):
-    """This session's measured peaks for (device, dtype), kept in the browser's store as the Roofline lab keeps them;
-    measured now in the worker (HARDWARE_PEAKS, at the sidebar model's shapes) when `measure`; else None."""
+def session_peaks(device: str, dtype: str):
+    """This session's measured peaks for (device, dtype), kept in the browser's store as the Roofline lab keeps them.
+    None kept: says why MFU/MBU need them and offers a button that measures them now in the worker (HARDWARE_PEAKS,
+    at the sidebar model's shapes); None until measured."""
     kept = worker_link.store().labs.setdefault(state.PEAKS, {})
-    if (device, dtype) not in kept and measure:
-        peaks = lab_run(state.PEAKS_JOB, True, lab_jobs.HARDWARE_PEAKS, label="Measuring this machine's peaks…")
-        if peaks is not None:
-            kept[(peaks.device, peaks.dtype)] = peaks
+    if (device, dtype) not in kept:
+        st.caption(bend_numbers.PEAKS_NEEDED)
+        if st.button("Measure this machine's peaks", key=state.STORY_PEAKS_MEASURE,
+                     disabled=worker_link.lab_refusal() is not None, help=worker_link.lab_refusal()):
+            peaks = lab_run(state.PEAKS_JOB, True, lab_jobs.HARDWARE_PEAKS, label="Measuring this machine's peaks…")
+            if peaks is not None:
+                kept[(peaks.device, peaks.dtype)] = peaks
     return kept.get((device, dtype))
 
 

@@ -1,12 +1,10 @@
 """A room bigger than one machine: every Run goes to an existing OpenAI-compatible server, timed from outside.
 
-`two-bends dashboard --room --engine-url URL` sets TWO_BENDS_ENGINE_URL. The URL must be on the operator's
-allow-list (TWO_BENDS_MEASURE_HOSTS, as for the Measure-a-server page): a class dashboard never sends prompts to
-an address the operator did not list. RemoteEngine is an EngineClient (ui/engine_link/client.py), like the local
-worker: each Run is measured in a child process (ui/engine_link/remote_measure.py), so the page's drawing cannot
-stretch its timestamps: TTFT and ITL as the client sees them, queue time from the server's own /metrics where it
-has vLLM's names. The result is a Trace with source "server", drawn by the Home and Timing pages; its events arrive
-on `work.events` as a local run's do. Streamlit-free.
+`two-bends dashboard --room --engine-url URL` sets TWO_BENDS_ENGINE_URL. The URL must be on the operator's allow-list
+(TWO_BENDS_MEASURE_HOSTS, as for the Measure-a-server page): a class dashboard never sends prompts to an address the
+operator did not list. RemoteEngine is an EngineClient (ui/engine_link/client.py), like the local worker: each Run is
+measured in a child process (ui/engine_link/remote_measure.py); queue time comes from the server's own /metrics where it
+has vLLM's names. The result is a Trace with source "server", drawn by the Home and Timing pages. Streamlit-free.
 """
 from __future__ import annotations
 

@@ -1,17 +1,12 @@
 """A session's link to the engine: which engine takes its work, the room's rules before anything is sent, its run store.
 
 Every session's model work goes to one engine worker for the whole server (ui/engine_link/server_link.py, cached here
-with st.cache_resource), which runs the scheduler (engine/serving) in its own process: the UI never runs the model,
-so its drawing cannot stretch a measurement. A Run goes to the room's serving engine instead when the operator gave
-one (ui/engine_link/remote_engine.py); both are EngineClients (ui/engine_link/client.py). Lab jobs, model loads and
-attention captures, with the progress bars that show them, are ui/engine_link/job_progress.py.
-Settings come from the environment (scripts/dashboard.sh sets them from its flags):
-  TWO_BENDS_MODE=queue|batch, TWO_BENDS_MAX_NUM_BATCHED_TOKENS (batch mode's chunked prefill),
-  TWO_BENDS_MAX_QUEUE, TWO_BENDS_MAX_NEW_TOKENS, TWO_BENDS_MAX_BATCH, TWO_BENDS_THREADS,
-  TWO_BENDS_WORKER=process|thread, TWO_BENDS_MODEL (the model loaded at start), TWO_BENDS_ENGINE_URL (the room's
-  serving engine); TWO_BENDS_REPLAY=1: recorded runs only, the worker is never started (ui/demo/recorded.py).
-A browser's runs are kept on this server under a random token in a cookie (never in the link, never shown), so
-F5 or a second tab finds them; ui/engine_link/run_store.py's Browsers bounds and expires them.
+with st.cache_resource), which runs the scheduler (engine/serving) in its own process: the UI never runs the model, so
+its drawing cannot stretch a measurement. A Run goes to the room's serving engine instead when the operator gave one
+(ui/engine_link/remote_engine.py); both are EngineClients (ui/engine_link/client.py). Lab jobs, model loads and
+attention captures, with the progress bars that show them, are ui/engine_link/job_progress.py. The worker's settings
+come from the environment (engine/serving/scheduling/early_start.py's options_from_env; scripts/dashboard.sh sets them
+from its flags).
 """
 from __future__ import annotations
 

@@ -1,9 +1,7 @@
 """Attention as pictures: the T×T causal matrix prefill fills at once, and the rows decode adds one by one.
 
-Streamlit-free Plotly builders over `trace.attention` (AttentionCapture: for captured layer i,
-prefill[i] is (H, T, T) and decode[i][s] is (H, T+s+1)). Layers are named by their number in the model.
-The masked upper triangle is NaN, so it stays blank instead of looking like "zero attention".
-Long sequences are average-pooled into blocks so a figure stays light (the matrices: ui/figures/attention_matrix.py).
+Streamlit-free Plotly builders over the matrices of ui/figures/attention_matrix.py (masked cells NaN, so blank; long
+sequences average-pooled into blocks so a figure stays light). Layers are named by their number in the model.
 """
 from __future__ import annotations
 

@@ -11,8 +11,6 @@ from ui.figures.theme import DECODE_COLOR, FONT_SIZE, NEUTRAL_COLOR, PREFILL_COL
 from ui.text import crossed_numbers
 from ui.text.remedy_text import HELPS, MARKER_KEY, TITLES, Effect, effects
 
-REMEDY_COLOR = "#2E9E5B"  # the remedy's bars/lines; the baseline is grey
-
 
 def kv_cache_figure(result) -> go.Figure:
     fig = go.Figure()

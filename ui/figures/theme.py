@@ -15,7 +15,6 @@ TITLE_SIZE = 22
 PHASE_COLORS = {"prefill": PREFILL_COLOR, "decode": DECODE_COLOR}
 
 LIGHT, DARK = "light", "dark"
-MODES = (LIGHT, DARK)
 DARK_BACKGROUND = "#0E1117"  # Streamlit's dark background: a chart sits on the page without a lighter frame
 DARK_INK = "#E8EAED"  # text and axis labels
 DARK_GRID = "#3A3F4B"  # grid lines: visible, quieter than the data

@@ -1,10 +1,7 @@
 """A room's rules for one session, as the engine link asks them before anything reaches the engine (Streamlit-free).
 
-The gate (ui/room/gate.py) gives every admitted session an Admission in its session state; ui/engine_link/worker_link.py
-asks it before it submits work and tells it what was sent, without knowing what a room is (so the engine link never
-imports the room: the room sits above it). Outside room mode a session has none and everything is open.
-The rules: one run in flight per session, lab jobs by the teacher's policy (ui/room/slots.py). What the engine takes
-is also noted in the room's file until its result is saved (ui/room/saver.py), so a restart shows it interrupted.
+The gate (ui/room/gate.py) puts an Admission in each admitted session's state; ui/engine_link/worker_link.py asks it
+without importing the room (the room sits above the link). Outside room mode a session has none: everything is open.
 """
 from __future__ import annotations
 

@@ -14,7 +14,7 @@ import streamlit as st
 
 from engine.core.trace_file import TraceFileError
 from ui.engine_link import browser_runs, worker_link
-from ui.room import config, current, export, follow, gate, room_size, sessions
+from ui.room import config, current, export, follow, gate, polls, room_size, sessions
 from ui.room.registry import LAB_POLICIES
 
 REFRESH_S = 2.0
@@ -191,8 +191,8 @@ def follow_me() -> None:
 def _class_runs() -> list[tuple[str, object]]:
     """(whose, trace) of every run the class's browsers keep, named by the member whose browser it is."""
     names = {m.browser: m.name for m in current.room().snapshot() if m.browser}
-    kept = [(names.get(token, NOT_HERE), runs) for token, runs, _ in browser_runs.browsers().kept() if runs.history]
-    return export.class_runs(kept)
+    return [(names.get(token, NOT_HERE), trace) for token, runs, _ in browser_runs.browsers().kept()
+            for trace in runs.history]
 
 
 def _session_file() -> bytes:
@@ -211,7 +211,7 @@ def after_class() -> None:
     st.caption(f"Now: {len(rounds)} poll round{'s' * (len(rounds) != 1)} with {answers} answer{'s' * (answers != 1)}, "
                f"{len(runs)} run{'s' * (len(runs) != 1)} kept by the class's browsers.")
     row = st.container(horizontal=True)
-    row.download_button("Poll rounds and answers (CSV)", data=lambda: export.rounds_csv(current.room().all_rounds()),
+    row.download_button("Poll rounds and answers (CSV)", data=lambda: polls.to_csv(current.room().all_rounds()),
                         file_name="two_bends_room_rounds.csv", mime="text/csv", key=ROUNDS_CSV, on_click="ignore",
                         icon=":material/download:")
     row.download_button("The class's runs (CSV)", data=lambda: export.runs_csv(_class_runs()),

@@ -1,9 +1,8 @@
 """After class: the whole room's session as files the teacher downloads. Streamlit-free, built at the click.
 
-Three files: every poll round with its answers beside what was measured and when (ui/room/polls.py's CSV), every run
-the class kept (one CSV row per run: who, what, its timings), and those runs as one session file (ui/demo/
-session_file.py's format, which the dashboard opens again). Runs are the light copies a browser keeps (timings, no
-attention captures); a session file holds at most session_file.MAX_RUNS of them, the latest.
+The class's kept runs (the light copies browsers keep: timings, no attention captures) as CSV, one row per run, and
+as one session file the dashboard opens again (the latest session_file.MAX_RUNS). The poll rounds' CSV is
+ui/room/polls.py's.
 """
 from __future__ import annotations
 
@@ -12,20 +11,9 @@ import io
 import statistics
 
 from ui.demo import session_file
-from ui.room import polls
 
 RUN_FIELDS = ["member", "run", "model", "device", "dtype", "source", "prompt_tokens", "output_tokens", "queue_s",
               "ttft_s", "decode_s", "tpot_median_ms", "stop_reason"]
-
-
-def rounds_csv(rounds: list) -> str:
-    return polls.to_csv(rounds)
-
-
-def class_runs(kept: list[tuple[str, object]]) -> list[tuple[str, object]]:
-    """(whose, trace) of every kept run, browser by browser, each browser's in the order it ran them.
-    `kept`: (whose, that browser's Runs) — whose is a member's name, or words for a browser not in the room now."""
-    return [(whose, trace) for whose, runs in kept for trace in runs.history]
 
 
 def runs_csv(runs: list[tuple[str, object]]) -> str:

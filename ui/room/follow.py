@@ -1,11 +1,10 @@
 """A session's place in the room, once per script run: presence, the teacher's locks, follow-me, eviction.
 
-app.py calls `presence(page, pages)` right after st.navigation: it tells the Room (ui/room/registry.py) this
-session's page and says which of this browser's runs the server's restart cut short; a student cleared out of the
-room goes back to the join form; a student's model, device and dtype become the teacher's (locked); with follow-me
-on, a student's page and request settings (the shareable-link parameters of ui/demo/links.py) follow the teacher's,
-each push applied once. A small fragment re-checks every few seconds, so a push reaches a student who is only
-watching. Outside room mode: nothing.
+app.py calls `presence(page, pages)` right after st.navigation: it tells the Room this session's page and says which of
+this browser's runs the server's restart cut short; a student cleared out of the room goes back to the join form; a
+student's model, device and dtype become the teacher's (locked); with follow-me on, a student's page and link settings
+follow the teacher's, each push applied once. A small fragment re-checks every few seconds, so a push reaches a student
+who is only watching. Outside room mode: nothing.
 """
 from __future__ import annotations
 
@@ -45,10 +44,6 @@ def _server_spec() -> dict:
     return {"model": spec.name, "device": spec.device, "dtype": spec.dtype}
 
 
-def _path(page) -> str:
-    return page.url_path or links.HOME
-
-
 def presence(page, pages: list) -> None:
     role = current.role()
     if role not in ("teacher", "student"):
@@ -62,7 +57,7 @@ def presence(page, pages: list) -> None:
     ss = st.session_state
     if role == "teacher":
         room.note_teacher({name: ss.get(key) for name, key in SPEC_KEYS.items() if key in ss},
-                          "" if _path(page) == CONSOLE_PATH else _path(page))
+                          "" if links.page_path(page) == CONSOLE_PATH else links.page_path(page))
         if room.following()[1] is not None:
             push(room)
     else:
@@ -72,9 +67,9 @@ def presence(page, pages: list) -> None:
             ss[FOLLOW_SEEN] = drawn
         enforce_locks()
         _apply_follow(page, pages, sid)
-    room.touch(sid, page=_path(page), browser=worker_link.store().runs.token)
+    room.touch(sid, page=links.page_path(page), browser=worker_link.store().runs.token)
     interrupted_notice()
-    if role == "student" and _path(page) not in OWN_TIMER:
+    if role == "student" and links.page_path(page) not in OWN_TIMER:
         with st.sidebar:  # the sidebar's first element on every page: a fixed place, never where a page draws
             _watch()  # (in the main area a timer run of the old page's fragment once overwrote the new page's title)
 
@@ -129,9 +124,9 @@ def _apply_follow(page, pages: list, sid: str) -> None:
     ss.update(parsed.values)
     ss[state.PROMPT] = prompts.example(ss[state.EXAMPLE]).text
     enforce_locks()  # the teacher's lengths still under the caps
-    by_path = {_path(p): p for p in pages}
+    by_path = {links.page_path(p): p for p in pages}
     target = by_path.get(follow["page"])
-    if target is not None and target is not page and follow["page"] != _path(page):
+    if target is not None and target is not page and follow["page"] != links.page_path(page):
         st.switch_page(target)  # ends this run; the run on the target page marks the push seen
     with _LOCK:
         _DRAWING[sid] = version

@@ -1,13 +1,11 @@
 """Predict, then measure on the page: the teacher opens a question, the room answers alone, the engine measures.
 
-The Streamlit side of ui/room/polls.py, in peer instruction's order (Mazur 1997): each student answers on their own
-device and sees nobody else's answer; the room's answers stay hidden, on the projector too, until the teacher reveals
-them or presses Measure (both lock the answers, so what was given before is what counts); after a discussion the
-teacher may start a revote, a new round of the same question. Nothing is timed or scored for speed. The room's
-answers show as a histogram and, for screen readers, as text. In room mode the Poll is the Room's (every session
+The Streamlit side of ui/room/polls.py (whose docstring gives peer instruction's rules: answers hidden until the reveal
+or Measure, which lock them; a revote is a new round; nothing timed). Each student answers on their own device; the
+room's answers show as a histogram and, for screen readers, as text. In room mode the Poll is the Room's (every session
 sees the same one, and the pages refresh themselves); outside room mode it is this session's own, so one person can
-predict, then measure for themselves. Measure runs the question's experiment, a registered lab job, in the room's
-engine worker (ui/engine_link/worker_link.py), like any lab.
+predict, then measure for themselves. Measure runs the question's experiment, a registered lab job, in the engine worker
+like any lab.
 """
 from __future__ import annotations
 

@@ -1,12 +1,10 @@
 """Who is in the room and what the teacher decided: members, locks, follow-me, poll rounds. Streamlit-free, thread-safe.
 
-One Room per server (ui/room/current.py). A member is one browser: a random id that its signed sign-in cookie keeps
-(ui/room/signing.py), a short anonymous name, and the tabs (Streamlit sessions) it has open now; a member with no tab
-open is away, not gone: a reload, or the server's restart, brings it back without the code. The teacher's locks say
-what students may change (model, device and dtype are always the teacher's: by default the teacher's current choice);
-`follow` is the page and link settings students' pages follow when the teacher turns follow-me on, numbered so a
-student's page applies each push once. Every change is handed to the room's keeper (ui/room/keeper.py, the file on
-disk) as it happens. Clearing the room, or removing one student, sends students back to the join form.
+One Room per server (ui/room/current.py). A member is one browser: a random id that its signed sign-in cookie keeps, a
+short anonymous name, and the tabs (Streamlit sessions) it has open now; a member with no tab open is away, not gone: a
+reload, or the server's restart, brings it back without the code. Model, device and dtype are always the teacher's (by
+default the teacher's current choice); the other locks say what else students may not change. `follow` is numbered so a
+student's page applies each push once. Every change is handed to the room's keeper (ui/room/keeper.py) as it happens.
 """
 from __future__ import annotations
 
@@ -269,12 +267,6 @@ class Room:
                 elif name != "kernels":
                     spec[name] = self.teacher_spec.get(name, default.get(name))
             return {k: v for k, v in spec.items() if v is not None}
-
-    def may_run_lab(self, role: str) -> bool:
-        """Lab jobs: 'all' lets everyone, 'teacher' only the teacher (and solo), 'none' nobody."""
-        with self.lock:
-            policy = self.locks.labs
-        return policy == "all" or (policy == "teacher" and role in ("teacher", "solo"))
 
     # --- follow-me ------------------------------------------------------------------------------------------
     def set_follow(self, page: str | None, params: dict | None) -> None:

@@ -1,10 +1,8 @@
 """Fair to every student: one run in flight per session in a room, and who may start lab measurements.
 
-Streamlit-free (ui/engine_link/worker_link.py asks it before anything reaches the engine). A second Run while
-the first is still in the engine gets one clear line instead of a second place in the queue, so thirty students
-get thirty places, not one student sixty. A slot frees itself when its work's final event arrives, when the
-work is cancelled, or when the session's tab closes (the worker link's janitor). Lab jobs follow the teacher's
-Locks.labs (ui/room/registry.py): "teacher" (the default), "all" or "none"; a refused lab never reaches the engine.
+Streamlit-free. A second Run while the first is still in the engine gets one clear line instead of a second place in
+the queue, so thirty students get thirty places, not one student sixty. A slot frees itself when its work's final
+event arrives, when the work is cancelled, or when the session's tab closes (the worker link's janitor).
 """
 from __future__ import annotations
 

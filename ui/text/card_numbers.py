@@ -77,7 +77,6 @@ def where_from(card: cd.Card) -> str:
 class Utilisation:
     name: str  # "MFU" or "MBU"
     value: float  # share of this machine's measured peak
-    achieved: float  # FLOP/s or bytes/s the phase reached (formula work / measured time)
     peak: float  # this machine's measured peak it is compared with
     words: str
 
@@ -93,13 +92,13 @@ def measured_utilisation(trace, peaks) -> list[Utilisation]:
     for p in rl.trace_points(trace):
         if p.phase == "prefill":
             v = p.flops_per_s / peaks.matmul_flops_per_s
-            out.append(Utilisation("MFU", v, p.flops_per_s, peaks.matmul_flops_per_s,
+            out.append(Utilisation("MFU", v, peaks.matmul_flops_per_s,
                                    f"the prefill of {trace.n_prompt} tokens reached {p.flops_per_s / 1e9:,.1f} GFLOP/s: "
                                    f"{v:.0%} of the {peaks.matmul_flops_per_s / 1e9:,.1f} GFLOP/s a matmul at the "
                                    f"model's shapes reaches on this machine (measured {when})"))
         else:
             v = p.bytes_per_s / read
-            out.append(Utilisation("MBU", v, p.bytes_per_s, read,
+            out.append(Utilisation("MBU", v, read,
                                    f"the median decode step read {p.bytes_per_s / 1e9:,.1f} GB/s (weights + KV cache): "
                                    f"{v:.0%} of the {read / 1e9:,.1f} GB/s a streaming read reaches on this machine "
                                    f"(measured {when})"))
@@ -313,14 +312,6 @@ def tpot_by_context(model: str, card: str | cd.Card, dtype: str = "float16", bat
                      "KV cache read (GB)": round(batch * ctx * s.kv_bytes_per_token / 1e9, 3),
                      "weights read (GB)": round(s.weight_bytes / 1e9, 3), "bound by": p.bound})
     return pd.DataFrame(rows)
-
-
-def ridge_words() -> str:
-    """The cards' spec-sheet ridges in bf16/fp16, lowest to highest: what "a GPU's ridge" spans (§1, item 7)."""
-    ridges = sorted((c.ridge("fp16"), c) for c in cd.CARDS.values())
-    parts = [f"{c.name} {r:,.0f}" + (" (its FLOP/s an estimate)" if c.note and "estimate" in c.note else "")
-             for r, c in ridges]
-    return "Spec-sheet ridges in bf16/fp16, FLOP per byte: " + ", ".join(parts) + "."
 
 
 def tpot_by_context_or_message(model: str, card: str | cd.Card, dtype: str = "float16",

@@ -1,8 +1,8 @@
 """The words a lecture on prefill and decode uses, each in two sentences, and where the dashboard shows it.
 
-Definitions use the project's metric meanings (the same as vLLM's benchmarks, so numbers compare with real
-servers) and the post-road fable (the valley = prefill, the bridge = decode). Streamlit-free; ui/controls/
-glossary_panel.py draws it in the sidebar and in presenter mode's bar, so every page reaches it.
+Definitions use the project's metric meanings (the same as vLLM's benchmarks, so numbers compare with real servers)
+and the post-road fable (the valley = prefill, the bridge = decode). Streamlit-free; ui/controls/glossary_panel.py
+draws it.
 """
 from __future__ import annotations
 

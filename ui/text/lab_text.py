@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import math
 
+from engine.core.config import dtype_bytes
 from engine.labs import repeats
 from engine.labs.repeats import CpuWait, Effect, Repeated, effect_of
 from engine.perfmodel.budget import BudgetResult
@@ -25,7 +26,7 @@ def decode_context_text(cfg, dtype_name: str, contexts: list[int], model: str = 
     """What the decode-step chart shows, with the bytes behind it computed from the model's shapes: each step reads
     all weights and the whole KV cache, so its cost grows linearly with the context (slowly while the cache is small
     next to the weights). `contexts`: the context lengths the chart's steps covered."""
-    nbytes = lesson_physics.bytes_of(dtype_name)
+    nbytes = dtype_bytes(dtype_name)
     window = lesson_physics.cache_sentence(cfg, nbytes, dtype_name, cfg.max_seq_len, model)
     text = ("**A decode step reads every weight once and the whole KV cache**, which gains one entry per token: its "
             f"cost grows linearly with the context. {window}.")

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from engine.core.config import ModelConfig, dtype_bytes
+from engine.core.config import ModelConfig
 from engine.perfmodel.roofline import HARDWARE_PRESETS
 
 MB = 1e6
@@ -19,25 +19,15 @@ CPU_RIDGE_WORDS = ("a few to a few dozen FLOP/byte on most CPUs' vector units (m
                    "bf16, raise it many times)")
 
 
-def bytes_of(dtype_name: str) -> int:
-    """Bytes per number of a dtype name ('float32' -> 4)."""
-    return dtype_bytes(dtype_name)
-
-
 def gemv_intensity(bytes_per_weight: float) -> float:
     """FLOP per byte of a batch-1 decode step's matrix × vector: one multiply-add (2 FLOPs) per weight read."""
     return 2.0 / bytes_per_weight
 
 
-def decode_crossover_batch(ridge: float, bytes_per_weight: float) -> int:
-    """The batch from which a decode step's matrix products reach `ridge` FLOP/byte: each weight read serves B rows
-    (2·B FLOPs per weight), so intensity ≈ 2·B / bytes per weight (the KV caches' bytes left out, so a floor)."""
-    return max(1, round(ridge * bytes_per_weight / 2.0))
-
-
-def prefill_crossover_tokens(ridge: float, bytes_per_weight: float) -> int:
-    """The prompt length from which prefill's matrix products reach `ridge` FLOP/byte: each weight read serves T tokens
-    (2·T FLOPs per weight), so intensity ≈ 2·T / bytes per weight (the KV cache written and attention left out)."""
+def crossover_rows(ridge: float, bytes_per_weight: float) -> int:
+    """How many rows must share each weight read for the matrix products to reach `ridge` FLOP/byte: prompt tokens in
+    prefill, sequences in a decode step. Each row adds 2 FLOPs per weight, so intensity ≈ 2·rows / bytes per weight
+    (attention, the KV cache and its writes left out)."""
     return max(1, round(ridge * bytes_per_weight / 2.0))
 
 
@@ -51,11 +41,6 @@ class CacheAndWeights:
     @property
     def kv_share_of_weights(self) -> float:
         return self.kv_bytes / self.weight_bytes if self.weight_bytes else float("nan")
-
-    @property
-    def growth(self) -> float:
-        """How much more a step reads at this context than at an empty cache: (weights + cache) / weights."""
-        return 1.0 + self.kv_share_of_weights
 
 
 def cache_and_weights(cfg: ModelConfig, bytes_per_number: float, tokens: int) -> CacheAndWeights:
@@ -110,7 +95,7 @@ def gpu_prefill_crossover_words() -> str:
     h100 = card("H100")
     if h100 is None:
         return "on a data-centre GPU in bf16 from a few hundred tokens"
-    tokens = prefill_crossover_tokens(h100.ridge, 2)
+    tokens = crossover_rows(h100.ridge, 2)
     return f"on an {h100.name} in bf16 from roughly {round(tokens, -1):,.0f} tokens (its spec sheet's ridge)"
 
 

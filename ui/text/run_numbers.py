@@ -55,8 +55,7 @@ PAGE_VS_CLI = (
 )
 QUIET_HINT_SHARE = 0.10  # offer quiet timing once the wait is this share of TPOT or more
 FREE_SHARE = 0.03  # below this share the run had the cores to itself
-# every thread's wait added, against the longest-waiting thread's, from which the page adds a second figure: with two
-# threads on a loaded 2-vCPU VM a step lost between the two (one thread: the longest wait was the whole loss), so past
+# every thread's wait added, against the longest-waiting thread's, from which the page adds a second figure: past
 # this ratio the longest alone would understate what the cores' other users took (docs/decisions/cpu-wait.md)
 PARTNER_RATIO = 1.25
 

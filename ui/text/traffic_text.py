@@ -72,19 +72,12 @@ def slo_of(ttft_ms: float, tpot_ms: float) -> SLO:
     return slo
 
 
-def _ttfts(run: PolicyRun) -> list[float]:
-    return [r.ttft_s for r in run.requests if r.ttft_s is not None and not r.error]
-
-
-def _itls(run: PolicyRun) -> list[float]:
-    return [g for r in run.requests if not r.error for g in r.itl_s]
-
-
 def policy_row(run: PolicyRun, slo: SLO) -> dict:
     if not run.available or not run.requests:
         return {"policy": run.label, "served": 0, "note": run.note}
     outs = run.outcomes()
-    ttft, itl = _ttfts(run), _itls(run)
+    ttft = [r.ttft_s for r in run.requests if r.ttft_s is not None and not r.error]
+    itl = [g for r in run.requests if not r.error for g in r.itl_s]
     good = sum(o.meets(slo) for o in outs)
     return {"policy": run.label, "served": sum(o.ttft_s is not None for o in outs),
             "TTFT p50 (ms)": percentile(ttft, 50) * MS, "TTFT p99 (ms)": percentile(ttft, 99) * MS,

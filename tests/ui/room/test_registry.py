@@ -48,15 +48,6 @@ def test_students_get_the_teachers_model_unless_the_teacher_locked_another():
     assert room.teacher_page == "decode"
 
 
-def test_lab_policy():
-    room = Room()
-    assert room.may_run_lab("teacher") and room.may_run_lab("solo") and not room.may_run_lab("student")
-    room.set_locks(labs="all")
-    assert room.may_run_lab("student")
-    room.set_locks(labs="none")
-    assert not room.may_run_lab("teacher") and not room.may_run_lab("student")
-
-
 def test_follow_version_moves_only_when_what_students_see_changes():
     room = Room()
     assert room.following() == (0, None)
