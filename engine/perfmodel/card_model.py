@@ -182,14 +182,14 @@ def _positive(**values: int) -> None:
             raise EngineError(f"the {name.replace('_', ' ')} must be a whole number >= 1, not {v!r}")
 
 
-def _smallest(ok, high: int) -> int | None:
-    """The smallest n in 1..high with ok(n), ok being monotone: doubling, then bisection."""
-    n = 1
+def smallest(ok, low: int, high: int) -> int | None:
+    """The smallest n in low..high with ok(n), ok being monotone: doubling, then halving."""
+    n = low
     while not ok(n):
         if n >= high:
             return None
-        n = min(high, 2 * n)
-    lo = n // 2 + 1 if n > 1 else 1
+        n = min(high, max(n + 1, 2 * n))
+    lo = max(low, n // 2 + 1) if n > low else low
     while lo < n:
         mid = (lo + n) // 2
         if ok(mid):
@@ -201,13 +201,13 @@ def _smallest(ok, high: int) -> int | None:
 
 def crossover_prompt(setup: Setup, batch: int = 1, high: int = 1 << 22) -> int | None:
     """The shortest prompt whose prefill is compute-bound (its compute time reaches its memory time)."""
-    return _smallest(lambda t: (p := prefill(setup, t, batch)).compute_s >= p.memory_s, high)
+    return smallest(lambda t: (p := prefill(setup, t, batch)).compute_s >= p.memory_s, 1, high)
 
 
 def crossover_batch(setup: Setup, context: int, high: int = 1 << 16) -> int | None:
     """The smallest batch whose decode step at `context` is compute-bound; None when the KV cache keeps it below
     (its reads grow with the batch as fast as the FLOPs do)."""
-    return _smallest(lambda b: (p := decode_step(setup, context, b)).compute_s >= p.memory_s, high)
+    return smallest(lambda b: (p := decode_step(setup, context, b)).compute_s >= p.memory_s, 1, high)
 
 
 def max_sequences(setup: Setup, tokens_per_sequence: int, mha: bool = False) -> int:
