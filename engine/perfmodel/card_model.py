@@ -2,21 +2,15 @@
 
 A forward pass on one card of a tensor-parallel group of g cards:
 
-  compute  = FLOPs / g / (matmul FLOP/s x MFU)        FLOPs: matmuls + causal attention (engine/perfmodel/flops.py);
-                                                      matmul FLOP/s: what a bare matmul reaches on the card (MAMF)
-  memory   = bytes / g / (bandwidth x MBU)            bytes: every weight once + the KV cache read (decode) or written
+  compute  = FLOPs / g / (matmul FLOP/s x MFU)        (engine/perfmodel/flops.py; matmul FLOP/s: the card's MAMF)
+  memory   = bytes / g / (bandwidth x MBU)            every weight once + the KV cache read (decode) or written
   roof     = (compute^p + memory^p)^(1/p)             the roofline with a soft corner (cards.OVERLAP)
-  launches = layer_s x layers                         the host issues kernels while earlier ones run: hidden behind
-                                                      the roof unless the device finishes first (a launch-bound pass)
+  launches = layer_s x layers                         hidden behind the roof unless the device finishes first
   comm     = 2 x layers x (latency(g) + 2(g-1)/g x activations / link)   two all-reduces per layer (g > 1 only)
   time     = max(roof, launches) + pass_s + comm      pass_s: sampling and bookkeeping, which nothing hides
 
-A prefill of T tokens for B sequences is one pass over B.T tokens: its intensity grows with T.B, so it is
-compute-bound only once T.B tokens per weight read outweigh the card's ridge (peak FLOP/s / bandwidth). A decode
-step is one pass over B tokens that reads every weight and each sequence's whole KV cache: memory-bound below the
-crossover batch, and its cost grows linearly with the context. A small model on a fast card is bound by neither:
-the overhead (launches) is the step. MFU, MBU and the overheads belong to the card's class (engine/perfmodel/cards.py),
-fitted on published measurements and checked against others (docs/performance-model.md). Pure arithmetic.
+MFU, MBU and the overheads belong to the card's class (engine/perfmodel/cards.py), fitted on published measurements
+and checked against others; what follows from the model, and its checks: docs/performance-model.md. Pure arithmetic.
 References: Williams, Waterman & Patterson, "Roofline" (2009); Pope et al., "Efficiently Scaling Transformer
 Inference" (2022); Databricks, "LLM Inference Performance Engineering: Best Practices" (2023) for MBU.
 """
