@@ -10,7 +10,7 @@ ours is faster), the load average before and after, and which vLLM mode ran.
     .venv/bin/python -m benchmarks.bench_serving [--rounds 5] [--output-tokens 32] [--vllm-mode eager|compiled]
     .venv/bin/python -m benchmarks.bench_serving --servers ours,ours-process --concurrency 4 --mode batch
 The second form compares the scheduler in a thread of the HTTP server with the scheduler in a child
-process (engine/serving/api_server/openai_server.py's WORKER_DEFAULT was chosen this way).
+process (engine/serving/api_server/__init__.py's WORKER_DEFAULT was chosen this way).
 """
 from __future__ import annotations
 

@@ -7,12 +7,8 @@ the kernel's Documentation/scheduler/sched-stats.rst), so the engine can measure
 it next to TTFT and TPOT. Where the file does not exist (macOS, Windows) the meter says so and measures nothing.
 
 Two sums per interval: `longest` (the thread that waited longest) and `threads` (all threads together). How much
-of it the interval's wall time gained is measured, not assumed (docs/decisions/cpu-wait.md): the model's threads
-meet at a barrier after each parallel operation, so a waiting thread holds the others up, but while it waits they
-run alone and a memory-bound decode step then streams faster. With a browser-like program beside the decode loop
-on a 2-vCPU AVX2 EPYC, each step gained 0.2-1.1x its longest thread's wait (three runs; docs/decisions/cpu-wait.md):
-about the wait, more often less, so "TPOT less the wait" is about the step alone (slightly under it), not a
-bound either way.
+of it the interval's wall time gained is measured, not assumed: about the wait, more often less
+(docs/decisions/cpu-wait.md), so "TPOT less the wait" is about the step alone, not a bound either way.
 """
 from __future__ import annotations
 
@@ -42,9 +38,8 @@ def parse_schedstat(text: str) -> int:
 
 
 class _OpenFiles:
-    """The schedstat files kept open and re-read with pread: opening, reading and closing each thread's file took
-    ~35 us a thread on a 2-vCPU AVX2 host (144 us for 4 threads, ~1 ms a decode step in the dashboard's worker),
-    pread on an open file ~3 us. Per process (a forked child's inherited files would describe its parent's
+    """The schedstat files kept open and re-read with pread (an order of magnitude cheaper than opening each file
+    every step). Per process (a forked child's inherited files would describe its parent's
     threads) and per thread id; a file that fails (its thread ended) is closed and opened afresh once."""
 
     def __init__(self):

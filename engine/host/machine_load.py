@@ -1,19 +1,11 @@
 """How many cores other programs used lately: the machine's busy time (/proc/stat) less this process's own.
 
-A prefill is one long interval, so the decode loop's way of choosing threads (windows of steps, trials) cannot
-serve it. What can: while this process waited for its next request, the machine's cores were either idle or
-used by someone else (the browser, the class server's Streamlit, another job). Measured on this project's 2-core
-machine with one core held by a busy loop, a 64-token prefill took 265 ms on 2 threads and 102 ms on 1 (256
-tokens: 623 vs 411; 1024: 2600 vs 1790), while on free cores 2 threads win (76 vs 97 ms). So a run starts with
-fewer threads when other programs kept cores busy since the last run ended (or since the engine loaded; this
-process's own CPU time taken out), and its decode loop starts from there (engine/host/thread_governor.py tries
-more threads again once cores go idle) — but only when the last run's decode loop had itself ended on fewer
-threads, or there was no last run: a page drawing the last result between two runs (a burst, over by the next
-click; measured: it sent the single-user page's runs to one thread, 1.39x the CLI's TPOT) is not a reason.
-While it waits, the engine's scheduler `tick()`s every half second, so the look back is at most the last ~second
-before the run (`RECENT_S`): a run that ended on one thread beside the page's burst of drawing its result (when
-Run was pressed again soon after, the whole time since that run was mostly the drawing) no longer holds the next
-prefill on one thread once the drawing is over; a program that keeps a core busy is still in that second.
+A prefill is one long interval, so the decode loop's way of choosing threads (windows of steps, trials) cannot serve
+it. Instead a run starts with fewer threads when other programs kept cores busy in the last `RECENT_S` before it
+(this process's own CPU time taken out), and its decode loop starts from there (thread_governor.py tries more
+threads again once cores go idle), but only when the last run's decode loop had itself ended on fewer threads, or
+there was no last run: a page drawing the last result between two runs is a burst, not a reason. Measurements and
+why: docs/decisions/threads-under-load.md.
 """
 from __future__ import annotations
 

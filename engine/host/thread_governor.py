@@ -28,19 +28,12 @@ import torch
 from engine.host.proc_stat import read_idle_seconds
 
 MAX_HOLD = 16  # windows between a lost trial and the next, at most
-# a run that starts below its most threads (machine_load.py: other programs were busy just before it) looks again after
-# this many steps, not a whole window: the look back often saw a burst that is over (the page drawing the Run click),
-# and each step on one thread where two were free cost ~12 ms of 25 (2-vCPU AVX2 host, a fresh dashboard's first run)
+# a run that starts below its most threads (machine_load.py) looks again after this many steps, not a whole window:
+# the burst it saw before starting (the page drawing the Run click) is often over, and each step on too few threads costs
 FIRST_LOOK = 3
-# idle cores per added thread that start a trial upward. An earlier 0.75 kept a run on one thread beside a
-# program busy half the time on a 2-vCPU AVX2 machine, where two threads were faster there (decode 52.6 vs 57.0 ms:
-# README, "On a real AVX2-only machine"); a trial that loses costs one window and holds the next back.
-UP_IDLE = 0.25
-# the wait share that starts a trial with fewer threads. Measured beside one model's decode loop (2-vCPU AVX2 EPYC,
-# fixed threads, windows of 8 steps): a core held by a busy loop made the steps wait 46-48 % of their
-# time, and one thread won (TPOT 72 vs 105 ms); a browser-like program (busy 5 of every 16.7 ms) 21-24 %, and one
-# busy 30 of every 60 ms 24-28 %, where the one-thread trial lost every time and the run paid for it (TPOT 50.4 vs
-# 46.6 and 44.5 vs 43.0 ms: 8 of 32-48 steps on one thread, streaming slower alone).
+UP_IDLE = 0.25  # idle cores per added thread that start a trial upward (a trial that loses costs one window)
+# the wait share that starts a trial with fewer threads: a core held by a busy loop made the steps wait ~half their
+# time (one thread won); a browser-like program ~a quarter (one thread lost), so the line sits between them
 WAIT_SHARE = 0.35
 
 
@@ -90,9 +83,8 @@ class ThreadGovernor:
     @property
     def kept_threads(self) -> int:
         """The threads measurement has kept: during a trial, the ones it goes back to unless the trial wins. What a
-        run that ends mid-trial decoded on, for the next run's start (machine_load.py): an unfinished trial down, begun
-        because a page drew beside a few steps, sent the next run's prefill and first window to one thread (37 ms a
-        step where two took 25-29, on the 2-vCPU AVX2 host)."""
+        run that ends mid-trial decoded on, for the next run's start (machine_load.py): an unfinished trial is no
+        verdict."""
         return self._trial_from if self._trial_from is not None else self.threads
 
     @property

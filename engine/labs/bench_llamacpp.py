@@ -1,20 +1,10 @@
 """llama.cpp as a column of `python -m engine bench`: the same SmolLM2 weights at the same precision, the same prompt
 ids and thread count, on this machine, timed in turn with our engine.
 
-llama.cpp runs in its own venv outside the clone (scripts/setup_llamacpp.sh builds llama-cpp-python from source with
-this CPU's native flags and OpenMP, and writes our float32 weights as GGUF files at f32, bf16, f16 and q8_0 with
-llama.cpp's own converter). The bench starts engine/labs/llamacpp_worker.py in that venv and speaks JSON lines with
-it; the worker calls llama.cpp's C API through ctypes and takes the times itself, around the C calls, so no pipe,
-JSON or HTTP is inside a timed interval:
-  TTFT   = one llama_decode of the whole prompt into an empty KV cache, up to the last position's logits
-           (our `prefill`: the same ids, no BOS added);
-  decode = mean over `steps` of one llama_decode of one token + the argmax of its logits (one step of our
-           `decode_loop`), after a prefill of the context.
-Its KV cache holds the weights' precision (f32 for f32, bf16 for bf16, f16 for f16; f16, llama.cpp's default, for
-q8_0). Flash attention is off for f32: with it on, llama.cpp casts float32 keys and values to f16 before attending
-(src/llama-graph.cpp, build_attn_mha), which is no longer float32 (its logits then sit 6.6e-4 of their largest from
-ours instead of 1-3e-6, measured on a 32-token prompt); the other files get llama.cpp's default, "auto".
-TWO_BENDS_LLAMACPP_FLASH_ATTN=auto|on|off overrides both. The rest is llama.cpp's defaults (512-token micro-batches, mmap'd weights).
+llama.cpp runs in its own venv outside the clone (scripts/setup_llamacpp.sh). The bench starts
+engine/labs/llamacpp_worker.py there and speaks JSON lines with it; the worker times the C calls itself. What is
+timed, the KV cache's type and why flash attention is off for f32 (with it llama.cpp casts float32 keys and values
+to f16): docs/performance.md, "How it is timed". TWO_BENDS_LLAMACPP_FLASH_ATTN=auto|on|off overrides FLASH_ATTN.
 """
 from __future__ import annotations
 
@@ -37,7 +27,6 @@ GGUF_TYPES = ("f32", "bf16", "f16", "q8_0")  # the files setup_llamacpp.sh write
 SAME_PRECISION = {"float32": "f32", "bfloat16": "bf16", "float16": "f16"}  # our dtype -> the GGUF at its precision
 KV_TYPE = {"f32": "f32", "bf16": "bf16", "f16": "f16", "q8_0": "f16"}  # the KV cache each file runs with
 FLASH_ATTN = {"f32": "off", "bf16": "auto", "f16": "auto", "q8_0": "auto"}  # float32 stays float32: module docstring
-START_TIMEOUT_S = 120
 
 
 def gguf_path(gguf_type: str) -> Path:

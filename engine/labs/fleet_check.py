@@ -82,7 +82,7 @@ def steps_of(traces) -> list[Step]:
     return steps
 
 
-def calibration(vocab_limit: int, context: int, max_batch: int) -> list[Arrival]:
+def calibration(context: int, max_batch: int) -> list[Arrival]:
     """Bursts (all at once, one burst after the other) of 1..max_batch requests, prompts short to long."""
     longest = max(16, min(512, context // 2))
     lengths = [max(4, longest >> k) for k in range(5)][::-1]  # e.g. 32 .. 512
@@ -96,7 +96,7 @@ def calibration(vocab_limit: int, context: int, max_batch: int) -> list[Arrival]
 
 
 def calibrate(scheduler: Scheduler, spec: ModelSpec, vocab: int, context: int, max_batch: int) -> StepFit:
-    run = run_engine(scheduler, spec, vocab, calibration(vocab, context, max_batch), seed=1)
+    run = run_engine(scheduler, spec, vocab, calibration(context, max_batch), seed=1)
     bpt = run.traces[0].kv_bytes_per_token
     return fit_steps(steps_of(run.traces), bpt, f"measured on this machine ({spec.name}, {spec.device})")
 

@@ -8,11 +8,9 @@
      CUDA graph at contexts 128 and 1024 (a target, >= 3x from graphs at batch 1: reported, never a failure);
   4. two traces recorded with the same model into DIR (gpu-*.json; copy them to assets/traces/ to ship them),
      each read back through engine.core.trace_file's checks.
-Every check's result is written the moment it finishes (DIR/gpu_check.txt one line each, DIR/gpu_check.jsonl one
-JSON record each, both flushed to disk), so a crash or a timeout part-way keeps everything done before it; a
-check that raises is a failed check with its error, and the others still run. The exit status is 0 only when
-every check passed (1: some failed; 2: no CUDA GPU here). The real SmolLM2 weights are used when this machine
-has them (its model cache); otherwise SmolLM2's exact shapes with random weights (same timings, gibberish text).
+Each result is written and flushed the moment its check finishes (DIR/gpu_check.txt, DIR/gpu_check.jsonl), so a
+crash part-way keeps what was done; a check that raises fails alone. Exit status 0 only when every check passed (1:
+some failed; 2: no CUDA GPU). The real SmolLM2 weights where cached here, else its shapes with random weights.
 """
 from __future__ import annotations
 

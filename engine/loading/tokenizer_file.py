@@ -1,18 +1,14 @@
 """A converted model's tokenizer read with the `tokenizers` library alone: no transformers import at start.
 
-Our model cache holds what `save_pretrained` wrote (tokenizer.json, tokenizer_config.json, chat_template.jinja).
-Loading it through transformers' `PreTrainedTokenizerFast` costs ~0.6 s of import in every process that loads or
-only describes the model (the engine worker, the dashboard reading the worker's model description); the engine uses
-four things of it, kept here with transformers' meaning:
+The engine uses four things of transformers' `PreTrainedTokenizerFast`, kept here with transformers' meaning
+(why: docs/decisions/tokenizer-without-transformers.md):
 
-- `encode(text, add_special_tokens)`, `decode(ids, skip_special_tokens)`: the Rust tokenizer's own (transformers'
-  fast tokenizer calls the same; its space clean-up is skipped for BPE models, so there is none here either);
+- `encode(text, add_special_tokens)`, `decode(ids, skip_special_tokens)`: the Rust tokenizer's own;
 - `eos_token_id`, `bos_token_id`, `pad_token_id` from the special tokens named in tokenizer_config.json;
 - `chat_template` and `apply_chat_template`: rendered with jinja2 in a sandbox set up as transformers sets it up
   (trim_blocks, lstrip_blocks, loop controls, `raise_exception`), then encoded without special tokens.
 
-Models loaded by Hugging Face id (GPT-2 online) keep transformers' AutoTokenizer: the engine relies only on the
-members above, which both have.
+Models loaded by Hugging Face id (GPT-2 online) keep transformers' AutoTokenizer, which has the same members.
 """
 from __future__ import annotations
 

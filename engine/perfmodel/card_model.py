@@ -2,21 +2,15 @@
 
 A forward pass on one card of a tensor-parallel group of g cards:
 
-  compute  = FLOPs / g / (matmul FLOP/s x MFU)        FLOPs: matmuls + causal attention (engine/perfmodel/flops.py);
-                                                      matmul FLOP/s: what a bare matmul reaches on the card (MAMF)
-  memory   = bytes / g / (bandwidth x MBU)            bytes: every weight once + the KV cache read (decode) or written
+  compute  = FLOPs / g / (matmul FLOP/s x MFU)        (engine/perfmodel/flops.py; matmul FLOP/s: the card's MAMF)
+  memory   = bytes / g / (bandwidth x MBU)            every weight once + the KV cache read (decode) or written
   roof     = (compute^p + memory^p)^(1/p)             the roofline with a soft corner (cards.OVERLAP)
-  launches = layer_s x layers                         the host issues kernels while earlier ones run: hidden behind
-                                                      the roof unless the device finishes first (a launch-bound pass)
+  launches = layer_s x layers                         hidden behind the roof unless the device finishes first
   comm     = 2 x layers x (latency(g) + 2(g-1)/g x activations / link)   two all-reduces per layer (g > 1 only)
   time     = max(roof, launches) + pass_s + comm      pass_s: sampling and bookkeeping, which nothing hides
 
-A prefill of T tokens for B sequences is one pass over B.T tokens: its intensity grows with T.B, so it is
-compute-bound only once T.B tokens per weight read outweigh the card's ridge (peak FLOP/s / bandwidth). A decode
-step is one pass over B tokens that reads every weight and each sequence's whole KV cache: memory-bound below the
-crossover batch, and its cost grows linearly with the context. A small model on a fast card is bound by neither:
-the overhead (launches) is the step. MFU, MBU and the overheads belong to the card's class (engine/perfmodel/cards.py),
-fitted on published measurements and checked against others (docs/performance-model.md). Pure arithmetic.
+MFU, MBU and the overheads belong to the card's class (engine/perfmodel/cards.py), fitted on published measurements
+and checked against others; what follows from the model, and its checks: docs/performance-model.md. Pure arithmetic.
 References: Williams, Waterman & Patterson, "Roofline" (2009); Pope et al., "Efficiently Scaling Transformer
 Inference" (2022); Databricks, "LLM Inference Performance Engineering: Best Practices" (2023) for MBU.
 """
@@ -182,14 +176,14 @@ def _positive(**values: int) -> None:
             raise EngineError(f"the {name.replace('_', ' ')} must be a whole number >= 1, not {v!r}")
 
 
-def _smallest(ok, high: int) -> int | None:
-    """The smallest n in 1..high with ok(n), ok being monotone: doubling, then bisection."""
-    n = 1
+def smallest(ok, low: int, high: int) -> int | None:
+    """The smallest n in low..high with ok(n), ok being monotone: doubling, then halving."""
+    n = low
     while not ok(n):
         if n >= high:
             return None
-        n = min(high, 2 * n)
-    lo = n // 2 + 1 if n > 1 else 1
+        n = min(high, max(n + 1, 2 * n))
+    lo = max(low, n // 2 + 1) if n > low else low
     while lo < n:
         mid = (lo + n) // 2
         if ok(mid):
@@ -201,13 +195,13 @@ def _smallest(ok, high: int) -> int | None:
 
 def crossover_prompt(setup: Setup, batch: int = 1, high: int = 1 << 22) -> int | None:
     """The shortest prompt whose prefill is compute-bound (its compute time reaches its memory time)."""
-    return _smallest(lambda t: (p := prefill(setup, t, batch)).compute_s >= p.memory_s, high)
+    return smallest(lambda t: (p := prefill(setup, t, batch)).compute_s >= p.memory_s, 1, high)
 
 
 def crossover_batch(setup: Setup, context: int, high: int = 1 << 16) -> int | None:
     """The smallest batch whose decode step at `context` is compute-bound; None when the KV cache keeps it below
     (its reads grow with the batch as fast as the FLOPs do)."""
-    return _smallest(lambda b: (p := decode_step(setup, context, b)).compute_s >= p.memory_s, high)
+    return smallest(lambda b: (p := decode_step(setup, context, b)).compute_s >= p.memory_s, 1, high)
 
 
 def max_sequences(setup: Setup, tokens_per_sequence: int, mha: bool = False) -> int:

@@ -16,6 +16,7 @@ import dataclasses
 import math
 
 from engine.errors import EngineError
+from engine.perfmodel.card_model import smallest
 from engine.perfmodel.fleet_sim import Fleet, SimResult, simulate
 from engine.perfmodel.goodput import SLO, goodput
 from engine.perfmodel.step_model import StepModel
@@ -80,23 +81,6 @@ def evaluate(arrivals: list[Arrival], model: StepModel, fleet: Fleet, slo: SLO, 
     return Plan(fleet, result, share, goodput(result.outcomes, slo), per_million, money, share >= target, tried)
 
 
-def _smallest(ok, low: int, high: int) -> int | None:
-    """The smallest n in low..high with ok(n), assuming more cards never hurt: doubling, then halving."""
-    n = low
-    while not ok(n):
-        if n >= high:
-            return None
-        n = min(high, max(n + 1, 2 * n))
-    lo = max(low, n // 2 + 1) if n > low else low
-    while lo < n:
-        mid = (lo + n) // 2
-        if ok(mid):
-            n = mid
-        else:
-            lo = mid + 1
-    return n
-
-
 def plan(arrivals: list[Arrival], model: StepModel, slo: SLO, price_per_hour: float, policy: str = "batch",
          target: float = TARGET, max_cards: int = 256, decode_model: StepModel | None = None,
          decode_price_per_hour: float | None = None, **fleet_args) -> Plan:
@@ -121,18 +105,18 @@ def plan(arrivals: list[Arrival], model: StepModel, slo: SLO, price_per_hour: fl
 
     if policy != "disagg":
         make = lambda n: Fleet(policy, replicas=n, **fleet_args)  # noqa: E731
-        n = _smallest(lambda n: run(make(n)).meets, 1, max_cards)
+        n = smallest(lambda n: run(make(n)).meets, 1, max_cards)
         return done(run(make(n if n is not None else max_cards)))
     needs_prefill = any(a.prompt_tokens > 1 for a in arrivals)  # a one-token prompt goes straight to decode
     needs_decode = any(a.output_tokens > (1 if a.prompt_tokens > 1 else 0) for a in arrivals)
     make = lambda p, d: Fleet("disagg", prefill=p, decode=d, **fleet_args)  # noqa: E731
     p_low = 1 if needs_prefill or not needs_decode else 0
     d_probe = 1 if needs_decode else 0
-    p = _smallest(lambda p: ttft_attainment(run(make(p, d_probe)).result, slo) >= target, p_low, max_cards)
+    p = smallest(lambda p: ttft_attainment(run(make(p, d_probe)).result, slo) >= target, p_low, max_cards)
     p = p_low if p is None else p
     best = None
     while p + (1 if needs_decode else 0) <= max_cards:
-        d = _smallest(lambda d, p=p: run(make(p, d)).meets, d_probe, max_cards - p) if needs_decode else 0
+        d = smallest(lambda d, p=p: run(make(p, d)).meets, d_probe, max_cards - p) if needs_decode else 0
         if d is not None and run(make(p, d)).meets:
             return done(run(make(p, d)))
         best = run(make(p, max_cards - p if needs_decode else 0))

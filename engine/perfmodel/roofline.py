@@ -12,6 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from engine.core.config import ModelConfig, dtype_bytes
+from engine.perfmodel.card_model import smallest
 from engine.perfmodel.cards import CARDS
 from engine.perfmodel.flops import decode_step_bytes, decode_step_flops, prefill_bytes, prefill_flops
 from engine.perfmodel.model_shapes import MODELS
@@ -66,13 +67,7 @@ def decode_intensity(cfg: ModelConfig, S: int, B: int = 1, bytes_per_weight: flo
 def predicted_crossover_batch(cfg: ModelConfig, S: int, ridge: float, bytes_per_weight: float = 4,
                               kv_dtype_bytes: int = 4, max_batch: int = 65536) -> int | None:
     """Smallest batch whose decode intensity reaches the ridge point (None if the KV cache keeps it below)."""
-    b = 1
-    while b <= max_batch:
-        if decode_intensity(cfg, S, b, bytes_per_weight, kv_dtype_bytes) >= ridge:
-            lo = b // 2 + 1 if b > 1 else 1
-            return next(x for x in range(lo, b + 1) if decode_intensity(cfg, S, x, bytes_per_weight, kv_dtype_bytes) >= ridge)
-        b *= 2
-    return None
+    return smallest(lambda b: decode_intensity(cfg, S, b, bytes_per_weight, kv_dtype_bytes) >= ridge, 1, max_batch)
 
 
 @dataclass(frozen=True)

@@ -15,7 +15,6 @@ from __future__ import annotations
 import ctypes
 import hashlib
 import threading
-from dataclasses import replace
 from pathlib import Path
 
 import torch
@@ -24,7 +23,7 @@ import torch.nn.functional as F
 from engine.core.backends import Backends
 from engine.core.kv_cache import KVCache, Plan
 from engine.techniques import c_build, step_race
-from engine.techniques.fast_paths import Fit
+from engine.techniques.fast_paths import Fit, model_key
 
 SOURCE = Path(__file__).with_name("decode_step.c")
 ABI = 3  # decode_step.c's decode_step_abi(): the Model/Layer layout below
@@ -146,14 +145,11 @@ class CDecode:
         return logits
 
 
-class CDecodeStep:
+class CDecodeStep(step_race.DecodeStepPath):
     """The fast path (fast_paths.FastPath): the C decode step against the eager flat loop."""
 
     name = "decode step in C"
-    fast, rival = "C", "eager"
-
-    def timed_at(self, lm) -> str:
-        return f"per step at context {step_race.CONTEXT}"
+    fast = "C"
 
     def fit(self, lm, backends: Backends) -> Fit:
         cfg = lm.model.cfg
@@ -167,9 +163,7 @@ class CDecodeStep:
         return context if not context.ok else c_build.toolchain_fit()
 
     def key(self, lm) -> dict:
-        cfg = lm.model.cfg
-        return {"model": [cfg.n_layers, cfg.d_model, cfg.n_heads, cfg.n_kv_heads, cfg.head_dim, cfg.d_ff, cfg.vocab_size],
-                "source": hashlib.sha256(SOURCE.read_bytes()).hexdigest()[:16], "context": step_race.CONTEXT}
+        return model_key(lm.model.cfg) | {"source": hashlib.sha256(SOURCE.read_bytes()).hexdigest()[:16], "context": step_race.CONTEXT}
 
     def build(self, lm, backends: Backends, folder: Path) -> CDecode:
         return CDecode(lm.model, load(c_build.build(folder, SOURCE)))
@@ -177,11 +171,6 @@ class CDecodeStep:
     def check(self, lm, backends: Backends, step: CDecode) -> bool:
         return step_race.same_steps(lm.model, backends, step) and step.fallbacks == 0
 
-    def race(self, lm, backends: Backends, step: CDecode) -> tuple[float, float]:
-        return step_race.race(lm.model, backends, step)
-
-    def attach(self, backends: Backends, step: CDecode) -> Backends:
-        return replace(backends, decode_step=step)
 
 
 C_DECODE_STEP = CDecodeStep()

@@ -1,26 +1,13 @@
 """The decode step compiled: one generated C++ loop nest per layer instead of ~30 library calls and Python between them.
 
-A batch-1 decode step on CPU reads every weight once; what it loses beyond that read is per call: each oneDNN
-matmul costs ~10 µs before it streams (descriptor and primitive lookup), each small op ~1-8 µs of dispatch, and
-the Python between them. torch.compile (inductor) turns one layer's decode — RMSNorm, the fused QKV product,
-RoPE, the cache write, attention over the cache, the output product, RMSNorm, SwiGLU — into a few generated
-loops. The matrix-vector products are written as reductions (x * W).sum(-1), so inductor generates its own
-vectorised loops that stream the plain weights, with the norms and activations fused into them.
-
-One layer is compiled once and called for every layer (the weights are its inputs), with the cache length
-symbolic (mark_dynamic), so one compile serves every cache length. After that first compile the layer is called
-through the code dynamo generated for it, as a plain function: no guard evaluation, no frame hook (~30 µs per layer
-call, ~1 ms a step; vLLM dispatches its compiled model the same way). What the guards would have checked is fixed
-here by construction (one model's weights, its dtype, one row; the cache's view with any length and stride), the
-generated code asserts sizes and strides itself, and a cache it cannot serve (more rows, another dtype) runs the
-eager loop, counted. The compiled layer (dynamo's code and inductor's kernels, from torch.compile's `aot_compile`)
-is saved in the model cache, so a later process reads it instead of tracing and compiling again.
-
-The second decode-step candidate (engine/techniques/kernels.py): tried only where the C step (c_decode.py) cannot
-serve or lost, because compiling costs seconds (7-17 s on 2 cores) where building the C step costs one. Measured like
-every fast path (fast_paths.py, step_race.py), against the eager flat loop. Batch-1 Llama-family decode on CPU only:
-a batch's rows would each read the weights again in these loops, and GPT-2, biases or other devices keep the eager
-paths.
+torch.compile (inductor) turns one layer's batch-1 decode (norms, the fused QKV product, RoPE, the cache write,
+attention, the output product, SwiGLU) into a few generated loops; the matrix-vector products are written as
+reductions (x * W).sum(-1) so inductor streams the plain weights itself. One layer is compiled once and called for
+every layer (the weights are its inputs), the cache length symbolic, and called afterwards through dynamo's
+generated code as a plain function (no guards per call). A cache it cannot serve runs the eager loop, counted. The
+compiled layer is saved in the model cache for later processes. The second decode-step candidate: tried only where
+the C step (c_decode.py) cannot serve or lost, since compiling costs seconds. Why and what was measured:
+docs/decisions/compiled-decode-layer.md.
 """
 from __future__ import annotations
 
@@ -30,7 +17,6 @@ import shutil
 import sys
 import threading
 import types
-from dataclasses import replace
 from pathlib import Path
 
 import torch
@@ -40,7 +26,7 @@ from engine.core.backends import TORCH, Backends, TorchOps
 from engine.core.kv_cache import KVCache, Plan
 from engine.core.layers import rms_norm, rotate_rows
 from engine.techniques import step_race
-from engine.techniques.fast_paths import Fit
+from engine.techniques.fast_paths import Fit, model_key
 from engine.techniques.measured_cache import key_id, machine_key
 
 VERSION = 2  # of make_layer and its call: a changed layer is measured again, never judged by an older one's verdict
@@ -184,14 +170,11 @@ def _inductor_settings(built_here: bool):
     return inductor.patch({"cpp_cache_precompile_headers": False} | ({"cpp.vec_isa_ok": True} if built_here else {}))
 
 
-class CompiledDecodeStep:
+class CompiledDecodeStep(step_race.DecodeStepPath):
     """The fast path (fast_paths.FastPath): torch.compile's decode step against the eager flat loop."""
 
     name = "decode step compiled (torch.compile)"
-    fast, rival = "compiled", "eager"
-
-    def timed_at(self, lm) -> str:
-        return f"per step at context {step_race.CONTEXT}"
+    fast = "compiled"
 
     def fit(self, lm, backends: Backends) -> Fit:
         cfg = lm.model.cfg
@@ -207,9 +190,7 @@ class CompiledDecodeStep:
         return Fit.yes()
 
     def key(self, lm) -> dict:
-        cfg = lm.model.cfg
-        return {"model": [cfg.n_layers, cfg.d_model, cfg.n_heads, cfg.n_kv_heads, cfg.head_dim, cfg.d_ff, cfg.vocab_size],
-                "version": VERSION, "context": step_race.CONTEXT}
+        return model_key(lm.model.cfg) | {"version": VERSION, "context": step_race.CONTEXT}
 
     def build(self, lm, backends: Backends, folder: Path) -> CompiledDecode:
         # generated code kept with the model, per instruction set: inductor's own cache key missed an ISA cap here
@@ -236,11 +217,6 @@ class CompiledDecodeStep:
             step.saved.unlink(missing_ok=True)
         return ok
 
-    def race(self, lm, backends: Backends, step: CompiledDecode) -> tuple[float, float]:
-        return step_race.race(lm.model, backends, step)
-
-    def attach(self, backends: Backends, step: CompiledDecode) -> Backends:
-        return replace(backends, decode_step=step)
 
 
 COMPILED_DECODE_STEP = CompiledDecodeStep()

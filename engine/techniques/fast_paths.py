@@ -91,6 +91,11 @@ class Verdict:
                 f"{self.setup_s:.1f} s)")
 
 
+def model_key(cfg) -> dict:
+    """The model's shape, the part of a verdict's key every path shares."""
+    return {"model": [cfg.n_layers, cfg.d_model, cfg.n_heads, cfg.n_kv_heads, cfg.head_dim, cfg.d_ff, cfg.vocab_size]}
+
+
 def _ms(ms: float) -> str:
     return f"{ms:.1f}" if ms >= 10 else f"{ms:.2f}"
 

@@ -1,7 +1,6 @@
 """The library matmul kernels a linear layer can run on CPU: the candidates kernel_choice.py times on each machine.
 
-Every one computes x @ Wᵀ + b with the same weights; they differ only in how the weights are laid out
-and read. No hand-written kernels: each is one call into a library PyTorch ships.
+Every one computes x @ Wᵀ + b with the same weights; they differ only in how the weights are laid out and read:
 
   plain       F.linear: MKL's GEMM/GEMV for float32; oneDNN's matmul for bfloat16 on AVX-512 CPUs
   prepacked   oneDNN inner product on weights reordered once into its blocked layout (what torch.compile's
@@ -11,12 +10,8 @@ and read. No hand-written kernels: each is one call into a library PyTorch ships
   widened     bfloat16/float16 weights widened to float32 for one float32 GEMM (prefill only: the widening
               costs a write and a read of every weight, which only a wide product pays back)
 
-prepacked, onednn and mkl-packed call torch's private ops (torch.ops.mkldnn._reorder_linear_weight,
-_linear_pointwise; torch.ops.mkl._mkl_reorder_linear_weight, _mkl_linear): torch has no public API for a packed
-weight layout; they are the ops its own compiler emits for CPU linears, and a torch without them fails `available`
-(the candidate is then not timed). Left out: ATen's own bfloat16 GEMV reached by switching oneDNN off around each
-call (torch._C._set_mkldnn_enabled): the switch is process-wide, so every other thread's bfloat16 ops changed kernel
-while it was off; its one case (one bfloat16 row) is the C decode step's (c_decode.py).
+prepacked, onednn and mkl-packed call the private ops torch's own compiler emits for CPU linears (torch has no
+public packed-weight API); a torch without them fails `available` and the candidate is not timed.
 """
 from __future__ import annotations
 

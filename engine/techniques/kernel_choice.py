@@ -1,22 +1,13 @@
 """Kernels chosen by measurement: time each library matmul at this model's shapes on this CPU, keep the fastest.
 
-Which kernel streams weights best depends on the chip: oneDNN's prepacked inner product won decode on a
-2-core AVX2 EPYC and lost it by ~20 % on an AVX-512 Xeon, where plain `F.linear` (MKL) already reads the
-weights at the memory's speed. So, like oneDNN/cuBLAS autotuning or torch.compile's `max-autotune`, the
-first load on a machine times every candidate per phase — decode (one row: matrix-vector products over
-the model's weights), prefill (PREFILL_ROWS rows: matrix products) and long prefill (LONG_ROWS rows: on a 2-vCPU
-AVX2 EPYC oneDNN prepacked was 6 % faster than MKL at 128 rows and 5-10 % slower at 512-1024) — for about a second (best
-of a few rounds, the candidates taking turns), picks the fastest, and remembers the choice in a small JSON
-file next to the model cache, keyed by the CPU's model and flags, the torch version, the threads, the dtype
-and the model's shapes. Plain F.linear is always a candidate and wins ties (within MARGIN), so "fast" is
-never slower than plain by construction.
-
-A choice measured while other programs held the CPU is not a measurement of the kernels: with one busy program
-beside it on a 2-vCPU EPYC the measuring threads waited 1.4-1.5 s of ~4 s for a core, every candidate's time rose
-unevenly (prefill's up to 2.5x) and the choice changed (decode to MKL packed in both runs, where the two runs
-alone just before, with 0.01 s of wait, chose oneDNN prepacked or oneDNN on plain weights). So the
-measuring records its threads' run-queue wait (engine/host/cpu_wait.py); a disturbed choice is used and cached
-as such, and the next loads measure again (up to MAX_TRIES in all), keeping the least disturbed measurement.
+Which kernel streams weights best depends on the chip, so the first load on a machine times every candidate per
+phase (decode: one row; prefill: PREFILL_ROWS rows; long prefill: LONG_ROWS rows), best of a few rounds with the
+candidates taking turns, and remembers the fastest in the model cache, keyed by the CPU's model and flags, the torch
+version, the threads, the dtype and the model's shapes. Plain F.linear is always a candidate and wins ties (within
+MARGIN), so "fast" is never slower than plain by construction. A measurement whose threads waited for a CPU a
+noticeable share of the time (engine/host/cpu_wait.py) is used and cached as disturbed, and the next loads measure
+again (up to MAX_TRIES in all), keeping the least disturbed. Why and what was measured:
+docs/decisions/kernels-by-measurement.md.
 """
 from __future__ import annotations
 

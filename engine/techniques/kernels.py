@@ -1,23 +1,18 @@
 """What a model loaded with `kernels="fast"` runs: its Backends (engine/core/backends.py), chosen once, by measurement.
 
-A decode step reads every weight once, so it is bound by how well its kernels stream the weights, not by the
-arithmetic; a prompt is bound by the arithmetic. Which kernels do either best depends on the chip, so on CPU every
-candidate is measured on this machine, at this model's shapes, against what would run without it, and kept only
-where faster (ties go to plain), the verdicts cached (measured_cache.py):
+On CPU every candidate is measured on this machine, at this model's shapes, against what would run without it, and
+kept only where faster (ties go to plain), the verdicts cached (measured_cache.py):
 
   matmuls        the library kernels for the linear layers, per phase (kernel_choice.py; candidates:
                  kernel_candidates.py; as ops: matmul_kernels.py)
   prompt pass    a bfloat16/float16 model's prompts in float32 from a widened copy of its weights (prompt_pass.py)
   prompt ops     a float32 prompt's work between its matmuls in three C kernels (prompt_kernels.py)
   decode step    a batch-1 decode step as one C call (c_decode.py); where that cannot serve or lost, as code
-                 torch.compile generated (compiled_decode.py), whose compile costs seconds the C build does not
+                 torch.compile generated (compiled_decode.py)
 
-On CUDA and MPS the vendor library (cuBLAS, Metal) is what nn.Linear already calls: fast = plain there, and the
-decode remedy on CUDA is CUDA graphs (engine/techniques/cuda_graphs.py). `plain` is the eager reference: nn.Linear
-and torch's ops. Plain and fast share every module and weight; only the Backends differ, so going back is
-`with_kernels(fast, "plain")`. Tried and left out: torch.compile of the whole model with weight freezing (it turns
-the matmuls back into the same oneDNN calls; 37-100 s to compile on 2 cores, in every worker process); fp16 weights
-through FBGEMM (half the bytes, but it changes the numbers: that is quantisation, a different remedy).
+On CUDA and MPS fast = plain (nn.Linear already calls cuBLAS or Metal); the decode remedy on CUDA is CUDA graphs
+(cuda_graphs.py). Plain and fast share every module and weight; only the Backends differ, so going back is
+`with_kernels(fast, "plain")`. What was tried and left out: docs/decisions/not-kept.md.
 """
 from __future__ import annotations
 

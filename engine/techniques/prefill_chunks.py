@@ -8,9 +8,8 @@ prefix" path): the same arithmetic, the temporaries C rows tall. The logits agre
 rounding (matmuls on fewer rows may sum in another order), so greedy tokens are compared, not assumed.
 vLLM's chunked prefill (--max-num-batched-tokens) cuts prompts the same way, for scheduling rather than caches.
 
-Measured on a 2-core EPYC (torch 2.13, float32, engine/labs/prefill_split.py): on a quiet machine chunks of
-256-512 were within +-4 % of one pass at 1024 tokens (no win, so `prefill` stays one pass); with other programs
-on the same cores they were 10-12 % faster (smaller temporaries survive the neighbours' cache traffic).
+On a quiet machine chunks measured no faster than one pass (engine/labs/prefill_split.py), so `prefill` stays one
+pass; with other programs on the same cores smaller temporaries survive their cache traffic better.
 """
 from __future__ import annotations
 

@@ -1,22 +1,13 @@
 """A prompt's work between its matrix products in hand-written C (prompt_kernels.c): attention, the norms, SwiGLU.
 
-A float32 prompt pass spends about a fifth of its time outside the matrix products, in torch ops that each read
-and write the whole (tokens x width) activations, some on strided views. Three C kernels take that work, a few
-calls a layer:
-  attention   RoPE, the KV cache write and causal flash attention in one call. Torch's CPU flash kernel takes keys
-              in blocks of 512, so a 512-token prompt computes the whole score matrix and masks its upper half;
-              this one takes blocks of 64 and skips those above the diagonal, reads each key and value once for
-              all the query heads of its KV head, and writes the (T, H * D) layout the output projection reads.
+A float32 prompt pass spends a noticeable share of its time outside the matrix products, in torch ops that each
+read and write the whole (tokens x width) activations. Three C kernels take that work, a few calls a layer:
+  attention   RoPE, the KV cache write and causal flash attention in one call, in blocks of 64 keys with those
+              above the diagonal skipped, each key and value read once for all the query heads of its KV head.
   rms_norm    the residual add and the norm after it in one pass over each row.
-  silu_mul    SwiGLU's SiLU(gate) * up in one pass over the gate/up projection's rows (torch: two ops on
-              strided halves).
-vLLM's CPU backend writes the same three in C++ for the same reasons.
-
-Chosen by measurement like every fast path (fast_paths.py): built at first load (c_build.py), checked against
-torch's ops (a prompt, then a second prompt on top of it: outputs and caches close), and one layer's work between
-its products timed both ways at TIMED_TOKENS tokens, taking turns; kept only where faster. float32 only (a
-bfloat16 model's prompts run in bfloat16, or through prompt_pass.py's float32 copy into a bfloat16 cache: both keep
-torch's ops), batch 1, Llama family without biases, head dims a multiple of 16.
+  silu_mul    SwiGLU's SiLU(gate) * up in one pass over the gate/up projection's rows.
+Chosen by measurement like every fast path (fast_paths.py; docs/decisions/c-kernels.md). float32 only, batch 1,
+Llama family without biases, head dims a multiple of 16.
 """
 from __future__ import annotations
 
@@ -31,7 +22,7 @@ import torch
 from engine.core.backends import Backends, TorchOps, run_pass
 from engine.core.kv_cache import KVCache, Plan, RaggedPlan
 from engine.techniques import c_build
-from engine.techniques.fast_paths import Fit, take_turns
+from engine.techniques.fast_paths import Fit, model_key, take_turns
 
 SOURCE = Path(__file__).with_name("prompt_kernels.c")
 ABI = 1  # prompt_kernels.c's prompt_kernels_abi(): the functions and arguments below
@@ -170,8 +161,7 @@ class CPromptKernels:
 
     def key(self, lm) -> dict:
         cfg = lm.model.cfg
-        return {"model": [cfg.n_layers, cfg.d_model, cfg.n_heads, cfg.n_kv_heads, cfg.head_dim, cfg.d_ff, cfg.vocab_size],
-                "source": hashlib.sha256(SOURCE.read_bytes()).hexdigest()[:16], "tokens": timed_tokens(cfg)}
+        return model_key(cfg) | {"source": hashlib.sha256(SOURCE.read_bytes()).hexdigest()[:16], "tokens": timed_tokens(cfg)}
 
     def build(self, lm, backends: Backends, folder: Path) -> CPromptOps:
         return CPromptOps(lm.model.cfg, load(c_build.build(folder, SOURCE)), backends.ops)

@@ -1,20 +1,12 @@
 """A bfloat16 model's prompts run in float32, from a widened copy of its weights, where measured faster here.
 
-On a CPU without bfloat16 arithmetic (AVX2), a bfloat16 prefill is slower than a float32 one: the matrix products
-can widen their weights per call (kernel_candidates' `widened`), but attention, the norms, RoPE and the MLP's
-activation still run on bfloat16 tensors, converted element by element, and every product pays the widening
-again. Here the whole prompt pass runs on a float32 copy of the weights, made once (4 bytes per parameter:
-538 MB for SmolLM2-135M), with the float32 kernels measured for prompts on this machine (kernel_choice.py). Its
-keys and values go into the model's bfloat16 KV cache (rounded as a bfloat16 pass stores them) and attention reads
-them back widened, so a decode step after it sees the cache a bfloat16 prefill would have left. Decode steps stay
-bfloat16: half the bytes to stream is the point of choosing it. Issue 19 §2 allows this ("prefill in float32 from
-bf16 weights"), and the sidebar says when it runs.
-
-Chosen by measurement like every fast path (fast_paths.py): at first load both passes run a PREFILL_ROWS-token
-prompt, checked (`check`: logits close to the bfloat16 pass's and to a float32-cache reference's, the reference's
-next token, the cache close to the reference's) and timed taking turns; the float32 pass is kept only where faster.
-Where the CPU has bfloat16 matrix instructions (AVX-512 BF16, AMX) the bfloat16 pass is expected to win (a Xeon's
-oneDNN measured 909 GFLOP/s in bfloat16 vs 219-236 in float32), and then no copy is kept.
+On a CPU without bfloat16 arithmetic (AVX2) a bfloat16 prefill is slower than a float32 one: every op converts
+element by element and every product pays the widening again. Here the whole prompt pass runs on a float32 copy of
+the weights, made once (4 bytes per parameter), with the float32 kernels measured for prompts here (kernel_choice.py).
+Its keys and values go into the model's bfloat16 KV cache (rounded as a bfloat16 pass stores them), so a decode step
+after it sees the cache a bfloat16 prefill would have left; decode steps stay bfloat16 (half the bytes to stream).
+Chosen by measurement like every fast path (fast_paths.py); where the CPU has bfloat16 matrix instructions (AVX-512
+BF16, AMX) the bfloat16 pass is expected to win, and then no copy is kept (docs/decisions/bfloat16.md).
 """
 from __future__ import annotations
 

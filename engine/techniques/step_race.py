@@ -7,6 +7,7 @@ its, then STEPS steps at CONTEXT cached tokens, the two taking turns, best of RO
 from __future__ import annotations
 
 import time
+from dataclasses import replace
 
 import torch
 
@@ -76,3 +77,18 @@ def race(model, backends: Backends, step) -> tuple[float, float]:
 
     best = take_turns({"step": lambda: _steps(step, cache), "rival": lambda: _steps(rival, cache)}, ROUNDS)
     return 1000 * best["step"] / STEPS, 1000 * best["rival"] / STEPS
+
+
+class DecodeStepPath:
+    """What both decode-step fast paths share: timed per step at CONTEXT against the eager loop, attached as the step."""
+
+    rival = "eager"
+
+    def timed_at(self, lm) -> str:
+        return f"per step at context {CONTEXT}"
+
+    def race(self, lm, backends: Backends, step) -> tuple[float, float]:
+        return race(lm.model, backends, step)
+
+    def attach(self, backends: Backends, step) -> Backends:
+        return replace(backends, decode_step=step)

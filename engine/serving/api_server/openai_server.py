@@ -13,14 +13,9 @@ The model answers to several names, as vLLM's `--served-model-name A B`: by defa
 (HuggingFaceTB/SmolLM2-135M-Instruct for the bundled model: clients that load a tokenizer by the served name
 find it) and the name it was loaded by (smollm2-135m). A request may leave `model` out.
 
-The scheduler runs in a thread of this process by default: measured no worse than a child process, whose
-pickle, pipe and reader thread per event cost more than the event loop's few microseconds of Python per token
-(docs/decisions/worker-process.md). `--worker process` keeps the other choice, and
-`python -m benchmarks.bench_serving --servers ours,ours-process --mode batch` repeats the comparison.
-Behind HTTP as fast as in process: `python -m benchmarks.serve_vs_inprocess` times the same request through
-`engine generate` and through this server in alternate rounds (docs/serving.md); pinning the model's OpenMP
-threads made it slower (the event loop then shares a pinned core), so they are not pinned. Before it says it
-serves, the server warms what a first request would pay for (`prepare`, `warm_http`; benchmarks/first_request.py).
+The scheduler runs in a thread of this process by default (docs/decisions/worker-process.md); `--worker process`
+keeps the other choice. Before it says it serves, the server warms what a first request would pay for (`prepare`,
+`warm_http`; benchmarks/first_request.py).
 """
 from __future__ import annotations
 
@@ -44,11 +39,8 @@ from starlette.exceptions import HTTPException
 from engine.core.prompting import chat_ids
 from engine.errors import EngineError
 from engine.loading.model_store import hub_id
-from engine.serving.api_server import (
-    WORKER_DEFAULT,  # noqa: F401 (its home is the package, for the CLI's quick parser)
-    openapi_spec,
-)
 from engine.serving.api_server import openai_schema as api
+from engine.serving.api_server import openapi_spec
 from engine.serving.api_server.openai_schema import ApiError
 from engine.serving.api_server.request_flight import Flight, Served, checked_max_tokens, prompt_ids
 from engine.serving.api_server.served_choices import Choices
@@ -288,9 +280,8 @@ def listen(host: str, port: int) -> socket.socket:
 def prepare(service, spec: ModelSpec, names: str | list[str], max_new_tokens_cap: int, timeout: float = 900.0,
             slots: int = 1) -> Served:
     """Describe the served model (config, tokenizer) and warm it up, so the first client pays no first-call costs:
-    the model's first passes, and on this side the chat template (its first use compiles it: 35-45 ms measured on
-    the 2-vCPU EPYC) and the detokeniser. `names`: what clients may call it (the first one is what answers say);
-    `slots`: sequences run at once."""
+    the model's first passes, and on this side the chat template (its first use compiles it) and the detokeniser.
+    `names`: what clients may call it (the first one is what answers say); `slots`: sequences run at once."""
     info = result_of(service.submit(Job(model=spec, name=jobs.MODEL_DESCRIBE.name, args=(spec,),
                                         label=f"loading {spec.name}")), timeout)
     first = info.config.bos_token_id if info.config.bos_token_id is not None else 0
@@ -304,7 +295,7 @@ def prepare(service, spec: ModelSpec, names: str | list[str], max_new_tokens_cap
 
 def warm_http(url: str, api_key: str = "") -> None:
     """One request through the server's own HTTP stack before a client's: uvicorn's parser, Starlette's middleware
-    stack (built at the first request) and FastAPI's routing cost 13-33 ms the first time (measured as above)."""
+    stack (built at the first request) and FastAPI's routing cost most the first time."""
     target = urlsplit(url)
     conn = http.client.HTTPConnection(target.hostname, target.port, timeout=30)
     headers = {"Content-Type": "application/json", **({"Authorization": f"Bearer {api_key}"} if api_key else {})}

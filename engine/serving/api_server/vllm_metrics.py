@@ -11,11 +11,8 @@ unchanged. Where each time is taken, as in vLLM:
 Gauges (running, waiting, KV-cache usage) are set at every scrape. One registry per server, so several servers in
 one process (tests) never share counts.
 
-KV-cache usage: vLLM reserves a pool of KV blocks at start and reports the share in use. This engine grows each
-request's cache as it needs it, so the share here is the tokens the running requests hold (prompt + output so
-far) over the most the scheduler can hold at once: its sequences at a time (1 in queue mode, --max-batch in
-batch mode) times the context window. The prefix-cache counters exist because clients read them; this server
-keeps no prefix cache, so both stay 0, as vLLM's do with prefix caching off.
+KV-cache usage and the prefix-cache counters mean what docs/serving.md says (this engine grows each request's cache
+as it needs it and keeps no prefix cache).
 """
 from __future__ import annotations
 

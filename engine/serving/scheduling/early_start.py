@@ -1,12 +1,9 @@
 """Start the engine worker's process first, so its imports and model load run beside the UI's own start-up.
 
-A dashboard's start is two long chains: Streamlit (import, server, the browser's first page, the app's
-imports) and the engine worker (Python, torch, the weights, the packed kernels). Started one after the
-other they add up; started together they overlap on two cores. So the launcher calls `start_early()`
-before it imports anything heavy: the child builds its settings from the same environment variables
-the dashboard reads (options_from_env, below) and starts loading at once. The first ProcessService
-(engine/serving/scheduling/worker.py) adopts that child when its settings are the ones it wanted, and
-starts a fresh one otherwise. Standard library only, on purpose: importing this costs nothing.
+The launcher calls `start_early()` before it imports anything heavy (docs/decisions/fast-start.md): the child builds
+its settings from the same environment variables the dashboard reads (options_from_env, below) and starts loading at
+once. The first ProcessService (worker.py) adopts that child when its settings are the ones it wanted, and starts a
+fresh one otherwise. Standard library only, on purpose: importing this costs nothing.
 """
 from __future__ import annotations
 

@@ -2,8 +2,7 @@
 
 glibc keeps freed heap pages for reuse, and after a large tensor is freed it raises its mmap threshold
 (up to 32 MB), so later activations of a long prompt come from the heap and stay resident after they
-are freed: measured on the dashboard, the engine worker stayed ~240 MiB above its warmed-up size after a
-few 1024-token runs, and the Streamlit process ~50 MiB after their sessions closed. `malloc_trim(0)`
+are freed (hundreds of MiB after a few long runs). `malloc_trim(0)`
 returns free pages of every arena. It is called only when nothing is running (the scheduler idle, a
 closed session's data dropped), never on a timed path. Elsewhere than glibc it does nothing.
 """

@@ -1,18 +1,13 @@
 """One scheduler for every consumer: the dashboard's sessions, `python -m engine serve` and the labs.
 
 A single thread owns the models and runs all the work in one engine-core loop (`_serve`: schedule, execute, update,
-as vLLM's EngineCore and nano-vllm's LLMEngine step), so no two runs ever compete for the device and every number
-stays the one the engine measured. Two modes, chosen by whoever starts the server:
-  queue  one request at a time, first come first served, through exactly the path `python -m engine generate`
-         takes (engine/core/generate.py): so the dashboard's queue numbers are the CLI's, whoever is waiting;
-  batch  continuous batching: requests join the running batch between decode steps (engine/serving/scheduling/continuous_batch.py);
-         with max_num_batched_tokens, a joining prompt is prefilled in chunks that share the riders' steps.
-Jobs (lab measurements, attention captures, model loads) run alone (engine/serving/scheduling/job_runner.py); a job
-declared sliced (a sweep) yields between its points (engine/serving/scheduling/slices.py): the same loop then serves
-the requests waiting at that moment (`_serve_waiting`), so a waiting run starts after at most one slice, and each
-point stays timed on its own. Waiting work gets its position and an expected wait
-(engine/serving/scheduling/waiting_queue.py); its queue time is measured and kept out of TTFT. Every token goes out
-as the same event, whichever loop made it (work.token_event).
+as vLLM's EngineCore and nano-vllm's LLMEngine step), so no two runs ever compete for the device. Two modes:
+  queue  one request at a time, through exactly the path `python -m engine generate` takes (engine/core/generate.py);
+  batch  continuous batching (continuous_batch.py); with max_num_batched_tokens, a joining prompt is prefilled in
+         chunks that share the riders' steps.
+Jobs run alone (job_runner.py); a sliced one yields between its points (slices.py) to the requests waiting then.
+A waiting item's queue time is measured and kept out of TTFT (waiting_queue.py). The walk through one Run:
+docs/architecture.md, "One Run, from the button to the token".
 """
 from __future__ import annotations
 

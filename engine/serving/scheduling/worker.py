@@ -1,12 +1,10 @@
 """The engine worker: the scheduler and its models in their own process, for a server with a UI in front.
 
-Why a process: a decode step of a small model is hundreds of short Python-dispatched operators, and a
-web UI in the same process (serialising pages and figures) holds Python's GIL between them, which
-stretches every step the page then reports. In a separate process the worker's steps never wait
-for the UI's Python; the UI talks to it through one pipe. `LocalService` runs the same scheduler in
-a thread of the calling process instead (tests, the HTTP server, the CLI). Both expose
-submit / cancel / status and deliver each work item's events to its own queue. The dashboard's launcher
-spawns the worker before anything else (engine/serving/scheduling/early_start.py): the first ProcessService adopts it.
+In a separate process the worker's decode steps never wait for the UI's Python holding the GIL
+(docs/decisions/worker-process.md); the UI talks to it through one pipe. `LocalService` runs the same scheduler in a
+thread of the calling process instead (tests, the HTTP server, the CLI). Both expose submit / cancel / status and
+deliver each work item's events to its own queue. The dashboard's launcher spawns the worker before anything else
+(early_start.py): the first ProcessService adopts it.
 """
 from __future__ import annotations
 
@@ -26,7 +24,7 @@ DEFAULT_OPTIONS = ServiceOptions()  # frozen: one shared default
 
 def _make_scheduler(options: ServiceOptions):
     """The scheduler for these options (torch imported here: the dashboard's process, which only talks to the
-    worker process, never loads it; ~2 s of a 2-vCPU machine's start)."""
+    worker process, never loads it)."""
     from engine.serving.scheduling.model_pool import ModelPool
     from engine.serving.scheduling.scheduler import Scheduler
 
