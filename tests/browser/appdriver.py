@@ -1,6 +1,6 @@
 """Drive the real dashboard in headless Chromium: start `streamlit run app.py`, open sessions, press Run, read numbers.
 
-Shared by the browser tests (tests/browser/) and the benchmarks that drive the page (benchmarks/ui_vs_cli.py,
+Shared by the browser tests (tests/browser/) and the benchmarks that drive the page (benchmarks/disturbance.py,
 benchmarks/loadtest.py, ...; run as `python -m benchmarks.NAME` from the checkout, so `tests` imports). Also starts and
 stops an OpenAI-compatible server (ours or vLLM) and waits for its /health (benchmarks/bench_traffic.py and
 tests/serving_helpers.py's vllm_server). Playwright drives Debian's Chromium
@@ -266,19 +266,5 @@ def rss_bytes(pid: int, children: bool = True) -> int:
             if children:
                 todo += [int(c) for c in Path(f"/proc/{p}/task/{p}/children").read_text().split()]
         except OSError:
-            continue
-    return total
-
-
-def cpu_seconds(name_part: str) -> float:
-    """CPU time (user + system) used so far by every live process whose command line contains `name_part`."""
-    total, tick = 0.0, os.sysconf("SC_CLK_TCK")
-    for entry in _processes():
-        try:
-            if name_part not in (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace"):
-                continue
-            fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
-            total += (int(fields[11]) + int(fields[12])) / tick  # utime, stime (fields 14, 15 of stat)
-        except (OSError, IndexError, ValueError):
             continue
     return total

@@ -15,7 +15,6 @@ from engine.serving.scheduling.lab_jobs import LabJob
 from engine.serving.scheduling.work import Done, Failed, Job, ModelSpec, Progress, Queued
 from ui import state
 from ui.engine_link import worker_link
-from ui.text import bend_numbers
 
 
 def model_info(spec: ModelSpec):
@@ -132,6 +131,8 @@ def session_peaks(device: str, dtype: str):
     at the sidebar model's shapes); None until measured."""
     kept = worker_link.store().labs.setdefault(state.PEAKS, {})
     if (device, dtype) not in kept:
+        from ui.text import bend_numbers  # here, not at the top: it imports torch, which the dashboard's start skips
+
         st.caption(bend_numbers.PEAKS_NEEDED)
         if st.button("Measure this machine's peaks", key=state.STORY_PEAKS_MEASURE,
                      disabled=worker_link.lab_refusal() is not None, help=worker_link.lab_refusal()):

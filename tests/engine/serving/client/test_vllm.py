@@ -2,9 +2,9 @@
 
 vLLM lives in its own venv outside the clone (scripts/setup_vllm.sh; scripts/test.sh builds it once
 and sets TWO_BENDS_REQUIRE_VLLM=1, so there a missing or broken vLLM fails instead of skipping).
-One vLLM with chunked prefill on serves these tests and the room's (tests/conftest.py: shared, stopped after the
-last test using it); the traffic test starts a second with it off (issue 20 §4). Both from
-tests/serving_helpers.vllm_server (scripts/start_vllm.sh --foreground, its own process group, always killed).
+One vLLM with chunked prefill on serves these tests and the room's (tests/conftest.py: shared, started once, stopped
+after the last test using it), from tests/serving_helpers.vllm_server (scripts/start_vllm.sh --foreground, its own
+process group, always killed).
 """
 
 import json
@@ -27,7 +27,10 @@ AGREE = 0.20
 def test_measure_agrees_with_vllms_own_histograms(vllm_url):
     records, facts = run(Plan(vllm_url, prompt_tokens=64, max_new_tokens=16, requests=3))
     assert facts["model"] == NAME and facts["tokenizer"] == "server" and facts["ignore_eos"]
-    assert all(r["prompt_tokens"] == 64 and r["output_tokens"] == 16 and len(r["steps"]) == 15 for r in records)
+    shapes = [(r["prompt_tokens"], r["output_tokens"], len(r["steps"])) for r in records]
+    # (prompt tokens, output tokens, gaps between streamed chunks): a gap per token after the first, unless vLLM sent
+    # two tokens in one chunk, as it does when its output lags on a busy machine (no gap the client could see)
+    assert all(shape[:2] == (64, 16) and 12 <= shape[2] <= 15 for shape in shapes), shapes
     client, server = client_stats(records), facts["server_metrics"]
     assert server["ttft"]["count"] == 3 and server["generation_tokens"] == 48
     assert client["ttft"]["mean"] == pytest.approx(server["ttft"]["mean_seconds"], rel=AGREE)
