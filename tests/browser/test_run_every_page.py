@@ -1,7 +1,8 @@
 """Real-browser end-to-end tests: `streamlit run app.py`, headless Chromium, press Run, visit every page;
 then a small room: four sessions pressing Run at once on one server (continuous batching).
 
-Uses the real bundled SmolLM2 (TWO_BENDS_MODEL=smollm2-135m). Screenshots go to artifacts/screenshots/.
+Uses the real bundled SmolLM2 (TWO_BENDS_MODEL=smollm2-135m), the four sessions the tiny model. Screenshots go to
+artifacts/screenshots/.
 """
 import os
 import re
@@ -75,11 +76,12 @@ def test_run_then_visit_every_page():
 
 
 def test_four_sessions_share_one_server_in_batch_mode():
-    """A small room: four browser sessions press Run within a second; every one finishes with its own numbers."""
+    """A small room: four browser sessions press Run within a second; every one finishes with its own numbers
+    (the tiny model: what is checked is the sharing, not the model)."""
     _need_browser()
     from playwright.sync_api import sync_playwright
 
-    env = dict(TWO_BENDS_MODEL=MODEL, TWO_BENDS_MODE="batch")
+    env = dict(TWO_BENDS_MODEL="tiny-llama", TWO_BENDS_MODE="batch")
     with appdriver.dashboard(env, _log("browser-room")) as (url, _), sync_playwright() as pw:
         browser = appdriver.launch(pw)
         try:
