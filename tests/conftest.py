@@ -118,7 +118,7 @@ def pytest_collection_modifyitems(items):
 # first, so no worker is left with a long file at the end while the others idle: LONGEST_FIRST lists them as
 # measured on 2 cores (setup and calls of each file, in seconds), and only its order is used.
 LONGEST_FIRST = {
-    "vllm": 110, "tests/browser/test_run_every_page.py": 110, "tests/browser/test_room_class.py": 85,
+    "vllm": 110, "tests/browser/test_run_every_page.py": 85, "tests/browser/test_room_class.py": 85,
     "tests/browser/test_lesson.py": 50, "tests/browser/test_room_gate.py": 45, "tests/browser/test_presenter.py": 45,
     "tests/browser/test_room_restart.py": 37, "tests/engine/serving/client/test_benchmark_clients.py": 36,
     "tests/browser/test_crowd.py": 31,
