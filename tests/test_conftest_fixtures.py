@@ -1,4 +1,4 @@
-"""The shared fixtures in tests/conftest.py do what they say: `navigation_only` keeps every AppTest run off
+"""The shared fixtures and hooks in tests/conftest.py do what they say: `navigation_only` keeps every AppTest run off
 Streamlit's old pages-directory path (script_runner._mpa_v1), a page switch and reruns included."""
 from pathlib import Path
 
@@ -42,3 +42,18 @@ def test_the_browser_and_vllm_tests_and_only_they_run_alone():
     assert _alone(item("tests/ui/engine_link/test_x.py::test_y", "tmp_path", "vllm_url"))
     assert not _alone(item("tests/engine/labs/test_bench.py::test_no_timer_always_follows_vllm", "tmp_path"))
     assert not _alone(item("tests/engine/core/test_generate.py::test_cli", "smollm"))
+
+
+def test_workers_take_the_longest_file_first_and_vllm_once_little_is_left_beside_it():
+    from tests.conftest import SECONDS, VLLM, next_unit, unit_of
+
+    assert unit_of("tests/ui/engine_link/test_remote_engine_vllm.py::test_a") == VLLM == unit_of(
+        "tests/engine/serving/client/test_vllm.py::test_b")
+    assert unit_of("tests/browser/test_lesson.py::test_c") == "tests/browser/test_lesson.py"
+    lesson, room, small = "tests/browser/test_lesson.py", "tests/browser/test_room_class.py", "tests/x/test_small.py"
+    assert next_unit([small, lesson, VLLM, room]) == room  # the longest, though vLLM's unit is longer still
+    assert next_unit([small, "tests/x/test_other.py"]) == small  # equals: the first
+    shorter = [u for u in SECONDS if u != VLLM and SECONDS[u] < SECONDS[VLLM] // 2][:2]
+    assert sum(SECONDS[u] for u in shorter) <= SECONDS[VLLM]
+    assert next_unit([*shorter, VLLM]) == VLLM  # little left beside it: vLLM's turn
+    assert next_unit([VLLM]) == VLLM
