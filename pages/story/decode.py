@@ -126,7 +126,7 @@ if presenting or not bend_numbers.measured_here(trace):
 # --- MBU against this machine's measured peaks, where the bridge turns compute-bound, the KV-cache wall -------
 store = worker_link.store()
 st.subheader("The bridge on this machine: MBU, where it turns compute-bound, the KV-cache wall")
-peaks = job_progress.session_peaks(trace.device, trace.dtype)
+peaks = job_progress.session_peaks(trace.device, trace.dtype, bend_numbers.PEAKS_NEEDED)
 if (mbu := bend_numbers.utilisation(trace, peaks, "MBU")) is not None:
     st.metric("MBU of this run's median decode step (measured here)", f"{mbu.value:.0%}")
     st.caption(mbu.words)

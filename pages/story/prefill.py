@@ -46,7 +46,7 @@ st.caption(
 if not presenting and bend_numbers.measured_here(trace):  # MFU against the measured peaks; where the valley turns
     store = worker_link.store()
     st.subheader("The valley on this machine: MFU, and where it turns compute-bound")
-    peaks = job_progress.session_peaks(trace.device, trace.dtype)
+    peaks = job_progress.session_peaks(trace.device, trace.dtype, bend_numbers.PEAKS_NEEDED)
     if (mfu := bend_numbers.utilisation(trace, peaks, "MFU")) is not None:
         st.metric("MFU of this prefill (measured here)", f"{mfu.value:.0%}")
         st.caption(mfu.words)

@@ -125,15 +125,13 @@ def lab_run(key: str, start: bool, lab: LabJob | str, args: tuple = (), kwargs: 
     return result
 
 
-def session_peaks(device: str, dtype: str):
+def session_peaks(device: str, dtype: str, why: str):
     """This session's measured peaks for (device, dtype), kept in the browser's store as the Roofline lab keeps them.
-    None kept: says why MFU/MBU need them and offers a button that measures them now in the worker (HARDWARE_PEAKS,
+    None kept: says `why` (what the page needs them for) and offers a button that measures them now in the worker (HARDWARE_PEAKS,
     at the sidebar model's shapes); None until measured."""
     kept = worker_link.store().labs.setdefault(state.PEAKS, {})
     if (device, dtype) not in kept:
-        from ui.text import bend_numbers  # here, not at the top: it imports torch, which the dashboard's start skips
-
-        st.caption(bend_numbers.PEAKS_NEEDED)
+        st.caption(why)
         if st.button("Measure this machine's peaks", key=state.STORY_PEAKS_MEASURE,
                      disabled=worker_link.lab_refusal() is not None, help=worker_link.lab_refusal()):
             peaks = lab_run(state.PEAKS_JOB, True, lab_jobs.HARDWARE_PEAKS, label="Measuring this machine's peaks…")
