@@ -231,10 +231,10 @@ def load_checkpoint(name_or_path: str, progress: Progress | None = None) -> Chec
     if not key:
         raise EngineError(f"no model given: name one such as '{BUNDLED}', a local checkpoint folder or a Hugging Face id")
     if key.lower() in TINY_MODELS:
-        from engine.loading.tiny import tiny_hf_model, tiny_tokenizer
+        from engine.loading.tiny import tiny_tokenizer, tiny_weights
 
-        model = tiny_hf_model(key.lower().removeprefix("tiny-").removesuffix("-random"))
-        return Checkpoint(key.lower() + " (random weights)", model.config, model.state_dict(), tiny_tokenizer())
+        config, state = tiny_weights(key.lower().removeprefix("tiny-").removesuffix("-random"))
+        return Checkpoint(key.lower() + " (random weights)", config, state, tiny_tokenizer())
     if ALIASES.get(key.lower()) == BUNDLED:
         return load_bundled(progress)
     local = Path(key).expanduser()

@@ -7,7 +7,13 @@ trained here on a paragraph, so everything runs without a network or the bundled
 from __future__ import annotations
 
 import copy
+import json
+import os
+import shutil
+import tempfile
 from functools import lru_cache
+from pathlib import Path
+from types import SimpleNamespace
 
 import torch
 
@@ -64,3 +70,49 @@ def tiny_hf_model(arch: str = "llama", seed: int = 0, vocab_size: int = 512):
                       num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=256,
                       rope_theta=10000.0, tie_word_embeddings=False, bos_token_id=0, eos_token_id=0)
     return LlamaForCausalLM(cfg).eval()
+
+
+def tiny_weights(arch: str) -> tuple[object, dict[str, torch.Tensor]]:
+    """(config, state dict) of tiny_hf_model(arch), built with transformers once per machine and then read back from
+    the model cache, so a process that only runs a tiny model (a test's worker, a dashboard's engine) imports no
+    transformers (~2.5 s of CPU each). The folder's name holds torch's and transformers' versions: another version
+    may draw other random weights, and then builds its own copy. An unwritable cache builds in memory each time."""
+    if arch == "smollm2":  # 135M random weights: half a gigabyte on disk for a model built only on a GPU machine
+        model = tiny_hf_model(arch)
+        return model.config, model.state_dict()
+    from importlib.metadata import version
+
+    from safetensors.torch import load_file
+
+    from engine.loading.model_store import cache_root
+
+    folder = cache_root() / f"tiny-{arch}-torch{torch.__version__}-transformers{version('transformers')}"
+    if not (folder / "COMPLETE").is_file():
+        model = tiny_hf_model(arch)
+        try:
+            _write_tiny(folder, model)
+        except OSError:
+            return model.config, model.state_dict()
+    return SimpleNamespace(**json.loads((folder / "config.json").read_text())), load_file(folder / "model.safetensors")
+
+
+def _write_tiny(folder: Path, model) -> None:
+    """Write to a temporary folder and rename it into place: a reader never sees half a copy (two writers: one wins)."""
+    from safetensors.torch import save_file
+
+    folder.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".tiny-{os.getpid()}-", dir=folder.parent))
+    try:
+        state = {k: v.contiguous() for k, v in model.state_dict().items()}
+        if model.config.tie_word_embeddings:
+            state.pop("lm_head.weight", None)  # the embedding itself; safetensors refuses shared tensors
+        save_file(state, tmp / "model.safetensors")
+        (tmp / "config.json").write_text(json.dumps(model.config.to_dict()))
+        (tmp / "COMPLETE").write_text("written\n")
+        try:
+            os.replace(tmp, folder)
+        except OSError:  # another process put its copy there first (the same weights)
+            if not (folder / "COMPLETE").is_file():
+                raise
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)

@@ -26,7 +26,9 @@ def test_a_blank_tab_reloads_itself():
             page.wait_for_function("() => !window.__beforeCrash && !!document.querySelector(\"[data-testid='stApp']\")",
                                    timeout=60_000)  # reloaded: a fresh page with its app drawn again
             appdriver.settle(page, 120_000)
-            assert page.locator("[data-testid='stSidebar']").get_by_role("button", name="Run", exact=True).count() == 1
+            # the sidebar can be drawn a moment after the main block settled: wait for its button, do not count at once
+            run = page.locator("[data-testid='stSidebar']").get_by_role("button", name="Run", exact=True)
+            sync_api.expect(run).to_have_count(1, timeout=60_000)
             assert appdriver.exception_text(page) is None
         finally:
             browser.close()
