@@ -233,7 +233,7 @@ def load_checkpoint(name_or_path: str, progress: Progress | None = None) -> Chec
     if key.lower() in TINY_MODELS:
         from engine.loading.tiny import tiny_tokenizer, tiny_weights
 
-        config, state = tiny_weights(key.lower().removeprefix("tiny-").removesuffix("-random"))
+        config, state = tiny_weights(key.lower().removeprefix("tiny-").removesuffix("-random"), cache_root())
         return Checkpoint(key.lower() + " (random weights)", config, state, tiny_tokenizer())
     if ALIASES.get(key.lower()) == BUNDLED:
         return load_bundled(progress)

@@ -72,9 +72,9 @@ def tiny_hf_model(arch: str = "llama", seed: int = 0, vocab_size: int = 512):
     return LlamaForCausalLM(cfg).eval()
 
 
-def tiny_weights(arch: str) -> tuple[object, dict[str, torch.Tensor]]:
+def tiny_weights(arch: str, cache: Path) -> tuple[object, dict[str, torch.Tensor]]:
     """(config, state dict) of tiny_hf_model(arch), built with transformers once per machine and then read back from
-    the model cache, so a process that only runs a tiny model (a test's worker, a dashboard's engine) imports no
+    the model cache (`cache`), so a process that only runs a tiny model (a test's worker, a dashboard's engine) imports no
     transformers (~2.5 s of CPU each). The folder's name holds torch's and transformers' versions: another version
     may draw other random weights, and then builds its own copy. An unwritable cache builds in memory each time."""
     if arch == "smollm2":  # 135M random weights: half a gigabyte on disk for a model built only on a GPU machine
@@ -84,9 +84,7 @@ def tiny_weights(arch: str) -> tuple[object, dict[str, torch.Tensor]]:
 
     from safetensors.torch import load_file
 
-    from engine.loading.model_store import cache_root
-
-    folder = cache_root() / f"tiny-{arch}-torch{torch.__version__}-transformers{version('transformers')}"
+    folder = cache / f"tiny-{arch}-torch{torch.__version__}-transformers{version('transformers')}"
     if not (folder / "COMPLETE").is_file():
         model = tiny_hf_model(arch)
         try:

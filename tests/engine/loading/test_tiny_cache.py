@@ -7,12 +7,11 @@ from engine.loading import tiny
 from tests.engine.test_start_up_imports import _run
 
 
-def test_the_cached_copy_holds_the_built_weights(tmp_path, monkeypatch):
-    monkeypatch.setenv("TWO_BENDS_CACHE", str(tmp_path))
+def test_the_cached_copy_holds_the_built_weights(tmp_path):
     for arch in ("llama", "gpt2"):
         built = tiny.tiny_hf_model(arch)
-        config, first = tiny.tiny_weights(arch)  # builds and writes the copy
-        config, again = tiny.tiny_weights(arch)  # reads it back
+        config, first = tiny.tiny_weights(arch, tmp_path)  # builds and writes the copy
+        config, again = tiny.tiny_weights(arch, tmp_path)  # reads it back
         assert len(list(tmp_path.glob(f"tiny-{arch}-torch*/COMPLETE"))) == 1
         assert config.model_type == built.config.model_type and config.vocab_size == built.config.vocab_size
         expected = built.state_dict()
@@ -25,7 +24,7 @@ def test_the_cached_copy_holds_the_built_weights(tmp_path, monkeypatch):
 def test_a_model_from_the_cache_is_the_built_model(tmp_path, monkeypatch, tiny_gpt2):
     """tiny_gpt2 (the session's) may have been built or read; this one is read: the same parameters, tied head too."""
     monkeypatch.setenv("TWO_BENDS_CACHE", str(tmp_path))
-    tiny.tiny_weights("gpt2")
+    tiny.tiny_weights("gpt2", tmp_path)
     cached = engine.load_model("tiny-gpt2", device="cpu").model.state_dict()
     built = tiny_gpt2.model.state_dict()
     assert cached.keys() == built.keys() and all(torch.equal(cached[k], built[k]) for k in built)
@@ -37,8 +36,7 @@ def test_a_process_that_runs_a_cached_tiny_model_imports_no_transformers(tmp_pat
     assert _run(code, TWO_BENDS_CACHE=str(tmp_path)).splitlines()[-1] == "False"
 
 
-def test_an_unwritable_cache_builds_in_memory(tmp_path, monkeypatch):
+def test_an_unwritable_cache_builds_in_memory(tmp_path):
     (tmp_path / "file").write_text("")
-    monkeypatch.setenv("TWO_BENDS_CACHE", str(tmp_path / "file"))  # a file: no folder can be made under it
-    config, state = tiny.tiny_weights("llama")
+    config, state = tiny.tiny_weights("llama", tmp_path / "file")  # a file: no folder can be made under it
     assert config.model_type == "llama" and "lm_head.weight" in state

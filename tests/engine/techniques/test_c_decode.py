@@ -297,10 +297,10 @@ def test_a_library_that_cannot_be_loaded_is_removed_and_built_again(tmp_path):
 
 
 
-def test_smollm_c_decode_gives_the_eager_greedy_tokens(smollm, tmp_path):
+def test_smollm_c_decode_gives_the_eager_greedy_tokens(smollm, library):
     """SmolLM2, float32, 32 greedy steps at a 400-token context: the C step chooses the tokens the eager loop chooses."""
     model = smollm.model
-    step = CDecode(model, c_decode.load(c_build.build(tmp_path, c_decode.SOURCE)))
+    step = CDecode(model, library)
     text = "The two phases of LLM inference are prefill and decode. " * 40
     ids = torch.tensor([smollm.tokenizer.encode(text)[:400]])
     with torch.inference_mode():
