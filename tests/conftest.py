@@ -1,8 +1,16 @@
 """Shared fixtures: tiny random models (fast, offline) and the real bundled SmolLM2 (session-wide)."""
 import os
 
-import pytest
-import torch
+# In the suite's parallel runs (xdist, as many workers as cores) each worker runs torch's 2 OpenMP threads, and so do
+# the servers its tests start: a thread that reaches a barrier first spins there while its partner waits for a core
+# another worker holds, burning that core (the C step's SmolLM2 test took 3 s of CPU alone, 23 s beside another worker).
+# There, waiting threads sleep instead (read when torch loads, so set before it); the same code and fast paths run,
+# and the timed tests, run alone, keep a user's default (scripts/test.sh).
+if int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1")) > 1:
+    os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+
+import pytest  # noqa: E402
+import torch  # noqa: E402
 
 import engine
 
