@@ -36,7 +36,8 @@ status=0
 # The real browsers and vLLM, a file per worker (its dashboard, or the one shared vLLM, starts once), as many workers
 # as cores and nothing beside them: with a third worker on 2 cores,
 # vLLM's TTFT as our client saw it drifted 21 % from vLLM's own histogram.
-.venv/bin/python -m pytest -q -rs -n "$WORKERS" --dist loadfile -m "alone and not timed" || status=$(( status ? status : $? ))
+.venv/bin/python -m pytest -q -rs -n "$WORKERS" --dist loadfile --alone-only -m "alone and not timed" \
+  || status=$(( status ? status : $? ))
 # Last, alone: the tests that measure against the machine's own quiet numbers.
-.venv/bin/python -m pytest -q -rs -m timed || status=$(( status ? status : $? ))
+.venv/bin/python -m pytest -q -rs --alone-only -m timed || status=$(( status ? status : $? ))
 exit "$status"

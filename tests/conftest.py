@@ -1,5 +1,6 @@
 """Shared fixtures: tiny random models (fast, offline) and the real bundled SmolLM2 (session-wide)."""
 import os
+from pathlib import Path
 
 # In the suite's parallel runs (xdist, as many workers as cores) each worker runs torch's 2 OpenMP threads, and so do
 # the servers its tests start: a thread that reaches a barrier first spins there while its partner waits for a core
@@ -27,6 +28,8 @@ def pytest_addoption(parser):
     parser.addoption("--backends", choices=("default", "plain"), default="default",
                      help="plain: every model on the eager reference (TWO_BENDS_BACKENDS=plain), not the fast paths "
                           "measured on this machine")
+    parser.addoption("--alone-only", action="store_true",
+                     help="collect only the files in ALONE_PATHS (the browser, vLLM and timed tests' part)")
 
 
 def pytest_configure(config):
@@ -108,11 +111,32 @@ def _alone(item) -> bool:
     return item.path.parent.name == "browser" or _uses_vllm(item) or "vllm" in item.path.name
 
 
+# The folders and files that hold every test run alone (marked, or by _alone): `--alone-only` collects these alone, so
+# the browser part's workers and the timed run do not import the whole suite (~6 s of CPU each); a test run alone
+# anywhere else fails every full collection (the parallel part's) until its place is named here.
+ALONE_PATHS = ("tests/browser", "tests/engine/serving/client", "tests/ui/engine_link",
+               "tests/engine/labs/test_bench_llamacpp.py")
+
+
+def _in_alone_paths(path) -> bool:
+    relative = path.resolve().relative_to(Path(__file__).resolve().parents[1]).as_posix()
+    return any(relative == place or relative.startswith(place + "/") for place in ALONE_PATHS)
+
+
+def pytest_ignore_collect(collection_path, config):
+    if config.getoption("--alone-only") and collection_path.suffix == ".py" and collection_path.name != "conftest.py":
+        return not _in_alone_paths(collection_path) or None  # None: pytest's own rules decide
+    return None
+
+
 @pytest.hookimpl(tryfirst=True)  # before `-m` deselects by mark
 def pytest_collection_modifyitems(items):
     for item in items:
         if _alone(item):
             item.add_marker(pytest.mark.alone)
+        if (item.get_closest_marker("alone") or item.get_closest_marker("timed")) and not _in_alone_paths(item.path):
+            raise pytest.UsageError(f"{item.nodeid} runs alone, outside ALONE_PATHS (tests/conftest.py): name its "
+                                    "file or folder there, or `--alone-only` never collects it")
     users = [item for item in items if _uses_vllm(item)]
     if users:
         first, others = items.index(users[0]), [item for item in items if not _uses_vllm(item)]

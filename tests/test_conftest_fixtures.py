@@ -28,8 +28,8 @@ def test_navigation_only_keeps_every_run_on_app_py(monkeypatch, navigation_only)
 
 
 def test_the_browser_and_vllm_tests_and_only_they_run_alone():
-    """scripts/test.sh runs `-m "not alone"` on every core, then `-m alone` one at a time (a run of it that selects no
-    test fails): a browser or vLLM test left unmarked would share the machine while it times its work."""
+    """scripts/test.sh runs `-m "not alone"` on every core, then `-m alone` a file per worker (a run of it that selects
+    no test fails): a browser or vLLM test left unmarked would share the machine while it times its work."""
     from types import SimpleNamespace
 
     from tests.conftest import _alone
@@ -42,6 +42,35 @@ def test_the_browser_and_vllm_tests_and_only_they_run_alone():
     assert _alone(item("tests/ui/engine_link/test_x.py::test_y", "tmp_path", "vllm_url"))
     assert not _alone(item("tests/engine/labs/test_bench.py::test_no_timer_always_follows_vllm", "tmp_path"))
     assert not _alone(item("tests/engine/core/test_generate.py::test_cli", "smollm"))
+
+
+def test_a_test_run_alone_outside_the_alone_paths_stops_the_collection():
+    """`--alone-only` collects ALONE_PATHS only: a test run alone elsewhere would silently never run, so a full
+    collection (the parallel part's) refuses it, naming the test."""
+    import pytest
+
+    from tests.conftest import _in_alone_paths, pytest_collection_modifyitems
+
+    assert _in_alone_paths(ROOT / "tests/browser/test_lesson.py")
+    assert _in_alone_paths(ROOT / "tests/engine/labs/test_bench_llamacpp.py")
+    assert not _in_alone_paths(ROOT / "tests/engine/labs/test_bench.py")
+
+    class Item:
+        def __init__(self, nodeid: str, marked: bool):
+            self.nodeid, self.path, self.fixturenames, self.marks = nodeid, ROOT / nodeid.split("::")[0], (), []
+            if marked:
+                self.marks.append(pytest.mark.alone.mark)
+
+        def add_marker(self, mark):
+            self.marks.append(mark)
+
+        def get_closest_marker(self, name):
+            return next((m for m in self.marks if m.name == name), None)
+
+    pytest_collection_modifyitems([Item("tests/browser/test_x.py::test_y", False),
+                                   Item("tests/engine/labs/test_bench_llamacpp.py::test_y", True)])  # in place
+    with pytest.raises(pytest.UsageError, match="tests/engine/core/test_x.py::test_y runs alone, outside ALONE_PATHS"):
+        pytest_collection_modifyitems([Item("tests/engine/core/test_x.py::test_y", True)])
 
 
 def test_workers_take_the_longest_file_first_and_vllm_once_little_is_left_beside_it():
