@@ -25,7 +25,9 @@ def test_a_burst_arrives_at_once_with_its_drawn_lengths(server):
     plan = arrivals(w, 4)
     assert [r["prompt_tokens"] for r in records] == [a.prompt_tokens for a in plan]  # exact, counted by the server
     assert [r["output_tokens"] for r in records] == [a.output_tokens for a in plan]  # ignore_eos
-    assert len({tuple(r["prompt_ids"][:4]) for r in records}) == 5  # each its own tag: no shared prefix
+    # each its own tag (8 random hex digits): no shared prefix. The tiny tokenizer spends ~a token per digit, so the
+    # first 4 tokens held only 3 digits, and two of five tags shared them one run in a few hundred
+    assert len({tuple(r["prompt_ids"][:12]) for r in records}) == 5
     assert all(r["arrived_s"] == 0.0 and r["source"] == "server" for r in records)
     assert facts["server_metrics"]["scope"] == "run" and facts["server_metrics"]["ttft"]["count"] == 5
     s = traffic_summary(records, SLO(1e6, 1e6))
