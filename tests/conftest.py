@@ -153,15 +153,17 @@ def pytest_collection_modifyitems(items):
 # browser files). SECONDS: each unit's setup and calls as measured on 2 cores, a file not named counting 5.
 VLLM = "vllm"
 SECONDS = {
-    VLLM: 100, "tests/browser/test_run_every_page.py": 85, "tests/browser/test_room_class.py": 85,
-    "tests/browser/test_lesson.py": 50, "tests/browser/test_room_gate.py": 45, "tests/browser/test_presenter.py": 45,
-    "tests/browser/test_room_restart.py": 37, "tests/engine/serving/client/test_benchmark_clients.py": 36,
-    "tests/browser/test_crowd.py": 31, "tests/browser/test_lab_traffic.py": 26, "tests/browser/test_fit_1280.py": 26,
-    "tests/browser/test_dark_theme.py": 23, "tests/browser/test_run_history.py": 21,
-    "tests/browser/test_deep_links.py": 15, "tests/browser/test_crowd_blank_tab.py": 14,
-    "tests/browser/test_fast_start.py": 14, "tests/engine/labs/test_bench_llamacpp.py": 8,
-    "tests/engine/techniques/test_compiled_decode.py": 50, "tests/engine/labs/test_traffic.py": 40,
-    "tests/engine/techniques/test_c_decode.py": 30, "tests/engine/core/test_generate.py": 25,
+    VLLM: 75, "tests/browser/test_run_every_page.py": 90, "tests/browser/test_room_class.py": 67,
+    "tests/browser/test_lesson.py": 46, "tests/browser/test_presenter.py": 43, "tests/browser/test_room_gate.py": 40,
+    "tests/browser/test_room_restart.py": 32, "tests/browser/test_crowd.py": 27, "tests/browser/test_fit_1280.py": 27,
+    "tests/engine/labs/test_bench_llamacpp.py": 25, "tests/browser/test_lab_traffic.py": 18,
+    "tests/browser/test_run_history.py": 16, "tests/engine/serving/client/test_benchmark_clients.py": 15,
+    "tests/browser/test_fast_start.py": 15, "tests/browser/test_dark_theme.py": 10,
+    "tests/browser/test_crowd_blank_tab.py": 10, "tests/browser/test_deep_links.py": 10,
+    "tests/engine/techniques/test_compiled_decode.py": 28, "tests/pages/test_shipped_links.py": 25,
+    "tests/pages/story/test_presets.py": 24, "tests/engine/techniques/test_kernels.py": 18,
+    "tests/engine/test_smollm_end_to_end.py": 16, "tests/engine/techniques/test_c_decode.py": 16,
+    "tests/ui/controls/test_lesson_panel.py": 11, "tests/pages/story/test_home_timing.py": 11,
 }
 
 
