@@ -99,7 +99,8 @@ def _write_tiny(folder: Path, model) -> None:
     from safetensors.torch import save_file
 
     folder.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".tiny-{os.getpid()}-", dir=folder.parent))
+    # named as a conversion's: a write killed half-way is swept by model_store.clean_stale_conversions
+    tmp = Path(tempfile.mkdtemp(prefix=f".converting-{os.getpid()}-", dir=folder.parent))
     try:
         state = {k: v.contiguous() for k, v in model.state_dict().items()}
         if model.config.tie_word_embeddings:
