@@ -151,7 +151,7 @@ def pytest_collection_modifyitems(items):
 # what our client saw with vLLM's own histograms, and beside a room of browsers starting up the client's TTFT was
 # 45 % above vLLM's, so it goes once the work left for the other workers is about its own length (the shorter
 # browser files). The benchmark clients' file joins that unit (it runs first there, before vLLM starts): aiperf's
-# TTFT against our server's histogram, too, read 23 % apart beside the room's browsers.
+# TTFT against our server's histogram, too, read 23 % apart with browser tests beside it.
 # SECONDS: each unit's setup and calls as measured on 2 cores, a file not named counting 5.
 VLLM = "vllm"
 CLIENT_VS_SERVER = ("tests/engine/serving/client/test_benchmark_clients.py",)

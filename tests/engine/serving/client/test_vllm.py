@@ -25,9 +25,9 @@ AGREE = 0.20
 
 
 def test_measure_agrees_with_vllms_own_histograms(vllm_url):
-    """Measured at most twice: on a busy machine our client's read of a chunk can wait for a core (once, with the
-    room's browsers beside it, our TTFT read 2.1x vLLM's: 373 against 176 ms), while a wrong way of measuring
-    disagrees both times."""
+    """Measured at most twice: on a busy machine our client's read of a chunk can wait for a core (once, with browser
+    tests beside it, our TTFT read 2.1x vLLM's: 373 against 176 ms), while a wrong way of measuring disagrees both
+    times."""
     for attempt in (1, 2):
         records, facts = run(Plan(vllm_url, prompt_tokens=64, max_new_tokens=16, requests=3))
         assert facts["model"] == NAME and facts["tokenizer"] == "server" and facts["ignore_eos"]
