@@ -3,7 +3,8 @@ its means within AGREE of the server's own /metrics, and our per-request histogr
 
 aiperf lives in a venv of its own (benchmarks/serving_clients.py says how to make one). The suite does not install
 it: that takes the network and a 1.2 GB venv with its own transformers, so the test skips, saying so, where the venv
-is missing (TWO_BENDS_AIPERF_VENV points elsewhere). CPU-heavy for about a minute: scripts/test.sh runs it alone.
+is missing (TWO_BENDS_AIPERF_VENV points elsewhere). CPU-heavy: scripts/test.sh runs it in vLLM's unit, once
+little else is left beside it (tests/conftest.py).
 """
 import pytest
 
@@ -16,12 +17,19 @@ REQUESTS = 4
 
 
 def test_aiperf_runs_against_our_server_and_agrees_with_its_metrics():
+    """Run at most twice: with browser tests beside it, aiperf's TTFT read 22–23 % above the server's in two runs of
+    the suite (212 against 173 ms), its client waiting for a core; a wrong reading disagrees both times."""
     if not installed("aiperf"):
         pytest.skip(f"aiperf==0.13.0 is not installed in {venv('aiperf')} (see benchmarks/serving_clients.py)")
-    got = run("aiperf", "queue", Load(requests=REQUESTS, prompt_tokens=64, output_tokens=8), free_port(), timeout=600)
-    client, server = got["client"], got["server"]
-    assert (client["completed"], client["failed"], server["completed"]) == (REQUESTS, 0, REQUESTS)
-    for key in ("ttft", "itl", "e2e"):
-        assert client[key] == pytest.approx(server[key], rel=AGREE), key
-    count, mean = client["scraped_itl"]  # aiperf's own reading of vllm:request_time_per_output_token_seconds
-    assert count == REQUESTS and mean == pytest.approx(server["itl"], rel=0.01)
+    for attempt in (1, 2):
+        got = run("aiperf", "queue", Load(requests=REQUESTS, prompt_tokens=64, output_tokens=8), free_port(),
+                  timeout=600)
+        client, server = got["client"], got["server"]
+        assert (client["completed"], client["failed"], server["completed"]) == (REQUESTS, 0, REQUESTS)
+        count, mean = client["scraped_itl"]  # aiperf's own reading of vllm:request_time_per_output_token_seconds
+        assert count == REQUESTS and mean == pytest.approx(server["itl"], rel=0.01)  # the same numbers: no timing
+        means = {key: (client[key], server[key]) for key in ("ttft", "itl", "e2e")}
+        if all(theirs == pytest.approx(ours, rel=AGREE) for theirs, ours in means.values()):
+            return
+        print(f"# try {attempt}: (aiperf's, the server's) mean seconds {means}")
+    pytest.fail(f"aiperf's means are not within {AGREE:.0%} of the server's /metrics, twice: {means}")
