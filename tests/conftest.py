@@ -150,13 +150,11 @@ def pytest_collection_modifyitems(items):
 # first, so no worker is left with a long file at the end while the others idle, except vLLM's: its tests compare
 # what our client saw with vLLM's own histograms, and beside a room of browsers starting up the client's TTFT was
 # 45 % above vLLM's, so it goes once the work left for the other workers is about its own length (the shorter
-# browser files). The benchmark clients' file joins that unit (it runs first there, before vLLM starts): aiperf's
-# TTFT against our server's histogram, too, read 23 % apart with browser tests beside it.
-# SECONDS: each unit's setup and calls as measured on 2 cores, a file not named counting 5.
+# browser files). SECONDS: each unit's setup and calls as measured on 2 cores, a file not named counting 5.
 VLLM = "vllm"
-CLIENT_VS_SERVER = ("tests/engine/serving/client/test_benchmark_clients.py",)
 SECONDS = {
-    VLLM: 90, "tests/browser/test_run_every_page.py": 90, "tests/browser/test_room_class.py": 67,
+    VLLM: 75, "tests/engine/serving/client/test_benchmark_clients.py": 16,
+    "tests/browser/test_run_every_page.py": 90, "tests/browser/test_room_class.py": 67,
     "tests/browser/test_lesson.py": 46, "tests/browser/test_presenter.py": 43, "tests/browser/test_room_gate.py": 40,
     "tests/browser/test_room_restart.py": 32, "tests/browser/test_crowd.py": 27, "tests/browser/test_fit_1280.py": 27,
     "tests/engine/labs/test_bench_llamacpp.py": 25, "tests/browser/test_lab_traffic.py": 18,
@@ -171,10 +169,9 @@ SECONDS = {
 
 
 def unit_of(nodeid: str) -> str:
-    """The unit of work a test belongs to: 'vllm' for every file with vLLM in its name and the benchmark clients'
-    (each compares a client's timings with a server's own), else its file."""
+    """The unit of work a test belongs to: 'vllm' for every file with vLLM in its name, else its file."""
     path = nodeid.split("::", 1)[0]
-    return VLLM if "vllm" in path.rsplit("/", 1)[-1] or path in CLIENT_VS_SERVER else path
+    return VLLM if "vllm" in path.rsplit("/", 1)[-1] else path
 
 
 def next_unit(waiting: list[str]) -> str:

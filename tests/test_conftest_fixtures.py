@@ -78,7 +78,6 @@ def test_workers_take_the_longest_file_first_and_vllm_once_little_is_left_beside
 
     assert unit_of("tests/ui/engine_link/test_remote_engine_vllm.py::test_a") == VLLM == unit_of(
         "tests/engine/serving/client/test_vllm.py::test_b")
-    assert unit_of("tests/engine/serving/client/test_benchmark_clients.py::test_aiperf") == VLLM
     assert unit_of("tests/browser/test_lesson.py::test_c") == "tests/browser/test_lesson.py"
     lesson, room, small = "tests/browser/test_lesson.py", "tests/browser/test_room_class.py", "tests/x/test_small.py"
     assert next_unit([small, lesson, VLLM, room]) == room  # the longest, though vLLM's unit is longer still

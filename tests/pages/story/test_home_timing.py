@@ -62,7 +62,8 @@ def test_run_shows_metrics_text_and_ledger(app):
     assert metrics["Tokens out"] == str(trace.n_output)
     assert trace.text.strip() and trace.text.strip() in texts(app)
     assert trace.attention is not None  # captured for the Prefill/Decode pages
-    assert any("dominates" in m.value for m in app.markdown)
+    # the verdict, whichever it is: the tiny model's millisecond steps on a busy machine can land "close to even"
+    assert any("dominates: " in m.value or "Close to even: " in m.value for m in app.markdown)
     heading = next(h.value for h in app.subheader if h.value.startswith("This request"))
     assert heading.endswith("float32")  # the kernels' long label is the caption under it
     assert "Measured on this machine in this session." in [c.value for c in app.main.caption]  # where it comes from

@@ -3,8 +3,7 @@ its means within AGREE of the server's own /metrics, and our per-request histogr
 
 aiperf lives in a venv of its own (benchmarks/serving_clients.py says how to make one). The suite does not install
 it: that takes the network and a 1.2 GB venv with its own transformers, so the test skips, saying so, where the venv
-is missing (TWO_BENDS_AIPERF_VENV points elsewhere). CPU-heavy: scripts/test.sh runs it in vLLM's unit, once
-little else is left beside it (tests/conftest.py).
+is missing (TWO_BENDS_AIPERF_VENV points elsewhere). CPU-heavy: scripts/test.sh runs it in the browser part.
 """
 import pytest
 
