@@ -154,9 +154,9 @@ def pytest_collection_modifyitems(items):
 VLLM = "vllm"
 SECONDS = {
     VLLM: 75, "tests/engine/serving/client/test_benchmark_clients.py": 16,
-    "tests/browser/test_run_every_page.py": 90, "tests/browser/test_room_class.py": 67,
+    "tests/browser/test_run_every_page.py": 45, "tests/browser/test_room_class.py": 67,
     "tests/browser/test_lesson.py": 46, "tests/browser/test_presenter.py": 43, "tests/browser/test_room_gate.py": 40,
-    "tests/browser/test_room_restart.py": 32, "tests/browser/test_crowd.py": 27, "tests/browser/test_fit_1280.py": 27,
+    "tests/browser/test_room_restart.py": 32, "tests/browser/test_crowd.py": 30, "tests/browser/test_fit_1280.py": 27,
     "tests/engine/labs/test_bench_llamacpp.py": 25, "tests/browser/test_lab_traffic.py": 18,
     "tests/browser/test_run_history.py": 16,
     "tests/browser/test_fast_start.py": 15, "tests/browser/test_dark_theme.py": 10,
