@@ -26,9 +26,11 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from benchmarks._servers import serve, stop
-from engine.loading.model_store import CACHE_FOLDER, cache_root
+from benchmarks._servers import serve
+from engine.loading.cache_folder import cache_root
+from engine.loading.model_store import CACHE_FOLDER
 from engine.serving.client.openai_client import Client, parse_metrics
+from tests.browser.appdriver import stop_server
 
 CLIENTS = ("guidellm", "aiperf")
 VERSIONS = {"guidellm": "0.8.1", "aiperf": "0.13.0"}
@@ -143,7 +145,7 @@ def run(client: str, mode: str, load: Load, port: int, timeout: float = 900.0) -
             return {"client": client_means(client, out), "server": server_means(before, server.metrics()),
                     "seconds": seconds}
     finally:
-        stop(server.proc)
+        stop_server(server.proc)
 
 
 def pair(client: dict, server: dict, key: str, scale: float, digits: int) -> str:

@@ -88,7 +88,8 @@ def _printable(text: str) -> str:
 
 def cmd_prepare(args) -> int:
     """Convert and cache the bundled model ahead of time (the dashboard and tests call this)."""
-    from engine.loading.model_store import ALIASES, BUNDLED, CACHE_FOLDER, cache_root, clean_stale_conversions
+    from engine.loading.cache_folder import cache_root, clean_stale_conversions
+    from engine.loading.model_store import ALIASES, BUNDLED, CACHE_FOLDER
 
     cached = cache_root() / CACHE_FOLDER
     clean_stale_conversions()

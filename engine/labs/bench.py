@@ -24,8 +24,8 @@ from engine.core.generate import decode_loop, generate, greedy, new_cache, prefi
 from engine.errors import EngineError
 from engine.labs.hardware import measure_peaks, measure_read_bandwidth, step_bytes_reader
 from engine.labs.sweeps import prompt_ids_of_length
+from engine.loading.cache_folder import cache_root
 from engine.loading.loader import load_model
-from engine.loading.model_store import cache_root
 from engine.perfmodel.flops import decode_step_bytes, prefill_flops
 
 

@@ -28,7 +28,8 @@ from engine.core.clock import now
 from engine.core.generate import decode_loop, greedy, new_cache, prefill
 from engine.core.trace_file import load_trace, save_trace
 from engine.labs.sweeps import prompt_ids_of_length
-from engine.loading.model_store import CACHE_FOLDER, DEFAULT_MODEL, cache_root
+from engine.loading.cache_folder import cache_root
+from engine.loading.model_store import CACHE_FOLDER, DEFAULT_MODEL
 from engine.loading.tiny import tiny_hf_model
 from engine.techniques.cuda_graphs import GraphedDecoder, graphed_steps
 

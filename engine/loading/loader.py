@@ -10,7 +10,8 @@ from engine.core.backends import EAGER, Backends, run_pass
 from engine.core.config import ModelConfig
 from engine.core.model import Transformer
 from engine.errors import EngineError
-from engine.loading.model_store import DEFAULT_MODEL, Progress, cache_root, load_checkpoint
+from engine.loading.cache_folder import cache_root
+from engine.loading.model_store import DEFAULT_MODEL, Progress, load_checkpoint
 from engine.loading.weights import load_into
 
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}

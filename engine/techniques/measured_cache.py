@@ -26,7 +26,7 @@ ISA_CAPS = ("ATEN_CPU_CAPABILITY", "ONEDNN_MAX_CPU_ISA", "DNNL_MAX_CPU_ISA", "MK
 
 
 def default_cache_dir() -> Path:
-    """The model cache's folder (engine/loading/model_store.cache_root: techniques sit below loading)."""
+    """The model cache's folder (engine/loading/cache_folder.cache_root: techniques sit below loading)."""
     return Path(os.environ.get("TWO_BENDS_CACHE") or Path.home() / ".cache" / "two-bends")
 
 

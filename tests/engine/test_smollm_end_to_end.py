@@ -4,7 +4,8 @@ import pytest
 import torch
 
 import engine
-from engine.loading.model_store import CACHE_FOLDER, cache_root
+from engine.loading.cache_folder import cache_root
+from engine.loading.model_store import CACHE_FOLDER
 
 PROMPTS = [
     "The capital of France is",

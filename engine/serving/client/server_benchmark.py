@@ -84,8 +84,9 @@ def discover(client: Client, model: str | None) -> str:
 
 
 def _our_tokenizer():
+    from engine.loading.cache_folder import cache_root
     from engine.loading.loader import load_model
-    from engine.loading.model_store import CACHE_FOLDER, DEFAULT_MODEL, cache_root
+    from engine.loading.model_store import CACHE_FOLDER, DEFAULT_MODEL
 
     folder = cache_root() / CACHE_FOLDER
     if (folder / "COMPLETE").is_file():

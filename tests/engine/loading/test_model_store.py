@@ -1,6 +1,5 @@
-"""The converted-model cache: stale folders removed, finished ones readable, unreadable ones explained; a model
+"""The converted-model cache: an unreadable one explained (how folders are written: test_cache_folder.py); a model
 that cannot be loaded (nothing, a file, a missing or damaged folder) is one line naming why."""
-import os
 from pathlib import Path
 
 import pytest
@@ -9,28 +8,6 @@ import engine
 from engine.errors import EngineError
 from engine.loading import model_store
 from engine.loading.model_store import load_checkpoint
-
-
-def test_stale_conversion_folders_are_removed(monkeypatch, tmp_path):
-    monkeypatch.setenv("TWO_BENDS_CACHE", str(tmp_path))
-    dead = tmp_path / ".converting-999999999-abcd"  # no such process
-    old_style = tmp_path / ".converting-xyz123"  # from the first landing, which wrote no pid
-    mine = tmp_path / f".converting-{os.getpid()}-efgh"  # a conversion still running in this process
-    for folder in (dead, old_style, mine):
-        folder.mkdir()
-        (folder / "model.safetensors").write_bytes(b"x" * 10)
-    model_store.clean_stale_conversions()
-    assert not dead.exists() and not old_style.exists() and mine.exists()
-
-
-def test_finished_cache_is_readable_by_other_users(tmp_path):
-    folder = tmp_path / "cache"
-    folder.mkdir(mode=0o700)
-    (folder / "config.json").write_text("{}")
-    (folder / "config.json").chmod(0o600)
-    model_store._make_readable(folder)
-    assert folder.stat().st_mode & 0o777 == 0o755
-    assert (folder / "config.json").stat().st_mode & 0o777 == 0o644
 
 
 def test_unreadable_cache_gives_a_clear_message(monkeypatch, tmp_path):

@@ -3,7 +3,7 @@ weights, no transformers in a process that only runs them, and an unwritable cac
 import torch
 
 import engine
-from engine.loading import model_store, tiny
+from engine.loading import cache_folder, tiny
 from tests.engine.test_start_up_imports import _run
 
 
@@ -31,7 +31,7 @@ def test_a_model_from_the_cache_is_the_built_model(tmp_path, monkeypatch, tiny_g
 
 
 def test_a_process_that_runs_a_cached_tiny_model_imports_no_transformers():
-    tiny.tiny_weights("llama", model_store.cache_root())  # the machine's copy, built here when there is none yet
+    tiny.tiny_weights("llama", cache_folder.cache_root())  # the machine's copy, built here when there is none yet
     code = ("import sys, engine; engine.load_model('tiny-llama', device='cpu'); print('transformers' in sys.modules)")
     assert _run(code).splitlines()[-1] == "False"
 

@@ -82,7 +82,8 @@ def test_a_tokenizer_read_from_a_folder_pickles_as_that_folder_and_is_read_once_
 def test_the_bundled_model_tokenizer_matches_transformers(smollm):
     from transformers import PreTrainedTokenizerFast
 
-    from engine.loading.model_store import CACHE_FOLDER, cache_root
+    from engine.loading.cache_folder import cache_root
+    from engine.loading.model_store import CACHE_FOLDER
 
     assert isinstance(smollm.tokenizer, PlainTokenizer)
     _assert_same(PreTrainedTokenizerFast.from_pretrained(cache_root() / CACHE_FOLDER), smollm.tokenizer)
