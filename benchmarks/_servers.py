@@ -1,4 +1,5 @@
-"""The processes the benchmarks measure: started in a session of their own, always stopped, their CPU time read."""
+"""The processes the benchmarks measure: started in a session of their own, their CPU time read (stopped, and their
+descendants found, by tests/browser/appdriver.py's stop_server and descendants, which the browser tests share)."""
 from __future__ import annotations
 
 import os
@@ -6,6 +7,8 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+
+from tests.browser.appdriver import stop_server
 
 ROOT = Path(__file__).resolve().parent.parent
 TICK = os.sysconf("SC_CLK_TCK")
@@ -22,19 +25,8 @@ def serve(args: list[str], log: Path, cwd: Path = ROOT, env: dict | None = None,
         if any(line.startswith("serving") for line in log.read_text(errors="replace").splitlines()):
             return proc
         time.sleep(0.1)
-    stop(proc)
+    stop_server(proc)
     sys.exit(f"engine serve did not start; the end of its log {log}:\n{log.read_text(errors='replace')[-2000:]}")
-
-
-def stop(proc: subprocess.Popen, grace_s: float = 20.0) -> None:
-    """SIGTERM, then SIGKILL after `grace_s` seconds."""
-    if proc.poll() is None:
-        proc.terminate()
-        try:
-            proc.wait(grace_s)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
 
 
 def cpu_s(pid: int) -> float:
@@ -44,19 +36,6 @@ def cpu_s(pid: int) -> float:
         return (int(fields[11]) + int(fields[12])) / TICK  # utime, stime (fields 14, 15 of stat)
     except (OSError, IndexError, ValueError):
         return 0.0
-
-
-def descendants(pid: int) -> list[int]:
-    """Every process below `pid`: the children of each of its threads, theirs, and so on."""
-    found, todo = [], [pid]
-    while todo:
-        try:
-            kids = [int(c) for t in Path(f"/proc/{todo.pop()}/task").iterdir() for c in (t / "children").read_text().split()]
-        except (OSError, ValueError):
-            continue
-        found += kids
-        todo += kids
-    return found
 
 
 def schedstat() -> dict[str, tuple[int, int]]:

@@ -27,7 +27,7 @@ import sys
 import time
 from pathlib import Path
 
-from benchmarks._servers import cpu_s, descendants
+from benchmarks._servers import cpu_s
 from engine.core.metrics import summarize
 from engine.core.trace import Trace
 from engine.loading.model_store import DEFAULT_MODEL
@@ -49,7 +49,7 @@ WAIT = re.compile(r"waited for a CPU ([\d,]+(?:\.\d+)?) ms per token, ([\d,]+(?:
 def tree_cpu(root: int, name_part: str) -> float:
     """CPU seconds (user + system) of `root` and its descendants whose command line holds `name_part`: only this
     script's own dashboard and browser, never another user's on a shared machine."""
-    return sum(cpu_s(pid) for pid in [root, *descendants(root)] if name_part in command_line(pid))
+    return sum(cpu_s(pid) for pid in [root, *appdriver.descendants(root)] if name_part in command_line(pid))
 
 
 def command_line(pid: int) -> str:

@@ -26,8 +26,9 @@ import sys
 import time
 from pathlib import Path
 
-from benchmarks._servers import serve, stop
+from benchmarks._servers import serve
 from engine.serving.client.openai_client import Client
+from tests.browser.appdriver import stop_server
 
 ROOT = Path(__file__).resolve().parent.parent
 IMPORT_LIKE_A_CLIENT = "import torch, transformers"  # what a Python benchmark client loads as it starts
@@ -102,7 +103,7 @@ def main() -> None:
                     rows.setdefault((name, burst_name), []).append(
                         (got[0][0], statistics.median(t for t, _ in rest), got[0][1], statistics.median(g for _, g in rest)))
             finally:
-                stop(proc)
+                stop_server(proc)
         print(f"start {s + 1}/{args.starts} done", file=sys.stderr, flush=True)
     print(f"\nchat prompts of {args.prompt_words} words, {args.max_new_tokens} new tokens, mode {args.mode}, "
           f"threads {args.threads or 'every core'}, beside: {args.beside}, {args.starts} starts x {args.requests} "

@@ -38,7 +38,7 @@ import time
 from pathlib import Path
 
 from benchmarks._browser import FINISHED, finished, settle
-from benchmarks._servers import cpu_s, descendants, stop
+from benchmarks._servers import cpu_s
 from engine.loading.model_store import DEFAULT_MODEL  # torch-free
 from tests.browser import appdriver
 from ui.room import room_size
@@ -67,7 +67,7 @@ class Student:
 
 def server_cpu(pid: int) -> tuple[float, float]:
     """(Streamlit process, engine worker and anything else it started) CPU seconds so far."""
-    return cpu_s(pid), sum(cpu_s(child) for child in descendants(pid))
+    return cpu_s(pid), sum(cpu_s(child) for child in appdriver.descendants(pid))
 
 
 # --- the README's command --------------------------------------------------------------------------------------------
@@ -88,7 +88,7 @@ def room_server(mode: str, model: str, log: Path, ready_s: float = 300.0):
             print(f"# the worker's model was not ready after {ready_s:.0f} s: measuring anyway", flush=True)
         yield f"http://127.0.0.1:{port}", proc.pid
     finally:
-        stop(proc)
+        appdriver.stop_server(proc)
 
 
 # --- one student's browser -------------------------------------------------------------------------------------------

@@ -19,7 +19,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-from benchmarks._servers import serve, stop
+from benchmarks._servers import serve
+from tests.browser.appdriver import stop_server
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -84,7 +85,7 @@ def main() -> None:
             try:
                 firsts, gaps = measure(args.port + i, args)
             finally:
-                stop(server)
+                stop_server(server)
             ttft[worker] += firsts
             itl[worker] += gaps
         print(f"round {rnd + 1}/{args.rounds} done", file=sys.stderr, flush=True)

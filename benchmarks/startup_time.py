@@ -23,7 +23,6 @@ import threading
 import time
 from pathlib import Path
 
-from benchmarks import _servers
 from engine.loading.model_store import DEFAULT_MODEL  # torch-free: the start is not slowed
 from tests.browser import appdriver
 
@@ -83,7 +82,7 @@ def one_round(args, browser, root: Path) -> dict[str, float]:
     finally:
         stop.set()
         page.close()
-        _servers.stop(proc)
+        appdriver.stop_server(proc)
         out.close()
         terminal.unlink(missing_ok=True)
     if "t" in ready:

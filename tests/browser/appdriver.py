@@ -90,12 +90,7 @@ def dashboard(env: dict | None = None, log_path: Path | None = None, kernels_rea
                        "(the page's runs say which kernels they used)", flush=True)
         yield f"http://127.0.0.1:{port}", proc
     finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(timeout=10)
+        stop_server(proc, grace_s=15)
         if log is not subprocess.DEVNULL:
             log.close()
         if events is not None:
@@ -140,15 +135,22 @@ def start_server(cmd: list[str], port: int, log_path: Path, timeout: float, env:
     return proc
 
 
-def stop_server(proc: subprocess.Popen) -> None:
-    """SIGTERM to the server's process group; SIGKILL after 30 s."""
-    if proc.poll() is None:
-        os.killpg(proc.pid, signal.SIGTERM)
-        try:
-            proc.wait(30)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait(10)
+def stop_server(proc: subprocess.Popen, grace_s: float = 30.0) -> None:
+    """SIGTERM, then SIGKILL after `grace_s` seconds: to the server's whole process group when it leads one (started
+    with start_new_session: its engine worker and other children go with it), else to the process alone."""
+    if proc.poll() is not None:
+        return
+    try:
+        group = os.getpgid(proc.pid) == proc.pid
+    except ProcessLookupError:
+        return
+    send = (lambda sig: os.killpg(proc.pid, sig)) if group else proc.send_signal
+    send(signal.SIGTERM)
+    try:
+        proc.wait(grace_s)
+    except subprocess.TimeoutExpired:
+        send(signal.SIGKILL)
+        proc.wait(10)
 
 
 def launch(playwright):
@@ -255,16 +257,24 @@ def shown_ms(page, label: str) -> float:
 
 
 def rss_bytes(pid: int, children: bool = True) -> int:
-    """Resident memory of a process and (unless children=False) all its children (the engine worker), from /proc."""
-    total, todo = 0, [pid]
-    while todo:
-        p = todo.pop()
+    """Resident memory of a process and (unless children=False) all its descendants (the engine worker), from /proc."""
+    total = 0
+    for p in [pid, *(descendants(pid) if children else [])]:
         try:
-            for line in open(f"/proc/{p}/status"):
-                if line.startswith("VmRSS:"):
-                    total += int(line.split()[1]) * 1024
-            if children:
-                todo += [int(c) for c in Path(f"/proc/{p}/task/{p}/children").read_text().split()]
+            total += next((int(line.split()[1]) * 1024 for line in open(f"/proc/{p}/status") if line.startswith("VmRSS:")), 0)
         except OSError:
             continue
     return total
+
+
+def descendants(pid: int) -> list[int]:
+    """Every process below `pid`: the children of each of its threads, theirs, and so on."""
+    found, todo = [], [pid]
+    while todo:
+        try:
+            kids = [int(c) for t in Path(f"/proc/{todo.pop()}/task").iterdir() for c in (t / "children").read_text().split()]
+        except (OSError, ValueError):
+            continue
+        found += kids
+        todo += kids
+    return found
