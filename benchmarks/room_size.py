@@ -118,7 +118,10 @@ async def exceptions(page) -> list[str]:
     return [(await errors.nth(i).inner_text())[:200] for i in range(await errors.count())]
 
 
-async def student(browser, url: str, me: Student, join_at: float, run_at: float, t0: float, timeout_ms: int) -> None:
+async def student(browser, url: str, me: Student, join_at: float, run_after: float, t0: float, idle_over: asyncio.Event,
+                  timeout_ms: int) -> None:
+    """Joins `join_at` s after t0; presses Run `run_after` s after the class's idle window ended (so no run falls
+    inside the window whose CPU is the idle cost, even when joining took longer than planned)."""
     await asyncio.sleep(max(0.0, t0 + join_at - time.monotonic()))
     context = await browser.new_context(viewport={"width": 1280, "height": 900})
     context.set_default_timeout(timeout_ms)
@@ -134,7 +137,8 @@ async def student(browser, url: str, me: Student, join_at: float, run_at: float,
         began = time.monotonic()
         await join(page, url, CODE.lower(), timeout_ms)
         me.join_s = time.monotonic() - began
-        await asyncio.sleep(max(0.0, t0 + run_at - time.monotonic()))
+        await idle_over.wait()
+        await asyncio.sleep(run_after)
         await recover(page, me, crashed, timeout_ms)
         began = time.monotonic()
         await page.locator("[data-testid='stSidebar']").get_by_role("button", name="Run", exact=True).click()
@@ -219,7 +223,7 @@ async def crowd_async(url: str, pid: int, mode: str, size: int, args) -> Room:
 
     rng = random.Random(args.seed)
     joins = sorted(rng.uniform(0, args.join_over) for _ in range(size))
-    runs = [args.join_over + args.idle + rng.uniform(0, args.run_over) for _ in range(size)]
+    runs = [rng.uniform(0, args.run_over) for _ in range(size)]  # seconds after the idle window
     students = [Student(i) for i in range(size)]
     timeout_ms = int(args.timeout * 1000)
     async with async_playwright() as pw:
@@ -227,8 +231,8 @@ async def crowd_async(url: str, pid: int, mode: str, size: int, args) -> Room:
         appdriver.keep_normal_priority()
         try:
             teacher = await teacher_opens_poll(browser, url, timeout_ms)
-            t0 = time.monotonic()
-            tasks = [asyncio.create_task(student(browser, url, s, j, r, t0, timeout_ms))
+            t0, idle_over = time.monotonic(), asyncio.Event()
+            tasks = [asyncio.create_task(student(browser, url, s, j, r, t0, idle_over, timeout_ms))
                      for s, j, r in zip(students, joins, runs)]
             await asyncio.sleep(max(0.0, t0 + args.join_over - time.monotonic()))  # the class joins
             while any(s.join_s is None and s.failure is None for s in students) and not all(t.done() for t in tasks):
@@ -236,6 +240,7 @@ async def crowd_async(url: str, pid: int, mode: str, size: int, args) -> Room:
             idle_from, idle_began = server_cpu(pid), time.monotonic()
             await asyncio.sleep(max(1.0, t0 + args.join_over + args.idle - time.monotonic()))
             idle_to, idle_s = server_cpu(pid), time.monotonic() - idle_began
+            idle_over.set()  # the students press Run from now on
             await asyncio.gather(*tasks)
             active_to = server_cpu(pid)
             await teacher.close()
