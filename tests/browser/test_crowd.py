@@ -1,6 +1,6 @@
 """A small class measured end to end, in real Chromium: the README's room command in continuous-batching mode
 (`two-bends dashboard --room --mode batch`, the tiny model), a teacher who opens a poll and four students who join
-with the code a moment apart, press Run within about a second of each other (so their runs share the engine's batch)
+with the code a moment apart, press Run within about a second of each other (so their runs can meet in the engine's batch)
 and answer the poll (benchmarks/room_size.py's class, at a size that fits the suite; the benchmark measures the
 machine's room size with the real model, in both modes). Queue mode's sessions: test_run_every_page.py, test_room_class.py.
 
