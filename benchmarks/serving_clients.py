@@ -4,7 +4,7 @@ clients' means beside the server's own /metrics over the same requests.
 Each client lives in a venv of its own outside the clone (they pin other versions of torch and transformers than
 ours): `python3.11 -m venv ~/.cache/two-bends/guidellm-venv && ~/.cache/two-bends/guidellm-venv/bin/pip install
 guidellm==0.8.1`, the same for aiperf==0.13.0 (TWO_BENDS_GUIDELLM_VENV / TWO_BENDS_AIPERF_VENV point elsewhere).
-Offline, both load the tokenizer from the converted model's folder (`cache_root()/CACHE_FOLDER`); online, the
+Offline, both load the tokenizer from the converted model's folder (`model_store.bundled_folder()`); online, the
 served name (the model's Hugging Face id) is enough. Each run starts a fresh server, sends streamed chat requests
 of fixed lengths (`ignore_eos`), reads /metrics before and after, and compares means: TTFT; the per-request
 inter-token latency both clients report ((last token - first token) / (tokens - 1), averaged over requests) with
@@ -28,7 +28,7 @@ from pathlib import Path
 
 from benchmarks._servers import serve
 from engine.loading.cache_folder import cache_root
-from engine.loading.model_store import CACHE_FOLDER
+from engine.loading.model_store import bundled_folder
 from engine.serving.client.openai_client import Client, parse_metrics
 from tests.browser.appdriver import stop_server
 
@@ -49,7 +49,7 @@ def installed(client: str) -> bool:
 
 def tokenizer_folder() -> Path:
     """The converted bundled model's folder: tokenizer.json, tokenizer_config.json and the chat template."""
-    return cache_root() / CACHE_FOLDER
+    return bundled_folder()
 
 
 @dataclass

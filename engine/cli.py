@@ -88,13 +88,12 @@ def _printable(text: str) -> str:
 
 def cmd_prepare(args) -> int:
     """Convert and cache the bundled model ahead of time (the dashboard and tests call this)."""
-    from engine.loading.cache_folder import cache_root, clean_stale_conversions
-    from engine.loading.model_store import ALIASES, BUNDLED, CACHE_FOLDER
+    from engine.loading.cache_folder import clean_stale_conversions
+    from engine.loading.model_store import ALIASES, BUNDLED, bundled_converted, bundled_folder
 
-    cached = cache_root() / CACHE_FOLDER
     clean_stale_conversions()
-    if ALIASES.get(args.model.lower()) == BUNDLED and (cached / "COMPLETE").is_file():
-        print(f"bundled model already converted: {cached}")  # no torch imported: dashboard.sh's every start
+    if ALIASES.get(args.model.lower()) == BUNDLED and bundled_converted():
+        print(f"bundled model already converted: {bundled_folder()}")  # no torch imported: dashboard.sh's every start
         return 0
     from engine.loading.loader import load_model
 

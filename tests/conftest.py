@@ -67,12 +67,11 @@ def smollm() -> engine.LoadedModel:
 @pytest.fixture(scope="session")
 def smollm_tokenizer():
     """The real SmolLM2's tokenizer alone, read from the converted cache (no weights, no kernels: milliseconds)."""
-    from engine.loading import cache_folder, model_store, tokenizer_file
+    from engine.loading import model_store, tokenizer_file
 
-    folder = cache_folder.cache_root() / model_store.CACHE_FOLDER
-    if not (folder / "COMPLETE").is_file():  # not converted yet (scripts/test.sh runs `engine prepare` first): load it
+    if not model_store.bundled_converted():  # not converted yet (scripts/test.sh runs `engine prepare` first): load it
         return engine.load_model("smollm2-135m", device="cpu").tokenizer
-    return tokenizer_file.read_cached(str(folder))
+    return tokenizer_file.read_cached(str(model_store.bundled_folder()))
 
 
 @pytest.fixture

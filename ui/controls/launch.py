@@ -71,12 +71,11 @@ _preimport: threading.Thread | None = None
 def read_default_tokenizer() -> None:
     """The bundled model's tokenizer read now (where the worker preloads it and its cache is converted), so the worker's
     model description, which names the tokenizer's folder rather than carrying it, finds it already read."""
-    from engine.loading import cache_folder, model_store, tokenizer_file
+    from engine.loading import model_store, tokenizer_file
 
     name = early_start.options_from_env().preload.name.strip().lower()  # the model the early worker loads
-    folder = cache_folder.cache_root() / model_store.CACHE_FOLDER
-    if model_store.ALIASES.get(name) == model_store.BUNDLED and (folder / "COMPLETE").is_file():
-        tokenizer_file.read_cached(str(folder))
+    if model_store.ALIASES.get(name) == model_store.BUNDLED and model_store.bundled_converted():
+        tokenizer_file.read_cached(str(model_store.bundled_folder()))
 
 
 def wait_for_app_modules(timeout: float = 120.0) -> None:

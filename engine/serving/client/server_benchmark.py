@@ -84,15 +84,13 @@ def discover(client: Client, model: str | None) -> str:
 
 
 def _our_tokenizer():
-    from engine.loading.cache_folder import cache_root
     from engine.loading.loader import load_model
-    from engine.loading.model_store import CACHE_FOLDER, DEFAULT_MODEL
+    from engine.loading.model_store import DEFAULT_MODEL, bundled_converted, bundled_folder
 
-    folder = cache_root() / CACHE_FOLDER
-    if (folder / "COMPLETE").is_file():
+    if bundled_converted():
         from engine.loading.tokenizer_file import PlainTokenizer
 
-        return PlainTokenizer.from_folder(folder)
+        return PlainTokenizer.from_folder(bundled_folder())
     return load_model(DEFAULT_MODEL, "cpu").tokenizer
 
 

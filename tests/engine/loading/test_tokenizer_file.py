@@ -82,11 +82,10 @@ def test_a_tokenizer_read_from_a_folder_pickles_as_that_folder_and_is_read_once_
 def test_the_bundled_model_tokenizer_matches_transformers(smollm):
     from transformers import PreTrainedTokenizerFast
 
-    from engine.loading.cache_folder import cache_root
-    from engine.loading.model_store import CACHE_FOLDER
+    from engine.loading.model_store import bundled_folder
 
     assert isinstance(smollm.tokenizer, PlainTokenizer)
-    _assert_same(PreTrainedTokenizerFast.from_pretrained(cache_root() / CACHE_FOLDER), smollm.tokenizer)
+    _assert_same(PreTrainedTokenizerFast.from_pretrained(bundled_folder()), smollm.tokenizer)
 
 
 def test_template_errors_and_a_missing_template_are_engine_errors(tmp_path):
