@@ -150,16 +150,18 @@ def pytest_collection_modifyitems(items):
 # what our client saw with vLLM's own histograms, and beside a room of browsers starting up the client's TTFT was
 # 45 % above vLLM's, so it goes once the work left for the other workers is about its own length (the shorter
 # browser files). SECONDS: each unit's setup and calls as measured on 2 cores, a file not named counting 5.
-VLLM = "vllm"
+# The browser files that share one Chromium and one dashboard per environment (tests/browser/shared.py) are one unit
+# too: they run on one worker in turn, and their dashboards and browser stop when the unit ends.
+VLLM, SHARED = "vllm", "shared dashboards"
+SHARED_FILES = {f"tests/browser/test_{name}.py" for name in
+                ("presenter", "fit_1280", "dark_theme", "lab_traffic", "run_history", "crowd_blank_tab")}
 SECONDS = {
-    VLLM: 75, "tests/engine/serving/client/test_benchmark_clients.py": 16,
+    VLLM: 75, SHARED: 95, "tests/engine/serving/client/test_benchmark_clients.py": 16,
     "tests/browser/test_run_every_page.py": 45, "tests/browser/test_room_class.py": 67,
-    "tests/browser/test_lesson.py": 46, "tests/browser/test_presenter.py": 43, "tests/browser/test_room_gate.py": 40,
-    "tests/browser/test_room_restart.py": 32, "tests/browser/test_crowd.py": 30, "tests/browser/test_fit_1280.py": 27,
-    "tests/engine/labs/test_bench_llamacpp.py": 25, "tests/browser/test_lab_traffic.py": 18,
-    "tests/browser/test_run_history.py": 16,
-    "tests/browser/test_fast_start.py": 15, "tests/browser/test_dark_theme.py": 10,
-    "tests/browser/test_crowd_blank_tab.py": 10, "tests/browser/test_deep_links.py": 10,
+    "tests/browser/test_lesson.py": 46, "tests/browser/test_room_gate.py": 40,
+    "tests/browser/test_room_restart.py": 32, "tests/browser/test_crowd.py": 30,
+    "tests/engine/labs/test_bench_llamacpp.py": 25,
+    "tests/browser/test_fast_start.py": 15, "tests/browser/test_deep_links.py": 10,
     "tests/engine/techniques/test_compiled_decode.py": 28, "tests/pages/test_shipped_links.py": 25,
     "tests/pages/story/test_presets.py": 24, "tests/engine/techniques/test_kernels.py": 18,
     "tests/engine/test_smollm_end_to_end.py": 16, "tests/engine/techniques/test_c_decode.py": 16,
@@ -168,9 +170,10 @@ SECONDS = {
 
 
 def unit_of(nodeid: str) -> str:
-    """The unit of work a test belongs to: 'vllm' for every file with vLLM in its name, else its file."""
+    """The unit of work a test belongs to: 'vllm' for every file with vLLM in its name, SHARED for SHARED_FILES, else
+    its file."""
     path = nodeid.split("::", 1)[0]
-    return VLLM if "vllm" in path.rsplit("/", 1)[-1] else path
+    return VLLM if "vllm" in path.rsplit("/", 1)[-1] else SHARED if path in SHARED_FILES else path
 
 
 def next_unit(waiting: list[str]) -> str:
@@ -228,10 +231,21 @@ def _stop_shared_vllm() -> None:
         _shared_vllm.pop("server").__exit__(None, None, None)
 
 
+def _stop_shared_dashboards() -> None:
+    import sys
+
+    if "tests.browser.shared" in sys.modules:  # imported only where a shared file ran
+        sys.modules["tests.browser.shared"].stop()
+
+
+@pytest.hookimpl(trylast=True)  # after the test's own fixtures are torn down
 def pytest_runtest_teardown(item, nextitem):
     if nextitem is None or not _uses_vllm(nextitem):
         _stop_shared_vllm()
+    if nextitem is None or unit_of(nextitem.nodeid) != unit_of(item.nodeid):
+        _stop_shared_dashboards()
 
 
 def pytest_sessionfinish(session, exitstatus):
     _stop_shared_vllm()  # an interrupted run (Ctrl-C, -x) never reaches the teardown after its last vLLM test
+    _stop_shared_dashboards()

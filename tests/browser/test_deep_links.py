@@ -9,19 +9,19 @@ import os
 
 import pytest
 
-from tests.browser.test_presenter import CHROMIUM, appdriver
+from tests.browser import appdriver
 
 TRACE = "long-prompt-short-answer"
 
 
 @pytest.mark.parametrize("path, heading", [("timing", "ledger"), ("prefill", "Prefill")])
 def test_first_deep_link_on_a_fresh_server_runs_inside_the_app(path, heading):
-    if not os.path.exists(CHROMIUM):
-        pytest.skip(f"{CHROMIUM} is missing (the test command installs Debian's chromium); browser test skipped")
+    if not os.path.exists(appdriver.CHROMIUM):
+        pytest.skip(f"{appdriver.CHROMIUM} is missing (the test command installs Debian's chromium); browser test skipped")
     sync_api = pytest.importorskip("playwright.sync_api", reason="playwright (python) is not installed")
     with appdriver.dashboard({"TWO_BENDS_REPLAY": "1"}) as (url, _):
         with sync_api.sync_playwright() as pw:
-            browser = pw.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox", "--disable-gpu"])
+            browser = pw.chromium.launch(executable_path=appdriver.CHROMIUM, args=["--no-sandbox", "--disable-gpu"])
             try:
                 page = browser.new_page(viewport={"width": 1400, "height": 1000})
                 page.goto(f"{url}/{path}?trace={TRACE}", timeout=120_000)

@@ -5,13 +5,12 @@ text elements Plotly drew in any chart (titles, axis titles, ticks, legend, anno
 may overlap or stick out of their chart. The labs measure live (not in replay mode), so their figure builders
 are drawn with plotly.js from made-up results of realistic size and get the same check.
 """
-import os
 import time
 
 import pytest
 
 from tests import ROOT
-from tests.browser.test_presenter import CHROMIUM, appdriver
+from tests.browser import shared
 
 VIEW = {"width": 1280, "height": 720}
 TRACE = "long-prompt-short-answer"
@@ -96,24 +95,14 @@ def check_charts(charts: list[dict], where: str) -> list[str]:
     return problems
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture
 def browser():
-    if not os.path.exists(CHROMIUM):
-        pytest.skip(f"{CHROMIUM} is missing (the test command installs Debian's chromium); browser test skipped")
-    sync_api = pytest.importorskip("playwright.sync_api", reason="playwright (python) is not installed")
-    with sync_api.sync_playwright() as pw:
-        b = pw.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox", "--disable-gpu",
-                                                               "--disable-background-networking"])
-        try:
-            yield b
-        finally:
-            b.close()
+    return shared.browser()
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture
 def replay_url():
-    with appdriver.dashboard({"TWO_BENDS_REPLAY": "1"}) as (url, _):
-        yield url
+    return shared.dashboard(TWO_BENDS_REPLAY="1")
 
 
 def test_story_pages_fit_a_projector_in_presenter_mode(browser, replay_url):
