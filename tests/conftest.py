@@ -150,15 +150,19 @@ def pytest_collection_modifyitems(items):
 # what our client saw with vLLM's own histograms, and beside a room of browsers starting up the client's TTFT was
 # 45 % above vLLM's, so it goes once the work left for the other workers is about its own length (the shorter
 # browser files). SECONDS: each unit's setup and calls as measured on 2 cores, a file not named counting 5.
-# The browser files that share one Chromium and one dashboard per environment (tests/browser/shared.py) are one unit
-# too: they run on one worker in turn, and their dashboards and browser stop when the unit ends.
-VLLM, SHARED = "vllm", "shared dashboards"
-SHARED_FILES = {f"tests/browser/test_{name}.py" for name in
-                ("presenter", "fit_1280", "dark_theme", "lab_traffic", "run_history", "crowd_blank_tab")}
+# The browser files that share one Chromium and one dashboard per environment (tests/browser/shared.py) are units
+# too: each group runs on one worker in turn, and its dashboards and browser stop when the unit ends.
+VLLM = "vllm"
+SHARED_UNITS = {
+    "tiny and replay dashboards": ("presenter", "fit_1280", "dark_theme", "lab_traffic", "run_history",
+                                   "crowd_blank_tab"),
+    "SmolLM2 dashboard": ("lesson", "run_every_page"),
+}
+SHARED_FILES = {f"tests/browser/test_{name}.py": unit for unit, names in SHARED_UNITS.items() for name in names}
 SECONDS = {
-    VLLM: 75, SHARED: 95, "tests/engine/serving/client/test_benchmark_clients.py": 16,
-    "tests/browser/test_run_every_page.py": 45, "tests/browser/test_room_class.py": 67,
-    "tests/browser/test_lesson.py": 46, "tests/browser/test_room_gate.py": 40,
+    VLLM: 75, "tiny and replay dashboards": 95, "SmolLM2 dashboard": 75,
+    "tests/engine/serving/client/test_benchmark_clients.py": 16,
+    "tests/browser/test_room_class.py": 67, "tests/browser/test_room_gate.py": 40,
     "tests/browser/test_room_restart.py": 32, "tests/browser/test_crowd.py": 30,
     "tests/engine/labs/test_bench_llamacpp.py": 25,
     "tests/browser/test_fast_start.py": 15, "tests/browser/test_deep_links.py": 10,
@@ -170,10 +174,10 @@ SECONDS = {
 
 
 def unit_of(nodeid: str) -> str:
-    """The unit of work a test belongs to: 'vllm' for every file with vLLM in its name, SHARED for SHARED_FILES, else
-    its file."""
+    """The unit of work a test belongs to: 'vllm' for every file with vLLM in its name, its group's name for a file in
+    SHARED_UNITS, else its file."""
     path = nodeid.split("::", 1)[0]
-    return VLLM if "vllm" in path.rsplit("/", 1)[-1] else SHARED if path in SHARED_FILES else path
+    return VLLM if "vllm" in path.rsplit("/", 1)[-1] else SHARED_FILES.get(path, path)
 
 
 def next_unit(waiting: list[str]) -> str:

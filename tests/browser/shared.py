@@ -1,7 +1,7 @@
 """One Chromium and one dashboard per environment, shared by the browser files of one unit of work.
 
-The files in tests/conftest.py's SHARED_FILES form one unit: xdist runs them on one worker, one after another, so a
-dashboard they all use starts once and Chromium launches once (each start costs a few seconds of CPU on 2 cores, beside
+The files of a group in tests/conftest.py's SHARED_UNITS form one unit: xdist runs them on one worker, one after
+another, so a dashboard they all use starts once and Chromium launches once (each start costs a few seconds of CPU on 2 cores, beside
 another worker's browsers). Each test still opens pages of its own (a fresh context: its own cookies, its own
 Streamlit session). tests/conftest.py calls `stop()` when the unit ends, so the next file on that worker can start a
 Playwright of its own.
@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from tests import ROOT
 from tests.browser import appdriver
 
 _open = contextlib.ExitStack()  # what stop() closes: the dashboards, the browser, Playwright
@@ -32,7 +33,10 @@ def dashboard(**env: str) -> str:
     key = tuple(sorted(env.items()))
     if key not in _urls:
         need_browser()
-        url, _proc = _open.enter_context(appdriver.dashboard(env))
+        name = "_".join(f"{k.removeprefix('TWO_BENDS_').lower()}-{v}" for k, v in key)
+        (ROOT / "artifacts").mkdir(exist_ok=True)
+        log = ROOT / "artifacts" / f"streamlit-shared-{name}.log"  # its terminal output, for a failure's reader
+        url, _proc = _open.enter_context(appdriver.dashboard(env, log))
         _urls[key] = url
     return _urls[key]
 

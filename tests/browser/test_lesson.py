@@ -1,17 +1,15 @@
 """The shipped 45-minute lesson end to end in real Chromium, with the real SmolLM2: opened by its link in presenter
 mode, every step reached with the PageDown key, its page shown, the step in the address bar, and every step that runs
 (its own request, or Home's preset) saying it produced the lengths it asked for; PageUp goes back, a reload lands on
-the same step, and the teacher sheet prints on one A4 page. Screenshots go to artifacts/screenshots/lesson-*.png
+the same step, and the teacher sheet prints on one A4 page. The dashboard and Chromium are shared with
+tests/browser/test_run_every_page.py (tests/browser/shared.py). Screenshots go to artifacts/screenshots/lesson-*.png
 when that folder exists.
 """
 import os
 import re
-from pathlib import Path
-
-import pytest
 
 from tests import ROOT
-from tests.browser import appdriver
+from tests.browser import appdriver, shared
 from ui.demo import lesson, lesson_sheet, links
 
 MODEL = os.environ.get("TWO_BENDS_BROWSER_MODEL", "smollm2-135m")  # the presets' verdicts need the real model
@@ -19,12 +17,6 @@ SHOTS = ROOT / "artifacts" / "screenshots"
 LESSON = lesson.load(ROOT / "assets" / "lessons" / "45-minutes.json", pages=lesson.app_pages())
 STEP_MS = 120_000  # a page drawn on a busy 2-core machine
 RUN_MS = 300_000  # a preset's probe (four short runs, one of 1,024 tokens) and its run
-
-
-def _need_browser() -> None:
-    if not Path(appdriver.CHROMIUM).exists():
-        pytest.skip(f"{appdriver.CHROMIUM} is missing (the test command installs Debian's chromium)")
-    pytest.importorskip("playwright.sync_api", reason="playwright (python) is not installed")
 
 
 def _wait_step(page, number: int, path: str) -> None:
@@ -53,58 +45,47 @@ def _no_exception(page, where: str) -> None:
 
 
 def test_the_45_minute_lesson_runs_end_to_end():
-    _need_browser()
-    from playwright.sync_api import sync_playwright
+    url = shared.dashboard(TWO_BENDS_MODEL=MODEL)
+    page = shared.browser().new_page(viewport={"width": 1280, "height": 720})
+    try:
+        page.goto(f"{url}/{LESSON.link(1)}", timeout=STEP_MS)
+        for number, step in enumerate(LESSON.steps, start=1):
+            _wait_step(page, number, step.page)
+            if step.runs:
+                line = _check_line(page)
+                assert "as asked" in line, f"step {number} ({step.title}): {line}"
+            if step.page == "poll":  # the poll page opens with the step's question chosen
+                page.wait_for_function("(q) => { const box = document.querySelector('.st-key-poll_pick input');"
+                                       " return box && box.value === q; }", arg=step.poll_question,
+                                       timeout=STEP_MS)
+            _no_exception(page, f"step {number} ({step.page})")
+            assert page.locator("[data-testid='stSidebar']").is_hidden(), f"step {number}: presenter mode"
+            if SHOTS.exists():
+                page.screenshot(path=str(SHOTS / f"lesson-{number:02d}-{step.page}.png"))
+            if number < len(LESSON.steps):
+                page.evaluate("() => document.activeElement && document.activeElement.blur()")  # not a field
+                page.keyboard.press("PageDown")
+        page.wait_for_function("() => [...document.querySelectorAll('.st-key-lesson_next button')]"
+                               ".every((b) => b.disabled)", timeout=STEP_MS)  # the last step: no Next
+        assert page.locator("[data-testid='stSidebar']").is_hidden()  # presenter mode all the way
 
-    (ROOT / "artifacts").mkdir(exist_ok=True)
-    log = ROOT / "artifacts" / "streamlit-lesson.log"
-    with appdriver.dashboard(dict(TWO_BENDS_MODEL=MODEL), log) as (url, _), sync_playwright() as pw:
-        browser = appdriver.launch(pw)
-        try:
-            page = browser.new_page(viewport={"width": 1280, "height": 720})
-            page.goto(f"{url}/{LESSON.link(1)}", timeout=STEP_MS)
-            for number, step in enumerate(LESSON.steps, start=1):
-                _wait_step(page, number, step.page)
-                if step.runs:
-                    line = _check_line(page)
-                    assert "as asked" in line, f"step {number} ({step.title}): {line}"
-                if step.page == "poll":  # the poll page opens with the step's question chosen
-                    page.wait_for_function("(q) => { const box = document.querySelector('.st-key-poll_pick input');"
-                                           " return box && box.value === q; }", arg=step.poll_question,
-                                           timeout=STEP_MS)
-                _no_exception(page, f"step {number} ({step.page})")
-                assert page.locator("[data-testid='stSidebar']").is_hidden(), f"step {number}: presenter mode"
-                if SHOTS.exists():
-                    page.screenshot(path=str(SHOTS / f"lesson-{number:02d}-{step.page}.png"))
-                if number < len(LESSON.steps):
-                    page.evaluate("() => document.activeElement && document.activeElement.blur()")  # not a field
-                    page.keyboard.press("PageDown")
-            page.wait_for_function("() => [...document.querySelectorAll('.st-key-lesson_next button')]"
-                                   ".every((b) => b.disabled)", timeout=STEP_MS)  # the last step: no Next
-            assert page.locator("[data-testid='stSidebar']").is_hidden()  # presenter mode all the way
-
-            page.keyboard.press("PageUp")
-            before = len(LESSON.steps) - 1
-            _wait_step(page, before, LESSON.steps[before - 1].page)
-            page.reload()  # F5: a new session, the same step
-            _wait_step(page, before, LESSON.steps[before - 1].page)
-            _no_exception(page, "the reloaded step")
-        finally:
-            browser.close()
+        page.keyboard.press("PageUp")
+        before = len(LESSON.steps) - 1
+        _wait_step(page, before, LESSON.steps[before - 1].page)
+        page.reload()  # F5: a new session, the same step
+        _wait_step(page, before, LESSON.steps[before - 1].page)
+        _no_exception(page, "the reloaded step")
+    finally:
+        page.close()
 
 
 def test_the_teacher_sheet_prints_on_one_page():
-    _need_browser()
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as pw:
-        browser = appdriver.launch(pw)
-        try:
-            page = browser.new_page()
-            page.set_content(lesson_sheet.html(LESSON))
-            pdf = page.pdf(prefer_css_page_size=True, print_background=True)
-        finally:
-            browser.close()
+    page = shared.browser().new_page()
+    try:
+        page.set_content(lesson_sheet.html(LESSON))
+        pdf = page.pdf(prefer_css_page_size=True, print_background=True)
+    finally:
+        page.close()
     pages = len(re.findall(rb"/Type\s*/Page(?!s)", pdf))
     assert pages == 1, f"the teacher sheet prints on {pages} pages"
     if SHOTS.exists():

@@ -1,17 +1,17 @@
 """Real-browser end-to-end tests: `streamlit run app.py` with the real bundled SmolLM2 (TWO_BENDS_MODEL=smollm2-135m)
-in its default queue mode, started once for the module: headless Chromium presses Run and visits every page; then two
-students share the engine and one closes the tab mid-run. Screenshots go to artifacts/screenshots/.
+in its default queue mode, started once for this file and the lesson's (tests/browser/shared.py): headless Chromium
+presses Run and visits every page; then two students share the engine and one closes the tab mid-run. Screenshots go
+to artifacts/screenshots/.
 (Sessions sharing a batch-mode server: tests/browser/test_crowd.py.)
 """
 import os
 import re
 import time
-from pathlib import Path
 
 import pytest
 
 from tests import ROOT
-from tests.browser import appdriver
+from tests.browser import appdriver, shared
 
 SHOTS = ROOT / "artifacts" / "screenshots"
 RUN_TIMEOUT_MS = 300_000  # generous: a default run takes a few seconds, but CI machines can be very busy
@@ -19,34 +19,16 @@ MODEL = os.environ.get("TWO_BENDS_BROWSER_MODEL", "smollm2-135m")  # the real mo
 
 
 
-def _need_browser() -> None:
-    if not Path(appdriver.CHROMIUM).exists():
-        pytest.skip(f"{appdriver.CHROMIUM} is missing (the test command installs Debian's chromium)")
-    pytest.importorskip("playwright.sync_api", reason="playwright (python) is not installed")
-
-
-def _log(name: str) -> Path | None:
-    (ROOT / "artifacts").mkdir(exist_ok=True)
-    return ROOT / "artifacts" / f"streamlit-{name}.log"
-
-
 def _no_exception(page, where: str) -> None:
     text = appdriver.exception_text(page)
     assert text is None, f"Streamlit exception on {where}: {text}"
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture
 def dashboard():
-    """(url, browser): one dashboard on the real model, queue mode (the default), and one Chromium for the module."""
-    _need_browser()
-    from playwright.sync_api import sync_playwright
-
-    with appdriver.dashboard(dict(TWO_BENDS_MODEL=MODEL), _log("browser-test")) as (url, _), sync_playwright() as pw:
-        browser = appdriver.launch(pw)
-        try:
-            yield url, browser
-        finally:
-            browser.close()
+    """(url, browser): the dashboard on the real model, queue mode (the default), and Chromium, both shared with the
+    lesson's test (tests/browser/shared.py)."""
+    return shared.dashboard(TWO_BENDS_MODEL=MODEL), shared.browser()
 
 
 def test_run_then_visit_every_page(dashboard):
