@@ -144,14 +144,14 @@ def pytest_collection_modifyitems(items):
 
 # --- how xdist hands out the work (`-n N --dist loadfile`) ---------------------------------------------------------
 # A file's tests stay on one worker, in order, so its module fixtures (a dashboard, a room) start once; every file
-# that uses vLLM is one unit, so the shared vLLM starts once. (xdist's own `--dist loadgroup` cannot group here: on
-# pytest 9 the group suffix it writes into `item._nodeid` no longer reaches the node id.) The longest units go
-# first, so no worker is left with a long file at the end while the others idle, except vLLM's: its tests compare
-# what our client saw with vLLM's own histograms, and beside a room of browsers starting up the client's TTFT was
-# 45 % above vLLM's, so it goes once the work left for the other workers is about its own length (the shorter
-# browser files). SECONDS: each unit's setup and calls as measured on 2 cores, a file not named counting 5.
-# The browser files that share one Chromium and one dashboard per environment (tests/browser/shared.py) are units
-# too: each group runs on one worker in turn, and its dashboards and browser stop when the unit ends.
+# that uses vLLM is one unit, so the shared vLLM starts once, and the browser files that share one Chromium and one
+# dashboard per environment (tests/browser/shared.py) are one unit per group, their dashboards and browser stopped when
+# the unit ends. (xdist's own `--dist loadgroup` cannot group here: on pytest 9 the group suffix it writes into
+# `item._nodeid` no longer reaches the node id.) vLLM's unit goes first: its tests compare what our client saw with
+# vLLM's own histograms, and beside a room of browsers starting up (or aiperf and llama.cpp's bench) our client's TTFT
+# read 45-80 % above vLLM's, so it runs beside the longest unit, one page at a time on a tiny model. Then the longest
+# units go first, so no worker is left with a long one at the end while the others idle. SECONDS: each unit's setup
+# and calls as measured on 2 cores, a file not named counting 5.
 VLLM = "vllm"
 SHARED_UNITS = {
     "tiny and replay dashboards": ("presenter", "fit_1280", "dark_theme", "lab_traffic", "run_history",
@@ -181,13 +181,11 @@ def unit_of(nodeid: str) -> str:
 
 
 def next_unit(waiting: list[str]) -> str:
-    """Which of the waiting units (in collection order) a free worker takes: vLLM's once what is left beside it is
-    no longer than it, else the longest (the first of equals)."""
-    seconds = [SECONDS.get(unit, 5) for unit in waiting]
-    if VLLM in waiting and sum(seconds) - SECONDS[VLLM] <= SECONDS[VLLM]:
+    """Which of the waiting units (in collection order) a free worker takes: vLLM's first, then the longest (the first
+    of equals)."""
+    if VLLM in waiting:
         return VLLM
-    others = [(s, -i, unit) for i, (s, unit) in enumerate(zip(seconds, waiting)) if unit != VLLM]
-    return max(others)[2]
+    return max((SECONDS.get(unit, 5), -i, unit) for i, unit in enumerate(waiting))[2]
 
 
 def pytest_xdist_make_scheduler(config, log):

@@ -73,16 +73,18 @@ def test_a_test_run_alone_outside_the_alone_paths_stops_the_collection():
         pytest_collection_modifyitems([Item("tests/engine/core/test_x.py::test_y", True)])
 
 
-def test_workers_take_the_longest_file_first_and_vllm_once_little_is_left_beside_it():
-    from tests.conftest import SECONDS, VLLM, next_unit, unit_of
+def test_vllm_goes_first_beside_the_longest_unit_then_the_longest_first():
+    from tests.conftest import SECONDS, SHARED_UNITS, VLLM, next_unit, unit_of
 
     assert unit_of("tests/ui/engine_link/test_remote_engine_vllm.py::test_a") == VLLM == unit_of(
         "tests/engine/serving/client/test_vllm.py::test_b")
-    assert unit_of("tests/browser/test_lesson.py::test_c") == "tests/browser/test_lesson.py"
-    lesson, room, small = "tests/browser/test_lesson.py", "tests/browser/test_room_class.py", "tests/x/test_small.py"
-    assert next_unit([small, lesson, VLLM, room]) == room  # the longest, though vLLM's unit is longer still
+    assert unit_of("tests/browser/test_deep_links.py::test_c") == "tests/browser/test_deep_links.py"
+    assert unit_of("tests/browser/test_lesson.py::test_c") == unit_of("tests/browser/test_run_every_page.py::test_d")
+    units = [unit_of(f"tests/browser/test_{name}.py::t") for names in SHARED_UNITS.values() for name in names]
+    assert set(units) == set(SHARED_UNITS)  # a group's files: one unit, named for the group
+    room, small = "tests/browser/test_room_class.py", "tests/x/test_small.py"
+    assert next_unit([small, room, VLLM]) == VLLM  # first, wherever it was collected
+    assert next_unit([small, room]) == room  # then the longest
     assert next_unit([small, "tests/x/test_other.py"]) == small  # equals: the first
-    shorter = [u for u in SECONDS if u != VLLM and SECONDS[u] < SECONDS[VLLM] // 2][:2]
-    assert sum(SECONDS[u] for u in shorter) <= SECONDS[VLLM]
-    assert next_unit([*shorter, VLLM]) == VLLM  # little left beside it: vLLM's turn
-    assert next_unit([VLLM]) == VLLM
+    # so vLLM's companion is the longest other unit: the group that opens one page at a time on a tiny model
+    assert max((s, u) for u, s in SECONDS.items() if u != VLLM)[1] == "tiny and replay dashboards"
