@@ -1,6 +1,7 @@
 """KV-cache accounting, sampling, traces, attention capture and every bad-input error (tiny models)."""
 import dataclasses
 import json
+import os
 import subprocess
 import sys
 import threading
@@ -14,6 +15,7 @@ from engine.core import generate as gen
 from engine.core.sampling import make_generator, sample
 from engine.core.sampling_params import SamplingParams
 from engine.loading import model_store
+from engine.techniques.measured_cache import CACHE_FILE
 
 
 def test_kv_cache_bytes_follow_the_formula(tiny_llama):
@@ -194,10 +196,15 @@ def test_cli_json_has_the_trace_keys():
     assert len(data["output_ids"]) == 4 and len(data["steps"]) == 3
 
 
-def test_bench_quick_smoke_prints_every_row():
-    out = subprocess.run([sys.executable, "-m", "engine", "bench", "--quick", "--repeats", "1", "--model", "tiny-llama"],
-                         capture_output=True, text=True, timeout=300)
+def test_bench_quick_prints_every_row_and_can_measure_the_kernels_again(tmp_path):
+    """One quick bench in an empty cache, its kernel verdicts measured again: every row, and what was measured."""
+    env = os.environ | {"TWO_BENDS_CACHE": str(tmp_path)}
+    out = subprocess.run([sys.executable, "-m", "engine", "bench", "--quick", "--repeats", "1", "--model", "tiny-llama",
+                          "--remeasure-kernels"], capture_output=True, text=True, timeout=300, env=env)
     assert out.returncode == 0, out.stderr
+    line = next(x for x in out.stdout.splitlines() if x.startswith("# kernels chosen by measurement: "))
+    assert "decode step's matmuls: " in line and "plain" in line and "measured now" in line
+    assert (tmp_path / CACHE_FILE).is_file()
     for label in ("streaming read", "prefill 32 tokens", "decode step @ context 128", "generate 64 + 8 tokens",
                   "Trace bookkeeping", "fast and plain kernels give the same 8 greedy tokens: True", "no vLLM column",
                   "read by torch in the step's own pieces"):

@@ -319,20 +319,6 @@ def test_a_real_measurement_on_a_tiny_model(monkeypatch, tmp_path, plain_llama):
     assert all(v > 0 for phase in choice.ms.values() for v in phase.values())
 
 
-def test_bench_says_what_was_measured_and_can_measure_again(tmp_path):
-    import os
-    import subprocess
-    import sys
-
-    env = os.environ | {"TWO_BENDS_CACHE": str(tmp_path)}
-    out = subprocess.run([sys.executable, "-m", "engine", "bench", "--quick", "--repeats", "1", "--model", "tiny-llama",
-                          "--no-vllm", "--remeasure-kernels"], capture_output=True, text=True, timeout=600, env=env)
-    assert out.returncode == 0, out.stderr
-    line = next(x for x in out.stdout.splitlines() if x.startswith("# kernels chosen by measurement: "))
-    assert "decode step's matmuls: " in line and "plain" in line and "measured now" in line
-    assert (tmp_path / CACHE_FILE).is_file()
-
-
 @pytest.mark.parametrize("kernel", [k for k in CANDIDATES if available(k, torch.bfloat16) and k != "plain"])
 def test_each_bfloat16_candidate_stays_close_to_plain(monkeypatch, tmp_path, kernel):
     """bfloat16 rounds differently per kernel (accumulation order): logits close, not bit-equal; decode and prompts."""
