@@ -69,7 +69,7 @@ def tab(room):
 def test_no_page_without_the_code(room, tab, path):
     url, browser, _ = room
     page = join_form(browser, url, path, tab)
-    time.sleep(1.0)  # let anything that would leak draw
+    appdriver.settle(page)  # the script run is over: anything that would leak is drawn
     titles = [t.strip() for t in page.locator("h1").all_inner_texts()]
     assert titles == ["Two Bends — join the room"]
     assert page.locator("[data-testid='stSidebarNav']").count() == 0
