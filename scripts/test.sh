@@ -26,17 +26,29 @@ if [ $# -gt 0 ]; then  # a chosen part (paths, -k, -x ...): one pytest run of it
   exec .venv/bin/python -m pytest -q -rs "$@"
 fi
 # The whole suite in parts. First everything but the real browsers and vLLM, on every core (pytest-xdist; a file's
-# tests stay on one worker, in order, longest files first: tests/conftest.py). Then the fallbacks forced, then the
-# tests marked `alone` (a real browser or vLLM); last, alone, the `timed` ones. Timings of each part:
-# docs/performance.md, "The test suite".
+# tests stay on one worker, in order, longest files first: tests/conftest.py), and beside it, as one more process,
+# the fallbacks forced in one place (--backends=plain: plain nn.Linear, the eager decode step, no C, no compile) on the
+# paths a user's run takes: the model against transformers, queue and batch, the story pages' runs. Its ~20 s of work
+# fills cores the parallel part leaves idle while its tests wait on servers and timers; its threads sleep at barriers
+# (OMP_WAIT_POLICY=PASSIVE, as the xdist workers' do) and its report follows the parallel part's. Then the tests marked
+# `alone` (a real browser or vLLM); last, alone, the `timed` ones. Timings of each part: docs/performance.md, "The test
+# suite".
 WORKERS=$(( $(nproc) < 4 ? $(nproc) : 4 ))
 status=0
-.venv/bin/python -m pytest -q -rs -n "$WORKERS" --dist loadfile -m "not alone" || status=$?
-# The fallbacks, forced in one place (--backends=plain: plain nn.Linear, the eager decode step, no C, no compile), on
-# the paths a user's run takes: the model against transformers, queue and batch, the story pages' runs.
-.venv/bin/python -m pytest -q -rs -n "$WORKERS" --dist loadfile --backends=plain -m "not alone" \
+fallbacks_log=$(mktemp)
+OMP_WAIT_POLICY=PASSIVE .venv/bin/python -m pytest -q -rs -n 0 --backends=plain -m "not alone" \
   tests/engine/core/test_model_parity.py tests/engine/core/test_reference.py tests/pages/story/test_prefill_decode.py \
-  tests/engine/test_smollm_end_to_end.py::test_greedy_tokens_are_the_same_alone_queued_and_batched || status=$(( status ? status : $? ))
+  tests/engine/test_smollm_end_to_end.py::test_greedy_tokens_are_the_same_alone_queued_and_batched \
+  > "$fallbacks_log" 2>&1 &
+fallbacks=$!
+trap 'kill "$fallbacks" 2>/dev/null || true' EXIT  # interrupted: the fallbacks' run stops too
+.venv/bin/python -m pytest -q -rs -n "$WORKERS" --dist loadfile -m "not alone" || status=$?
+fallbacks_status=0
+wait "$fallbacks" || fallbacks_status=$?
+echo "[test] the fallbacks forced (--backends=plain), run beside the part above:"
+cat "$fallbacks_log"
+rm -f "$fallbacks_log"
+status=$(( status ? status : fallbacks_status ))
 # The real browsers and vLLM, a file per worker (its dashboard, or the one shared vLLM, starts once), as many workers
 # as cores and nothing beside them: with a third worker on 2 cores,
 # vLLM's TTFT as our client saw it drifted 21 % from vLLM's own histogram.
