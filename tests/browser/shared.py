@@ -1,10 +1,10 @@
 """One Chromium and one dashboard per environment, shared by the browser files of one unit of work.
 
 The files of a group in tests/conftest.py's SHARED_UNITS form one unit: xdist runs them on one worker, one after
-another, so a dashboard they all use starts once and Chromium launches once (each start costs a few seconds of CPU on 2 cores, beside
-another worker's browsers). Each test still opens pages of its own (a fresh context: its own cookies, its own
-Streamlit session). tests/conftest.py calls `stop()` when the unit ends, so the next file on that worker can start a
-Playwright of its own.
+another, so a dashboard they all use starts once and Chromium launches once (each start costs a few seconds of CPU
+on 2 cores, beside another worker's browsers). Each test still opens pages of its own (a fresh context: its own
+cookies, its own Streamlit session). tests/conftest.py calls `stop()` when the unit ends, so the next file on that
+worker can start a Playwright of its own.
 """
 from __future__ import annotations
 
