@@ -110,10 +110,11 @@ def cmd_bench(args) -> int:
 
 
 def cmd_serve(args) -> int:
-    from engine.serving.api_server.openai_server import serve
-    from engine.serving.scheduling.continuous_batch import check_token_budget
+    from engine.serving.scheduling.token_budget import check_token_budget
 
-    check_token_budget(args.max_num_batched_tokens, args.max_batch)  # one line before binding or loading anything
+    check_token_budget(args.max_num_batched_tokens, args.max_batch)  # one line before importing, binding or loading
+    from engine.serving.api_server.openai_server import serve
+
     serve(args)
     return 0
 

@@ -41,3 +41,9 @@ def test_the_dashboards_own_modules_import_no_torch():
     code = ("import sys, importlib, ui.controls.launch as launch; [importlib.import_module(m) for m in launch.APP_MODULES]; "
             "print('torch' in sys.modules)")
     assert _run(code).splitlines()[-1] == "False"
+
+
+def test_serve_refuses_a_bad_token_budget_before_it_imports_torch():
+    code = ("import sys; from engine.cli import main; rc = main(['serve', '--max-num-batched-tokens', '0']); "
+            "print(rc, 'torch' in sys.modules)")
+    assert _run(code).splitlines()[-1] == "2 False"

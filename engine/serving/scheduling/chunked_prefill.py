@@ -8,7 +8,6 @@ logged (StepRecord) for the Traffic lab's timeline. Mixed into engine/serving/sc
 """
 from __future__ import annotations
 
-import numbers
 from dataclasses import dataclass, field
 
 import torch
@@ -16,7 +15,6 @@ import torch
 from engine.core.clock import now
 from engine.core.sampling import sample_with
 from engine.core.trace import DecodeStep
-from engine.errors import EngineError
 
 
 @dataclass
@@ -26,18 +24,6 @@ class StepRecord:
     end: float
     decode: list[int] = field(default_factory=list)  # request ids that took one decode token each
     chunks: list[tuple[int, int, int]] = field(default_factory=list)  # (request id, first prompt position, tokens)
-
-
-def check_token_budget(budget, max_batch: int) -> int | None:
-    """max_num_batched_tokens as given, or one clear EngineError line (None: whole prefills, no chunking)."""
-    if budget is None:
-        return None
-    if isinstance(budget, bool) or not isinstance(budget, numbers.Integral):
-        raise EngineError(f"max_num_batched_tokens must be a whole number of tokens per step (got {budget!r})")
-    if budget < max_batch:
-        raise EngineError(f"max_num_batched_tokens {budget} is too small: a step holds one token for each rider and at "
-                          f"least one for a joining prompt, so with max_batch {max_batch} it must be at least {max_batch}")
-    return int(budget)
 
 
 class ChunkedPrefill:

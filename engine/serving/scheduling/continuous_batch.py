@@ -28,7 +28,8 @@ from engine.core.trace import DecodeStep, Trace
 from engine.host.cpu_wait import CpuWaitMeter, Wait
 from engine.host.machine_load import WATCH, LoadWatch
 from engine.host.thread_governor import ThreadGovernor, use_threads
-from engine.serving.scheduling.chunked_prefill import ChunkedPrefill, check_token_budget
+from engine.serving.scheduling.chunked_prefill import ChunkedPrefill
+from engine.serving.scheduling.token_budget import check_token_budget
 from engine.serving.scheduling.work import Done, Failed, ModelSpec, Request, Started, failure_message, token_event
 
 

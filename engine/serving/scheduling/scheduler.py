@@ -21,12 +21,13 @@ from engine.core.prompting import check_context, encode_prompt
 from engine.errors import EngineError
 from engine.host.machine_load import WATCH
 from engine.host.run_watch import RunWatch
-from engine.serving.scheduling.chunked_prefill import StepRecord, check_token_budget
+from engine.serving.scheduling.chunked_prefill import StepRecord
 from engine.serving.scheduling.continuous_batch import Batch
 from engine.serving.scheduling.job_runner import run_lab_job
 from engine.serving.scheduling.model_pool import ModelPool
 from engine.serving.scheduling.os_memory import release_free_memory
 from engine.serving.scheduling.slices import Slices
+from engine.serving.scheduling.token_budget import check_token_budget
 from engine.serving.scheduling.waiting_queue import WaitingQueue, check_request
 from engine.serving.scheduling.work import (
     Done,
