@@ -43,8 +43,7 @@ def _wait_token(page, expected: int, timeout_s: float = 60.0) -> None:
 def test_presenter_keys_drive_decode_and_prefill(replay_server):
     page = shared.browser().new_page(viewport={"width": 1280, "height": 720})
     try:
-        # straight to a deep link on a fresh server (the layout lives in app_pages/, so Streamlit never runs
-        # a page file on its own)
+        # straight to a deep link (on a fresh server's first request: tests/browser/test_deep_links.py)
         page.goto(f"{replay_server}/decode?present=1&trace={TRACE}", timeout=120_000)
         page.get_by_text(re.compile(r"^Token 1 of 8")).first.wait_for(timeout=120_000)
         page.locator("[data-testid='stSidebar']").wait_for(state="hidden", timeout=30_000)  # presenter: no sidebar
@@ -95,7 +94,7 @@ def test_presenter_keys_drive_decode_and_prefill(replay_server):
 
 
 def test_a_presenter_link_with_run_runs_when_opened_without_a_sidebar():
-    """A prepared link is a prepared slide: a fresh browser opens it, the run starts by itself and finishes, the
+    """A prepared link is a prepared slide: a fresh browser context opens it, the run starts by itself and finishes, the
     sidebar stays hidden, and presenter mode's bar reaches the labs, the glossary and Run (tiny model, thread worker)."""
     url = shared.dashboard(TWO_BENDS_MODEL="tiny-llama", TWO_BENDS_WORKER="thread")
     page = shared.browser().new_page(viewport={"width": 1280, "height": 720})
