@@ -47,11 +47,6 @@ def installed(client: str) -> bool:
     return (venv(client) / "bin" / client).is_file()
 
 
-def tokenizer_folder() -> Path:
-    """The converted bundled model's folder: tokenizer.json, tokenizer_config.json and the chat template."""
-    return bundled_folder()
-
-
 @dataclass
 class Load:
     requests: int = 24
@@ -62,7 +57,7 @@ class Load:
 
 def command(client: str, url: str, model: str, load: Load, out: Path) -> tuple[list[str], dict]:
     """(argv, environment) of one client run writing its results under `out`."""
-    exe, tokenizer = str(venv(client) / "bin" / client), str(tokenizer_folder())
+    exe, tokenizer = str(venv(client) / "bin" / client), str(bundled_folder())
     env = dict(os.environ, DO_NOT_TRACK="1")
     if client == "guidellm":
         env["HF_HUB_OFFLINE"] = "1"  # the tokenizer is a local folder: nothing to fetch

@@ -153,6 +153,15 @@ def stop_server(proc: subprocess.Popen, grace_s: float = 30.0) -> None:
         proc.wait(10)
 
 
+def need_browser():
+    """Playwright's sync API, or the test skipped saying why (Chromium or Playwright missing)."""
+    import pytest
+
+    if not Path(CHROMIUM).exists():
+        pytest.skip(f"{CHROMIUM} is missing (the test command installs Debian's chromium); browser test skipped")
+    return pytest.importorskip("playwright.sync_api", reason="playwright (python) is not installed")
+
+
 def launch(playwright):
     browser = playwright.chromium.launch(executable_path=CHROMIUM, args=BROWSER_ARGS)
     keep_normal_priority()

@@ -9,9 +9,6 @@ worker can start a Playwright of its own.
 from __future__ import annotations
 
 import contextlib
-from pathlib import Path
-
-import pytest
 
 from tests import ROOT
 from tests.browser import appdriver
@@ -21,18 +18,11 @@ _urls: dict[tuple, str] = {}  # the environment a dashboard was started with -> 
 _browser: list = []  # the one Chromium, once launched
 
 
-def need_browser() -> None:
-    """Skip, saying why, where Chromium or Playwright is missing."""
-    if not Path(appdriver.CHROMIUM).exists():
-        pytest.skip(f"{appdriver.CHROMIUM} is missing (the test command installs Debian's chromium); browser test skipped")
-    pytest.importorskip("playwright.sync_api", reason="playwright (python) is not installed")
-
-
 def dashboard(**env: str) -> str:
     """The URL of the dashboard started with `env` (on first use; the tests' own environment under it)."""
     key = tuple(sorted(env.items()))
     if key not in _urls:
-        need_browser()
+        appdriver.need_browser()
         name = "_".join(f"{k.removeprefix('TWO_BENDS_').lower()}-{v}" for k, v in key)
         (ROOT / "artifacts").mkdir(exist_ok=True)
         log = ROOT / "artifacts" / f"streamlit-shared-{name}.log"  # its terminal output, for a failure's reader
@@ -44,7 +34,7 @@ def dashboard(**env: str) -> str:
 def browser():
     """The unit's Chromium (launched on first use)."""
     if not _browser:
-        need_browser()
+        appdriver.need_browser()
         from playwright.sync_api import sync_playwright
 
         playwright = _open.enter_context(sync_playwright())

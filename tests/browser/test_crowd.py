@@ -9,18 +9,13 @@ the server's own CPU (read from /proc) is there to be counted. A tab that went b
 index") is reloaded by the harness and counted: the test warns with the count rather than failing, as the room tests
 do, since Streamlit's frontend decides it; the benchmark counts such a room as not held."""
 import warnings
-from pathlib import Path
-
-import pytest
 
 from tests import ROOT
 from tests.browser import appdriver
 
 
 def test_four_students_join_run_together_and_answer_in_batch_mode():
-    if not Path(appdriver.CHROMIUM).exists():
-        pytest.skip(f"{appdriver.CHROMIUM} is missing (the test command installs Debian's chromium)")
-    pytest.importorskip("playwright.async_api", reason="playwright (python) is not installed")
+    appdriver.need_browser()
     from benchmarks import room_size
 
     args = room_size.defaults(join_over=4.0, idle=1.0, run_over=1.0, timeout=120.0, model="tiny-llama")

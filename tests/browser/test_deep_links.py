@@ -5,7 +5,6 @@ it never runs a page file alone; the launcher (ui/controls/launch.py, what scrip
 mode off before the first request, so the first visitor arriving by a path-style link gets no "Page not found" notice.
 Each link gets its own fresh server (the notice showed only on a server's very first request).
 """
-import os
 
 import pytest
 
@@ -16,9 +15,7 @@ TRACE = "long-prompt-short-answer"
 
 @pytest.mark.parametrize("path, heading", [("timing", "ledger"), ("prefill", "Prefill")])
 def test_first_deep_link_on_a_fresh_server_runs_inside_the_app(path, heading):
-    if not os.path.exists(appdriver.CHROMIUM):
-        pytest.skip(f"{appdriver.CHROMIUM} is missing (the test command installs Debian's chromium); browser test skipped")
-    sync_api = pytest.importorskip("playwright.sync_api", reason="playwright (python) is not installed")
+    sync_api = appdriver.need_browser()
     with appdriver.dashboard({"TWO_BENDS_REPLAY": "1"}) as (url, _):
         with sync_api.sync_playwright() as pw:
             browser = pw.chromium.launch(executable_path=appdriver.CHROMIUM, args=["--no-sandbox", "--disable-gpu"])

@@ -2,8 +2,6 @@
 uses (one worker process, not two), and a run through it completes. The app runs the tiny random Llama."""
 from pathlib import Path
 
-import pytest
-
 from tests.browser import appdriver
 
 RUN_TIMEOUT_MS = 300_000
@@ -17,9 +15,7 @@ def _workers_of(pid: int) -> list[int]:
 
 
 def test_the_early_worker_serves_the_page():
-    if not Path(appdriver.CHROMIUM).exists():
-        pytest.skip(f"{appdriver.CHROMIUM} is missing")
-    sync_api = pytest.importorskip("playwright.sync_api")
+    sync_api = appdriver.need_browser()
     env = {"TWO_BENDS_MODEL": "tiny-llama", "TWO_BENDS_WORKER": "process", "TWO_BENDS_THREADS": "1"}
     with appdriver.dashboard(env) as (url, server), sync_api.sync_playwright() as pw:
         early = _workers_of(server.pid)

@@ -13,7 +13,6 @@ import os
 import re
 import time
 import warnings
-from pathlib import Path
 
 import pytest
 
@@ -86,9 +85,7 @@ def _until(check, seconds: float = 180.0) -> bool:
 @pytest.fixture(scope="module")
 def room(tmp_path_factory):
     """(teacher page, [student pages]) joined to one room server; stopped after the module."""
-    if not Path(appdriver.CHROMIUM).exists():
-        pytest.skip(f"{appdriver.CHROMIUM} is missing (the test command installs Debian's chromium)")
-    sync_api = pytest.importorskip("playwright.sync_api", reason="playwright (python) is not installed")
+    sync_api = appdriver.need_browser()
     log = ROOT / "artifacts" / "streamlit-room-class.log"
     log.parent.mkdir(exist_ok=True)
     saved_in = dict(TWO_BENDS_DATA_DIR=str(tmp_path_factory.mktemp("room")))  # the room's file: not the user's folder

@@ -7,7 +7,6 @@ wait and TTFT (Home), the longest slice the sweep held the engine between two po
 """
 import re
 import tempfile
-from pathlib import Path
 
 import pytest
 
@@ -18,12 +17,6 @@ from tests.browser import appdriver
 JOIN, TEACHER = "FAIR42", "TEACH42"
 SLACK_S = 0.5
 MEETINGS = 4  # student runs tried until one waits behind a lab slice
-
-
-def _need_browser() -> None:
-    if not Path(appdriver.CHROMIUM).exists():
-        pytest.skip(f"{appdriver.CHROMIUM} is missing (the test command installs Debian's chromium)")
-    pytest.importorskip("playwright.sync_api", reason="playwright (python) is not installed")
 
 
 def _open(page, name: str) -> None:
@@ -50,7 +43,7 @@ def _student_run(page) -> tuple[float, float]:
 
 @pytest.mark.timed  # its bound is against a quiet TTFT taken in the same test: nothing else may run beside it
 def test_a_students_run_waits_at_most_one_slice_behind_the_largest_lab():
-    _need_browser()
+    appdriver.need_browser()
     from playwright.sync_api import TimeoutError as PlaywrightTimeout
     from playwright.sync_api import sync_playwright
 

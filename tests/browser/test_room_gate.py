@@ -2,7 +2,6 @@
 the teacher code opens the console, and the launcher prints the room's URL, codes and QR code."""
 import re
 import time
-from pathlib import Path
 
 import pytest
 
@@ -14,9 +13,7 @@ DEEP_LINKS = ["", "timing", "prefill", "lab_sweeps", "lab_profile", "measure", "
 
 @pytest.fixture(scope="module")
 def room(tmp_path_factory):
-    if not Path(appdriver.CHROMIUM).exists():
-        pytest.skip(f"{appdriver.CHROMIUM} is missing (the test command installs Debian's chromium); browser test skipped")
-    sync_api = pytest.importorskip("playwright.sync_api", reason="playwright (python) is not installed")
+    sync_api = appdriver.need_browser()
     folder = tmp_path_factory.mktemp("room")
     log = folder / "server.log"
     env = dict(TWO_BENDS_ROOM="1", TWO_BENDS_JOIN_CODE=JOIN.lower(), TWO_BENDS_TEACHER_CODE=TEACHER,

@@ -9,8 +9,6 @@ import subprocess
 import sys
 from pathlib import Path
 
-import pytest
-
 from tests import ROOT
 from tests.browser import appdriver
 
@@ -42,9 +40,7 @@ def poll_page(page) -> None:
 
 
 def test_a_kill_and_restart_keeps_the_code_the_answers_and_the_students(tmp_path):
-    if not Path(appdriver.CHROMIUM).exists():
-        pytest.skip(f"{appdriver.CHROMIUM} is missing (the test command installs Debian's chromium)")
-    sync_api = pytest.importorskip("playwright.sync_api", reason="playwright (python) is not installed")
+    sync_api = appdriver.need_browser()
     port = appdriver.free_port()
     url = f"http://127.0.0.1:{port}"
     cmd = [sys.executable, "-m", "two_bends_cli", "dashboard", "--room", "--data-dir", str(tmp_path / "room"),
