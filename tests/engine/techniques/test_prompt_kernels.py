@@ -221,10 +221,8 @@ def test_the_real_model_gives_the_same_greedy_tokens(smollm, library):
 
 
 @torch.inference_mode()
-def test_the_profiler_sees_each_kernels_time_and_the_prefill_split_names_it(library):
+def test_the_profiler_sees_each_kernels_time(library):
     """No aten op shows the C calls' time: each is a named range while torch.profiler records (and only then)."""
-    from engine.labs.prefill_split import categorize
-
     model = _random_llama(4, 2, 16)
     fast, _ = _with_c(model, library)
     with torch.profiler.profile() as prof:
@@ -232,8 +230,6 @@ def test_the_profiler_sees_each_kernels_time_and_the_prefill_split_names_it(libr
     seen = {e.key: e.count for e in prof.key_averages()}
     assert all(seen.get(mark) == (2 * model.cfg.n_layers if kernel == "rms_norm" else model.cfg.n_layers)
                for kernel, mark in prompt_kernels.MARKS.items())
-    assert categorize(prompt_kernels.MARKS["attention"], []).startswith("attention in C")
-    assert categorize(prompt_kernels.MARKS["silu_mul"], []) == "MLP SiLU x up in C"
 
 
 def test_a_machine_where_both_won_runs_the_c_decode_step_after_a_c_prompt(plain_llama, tmp_path):
