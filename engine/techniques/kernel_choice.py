@@ -1,7 +1,8 @@
 """Kernels chosen by measurement: time each library matmul at this model's shapes on this CPU, keep the fastest.
 
 Which kernel streams weights best depends on the chip, so the first load on a machine times every candidate per
-phase (decode: one row; prefill: PREFILL_ROWS rows; long prefill: LONG_ROWS rows), best of a few rounds with the
+phase (decode: one row; a batch's decode step: WIDE_PASS rows; prefill: PREFILL_ROWS rows; long prefill: LONG_ROWS
+rows), best of a few rounds with the
 candidates taking turns, and remembers the fastest in the model cache, keyed by the CPU's model and flags, the torch
 version, the threads, the dtype and the model's shapes. Plain F.linear is always a candidate and wins ties (within
 MARGIN), so "fast" is never slower than plain by construction. A measurement whose threads waited for a CPU a
@@ -19,18 +20,21 @@ from pathlib import Path
 import torch
 from torch import nn
 
+from engine.core.backends import WIDE_PASS
 from engine.host.cpu_wait import CpuWaitMeter
 from engine.techniques import measured_cache
 from engine.techniques.kernel_candidates import CANDIDATES, apply, available, prepare
 
-PHASES = ("decode", "prefill", "prefill_long")
+PHASES = ("decode", "decode_batch", "prefill", "prefill_long")
 PREFILL_ROWS = 128  # the prompt length prefill is timed at (a wide matrix product, bound by arithmetic)
 LONG_ROWS = 1024  # and long prefill: the library's blocking for many rows may favour another kernel
 LONG_FROM = int(math.sqrt(PREFILL_ROWS * LONG_ROWS))  # 362: prompts (rows) from here on run the long-prefill kernel
 DECODE_BYTES = 64e6  # decode is timed over enough whole layers to leave the CPU's caches (then scaled to all)
 MARGIN = 0.03  # a candidate must beat plain F.linear by more than this to be chosen (timing noise; fast_paths' too)
-ROWS = {"decode": 1, "prefill": PREFILL_ROWS, "prefill_long": LONG_ROWS}  # each phase's matrix rows (its inputs)
-REPEATS = {"decode": 5, "prefill": 3, "prefill_long": 3}
+# each phase's matrix rows (its inputs): a batch's decode step is timed full (a batch mode's few rows: a kernel that
+# streams one row well may repack or copy the weights for a few, 1.5x slower than another at 8 rows on an EPYC)
+ROWS = {"decode": 1, "decode_batch": WIDE_PASS, "prefill": PREFILL_ROWS, "prefill_long": LONG_ROWS}
+REPEATS = {"decode": 5, "decode_batch": 5, "prefill": 3, "prefill_long": 3}
 DISTURBED_SHARE = 0.05  # a measurement whose threads waited for a CPU more than this share of its time is disturbed
 DISTURBED_MIN_S = 0.05  # ... and more than this in all (a scheduler tick or two is not a disturbance)
 MAX_TRIES = 3  # measurements of one key, at most, while each was disturbed; then the least disturbed one stays
@@ -39,20 +43,25 @@ WaitMeter = CpuWaitMeter  # what reads the measuring threads' run-queue wait (a 
 
 @dataclass
 class Choice:
-    decode: str  # the kernel for a few rows (decode steps)
+    decode: str  # the kernel for one row (one sequence's decode step)
     prefill: str  # the kernel for wide prompts (more than WIDE_PASS rows, fewer than LONG_FROM)
-    ms: dict  # {"decode": {kernel: ms of all the model's matmuls for one step}, "prefill": {kernel: ms at PREFILL_ROWS},
-    #            "prefill_long": {kernel: ms at LONG_ROWS}}
+    ms: dict  # {"decode": {kernel: ms of all the model's matmuls for one step}, "decode_batch": {... at WIDE_PASS
+    #            rows}, "prefill": {kernel: ms at PREFILL_ROWS}, "prefill_long": {kernel: ms at LONG_ROWS}}
     seconds: float = 0.0  # how long the measuring took, on the run that measured
     cached: bool = False  # True: read back from the cache file, nothing measured in this process
     note: str = ""  # e.g. why the cache file was not used
     prefill_long: str = ""  # the kernel for prompts of LONG_FROM rows or more ("" = prefill's)
     cpu_wait: float | None = None  # s the measuring threads were runnable without a CPU (None: not measurable here)
     tries: int = 1  # measurements of this key so far (more than one only after disturbed ones)
+    decode_batch: str = ""  # the kernel for 2 to WIDE_PASS rows (a batch's decode step, a short prompt; "" = decode's)
 
     @property
     def long(self) -> str:
         return self.prefill_long or self.prefill
+
+    @property
+    def batch(self) -> str:
+        return self.decode_batch or self.decode
 
     @property
     def wait_share(self) -> float:
@@ -66,19 +75,23 @@ class Choice:
 
     def label(self) -> str:
         """Short, for the sidebar and the Trace: what each phase runs."""
-        if self.decode == self.prefill == self.long:
+        if self.decode == self.batch == self.prefill == self.long:
             return f"fast: {CANDIDATES[self.decode].words} (measured fastest here)"
+        decode = CANDIDATES[self.decode].words + " for decode"
+        if self.batch != self.decode:
+            decode += f" ({CANDIDATES[self.batch].words} for a batch's steps)"
         prompts = CANDIDATES[self.prefill].words + " for prompts"
         if self.long != self.prefill:
             prompts = (f"{CANDIDATES[self.prefill].words} for prompts under {LONG_FROM} tokens, "
                        f"{CANDIDATES[self.long].words} for longer ones")
-        return f"fast: {CANDIDATES[self.decode].words} for decode, {prompts} (measured)"
+        return f"fast: {decode}, {prompts} (measured)"
 
     def why(self) -> str:
         """The measured ms of each candidate, fastest first: 'decode matmuls: plain 20.8 ms vs prepacked 40.0 ms'."""
         parts = []
         for phase in PHASES:
-            what = "decode step's matmuls" if phase == "decode" else f"prefill {ROWS[phase]} tokens' matmuls"
+            what = {"decode": "decode step's matmuls", "decode_batch": f"{WIDE_PASS} sequences' decode step's matmuls"}.get(
+                phase, f"prefill {ROWS[phase]} tokens' matmuls")
             times = sorted(self.ms.get(phase, {}).items(), key=lambda kv: kv[1])
             if times:
                 parts.append(f"{what}: " + " vs ".join(f"{name} {_ms(ms)} ms" for name, ms in times))
@@ -113,8 +126,9 @@ def _valid(c: dict | None) -> Choice | None:
         ms = {p: {k: float(v) for k, v in c["ms"][p].items()} for p in PHASES}  # an entry from before a phase: measured again
         wait = c["cpu_wait"]  # an entry from before the wait was recorded: measured again (its wait unknown)
         choice = Choice(c["decode"], c["prefill"], ms, float(c["seconds"]), prefill_long=c["prefill_long"],
-                        cpu_wait=None if wait is None else float(wait), tries=int(c.get("tries", 1)))
-        return choice if {choice.decode, choice.prefill, choice.long} <= set(CANDIDATES) else None
+                        cpu_wait=None if wait is None else float(wait), tries=int(c.get("tries", 1)),
+                        decode_batch=c["decode_batch"])
+        return choice if {choice.decode, choice.batch, choice.prefill, choice.long} <= set(CANDIDATES) else None
     except (KeyError, TypeError, ValueError, AttributeError):
         return None
 
@@ -192,9 +206,9 @@ def measure(model: nn.Module, dtype: torch.dtype) -> Choice:
     decode_linears, scale, prefill_linears, head = _sample(model)
     ms = {}
     for phase in PHASES:
-        serves = "decode" if ROWS[phase] == 1 else "prefill"  # the candidates' own phase names
+        serves = "decode" if ROWS[phase] <= WIDE_PASS else "prefill"  # the candidates' own phase names
         kernels = [k for k in CANDIDATES if serves in CANDIDATES[k].phases and available(k, dtype)]
-        if phase == "decode":
+        if serves == "decode":
             ms[phase] = _phase_ms(phase, kernels, decode_linears, scale, dtype)
             if head is not None:  # the head is read once per step: timed on its own, added once
                 ms[phase] = {k: v + _phase_ms(phase, [k], [head], 1.0, dtype)[k] for k, v in ms[phase].items()}
@@ -204,4 +218,4 @@ def measure(model: nn.Module, dtype: torch.dtype) -> Choice:
     seconds = time.perf_counter() - start
     wait = meter.lap().longest if meter.available else None  # the thread that waited longest (about what it added)
     return Choice(pick(ms["decode"]), pick(ms["prefill"]), ms, seconds, prefill_long=pick(ms["prefill_long"]),
-                  cpu_wait=wait)
+                  cpu_wait=wait, decode_batch=pick(ms["decode_batch"]))

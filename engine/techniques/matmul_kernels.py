@@ -2,8 +2,8 @@
 
 kernel_choice.py times each candidate (kernel_candidates.py) per phase on this machine; `MatmulKernels` keeps,
 for every linear layer of one model, what the chosen kernels need besides the weight itself (a packed copy, or
-nothing) and picks the phase's kernel by the number of rows a call brings: decode's few (up to WIDE_PASS), a
-prompt's, a long prompt's (LONG_FROM rows or more). The model's modules and weights are never touched: the plain
+nothing) and picks the phase's kernel by the number of rows a call brings: decode's one, a batch's few (up to
+WIDE_PASS), a prompt's, a long prompt's (LONG_FROM rows or more). The model's modules and weights are never touched: the plain
 model and the fast one are the same modules, one run with torch's ops, the other with these.
 """
 from __future__ import annotations
@@ -20,11 +20,11 @@ from engine.techniques.kernel_choice import LONG_FROM, LONG_ROWS, PREFILL_ROWS, 
 class _Prepared:
     """One linear layer's kernel per phase, each with its extras (a packed copy: opaque to anything but the kernel)."""
 
-    def __init__(self, weight: torch.Tensor, decode: str, prefill: str, long: str):
-        decode_extras = prepare(decode, weight, 1)
-        prefill_extras = self._share(prefill, weight, PREFILL_ROWS, [(decode, decode_extras)])
-        long_extras = self._share(long, weight, LONG_ROWS, [(decode, decode_extras), (prefill, prefill_extras)])
-        self.decode, self.prefill, self.long = (decode, decode_extras), (prefill, prefill_extras), (long, long_extras)
+    def __init__(self, weight: torch.Tensor, decode: str, batch: str, prefill: str, long: str):
+        made = [(decode, prepare(decode, weight, 1))]
+        for kernel, rows in ((batch, WIDE_PASS), (prefill, PREFILL_ROWS), (long, LONG_ROWS)):
+            made.append((kernel, self._share(kernel, weight, rows, made)))
+        self.decode, self.batch, self.prefill, self.long = made
 
     @staticmethod
     def _share(kernel: str, weight: torch.Tensor, rows: int, made: list[tuple[str, tuple]]) -> tuple:
@@ -39,15 +39,18 @@ class MatmulKernels(TorchOps):
     """TorchOps whose products run through `choice`'s kernels (the same weights, the same maths)."""
 
     def __init__(self, model: nn.Module, choice: Choice, decode: str | None = None):
+        """`decode`: the kernel for a few rows instead of the measured ones (a pass that only serves prompts)."""
         self.choice = choice
-        self.name = f"measured: {choice.decode} for decode, {choice.prefill} for prompts, {choice.long} for long ones"
-        kernels = (decode or choice.decode, choice.prefill, choice.long)
-        plain = kernels == ("plain", "plain", "plain")  # then every product is nn.Linear's own call, as in the reference
+        self.name = (f"measured: {choice.decode} for decode, {choice.batch} for a batch's steps, {choice.prefill} for "
+                     f"prompts, {choice.long} for long ones")
+        kernels = (decode or choice.decode, decode or choice.batch, choice.prefill, choice.long)
+        plain = set(kernels) == {"plain"}  # then every product is nn.Linear's own call, as in the reference
         self.table = {} if plain else {m: _Prepared(m.weight.detach(), *kernels)
                                        for m in model.modules() if isinstance(m, nn.Linear)}
 
     def record(self) -> dict:
-        return {"decode": self.choice.decode, "prefill": self.choice.prefill, "prefill_long": self.choice.long}
+        return {"decode": self.choice.decode, "decode_batch": self.choice.batch, "prefill": self.choice.prefill,
+                "prefill_long": self.choice.long}
 
     def words(self) -> str:
         return self.choice.label()
@@ -58,7 +61,8 @@ class MatmulKernels(TorchOps):
             return F.linear(x, m.weight, m.bias)
         x2 = x.reshape(-1, m.in_features)  # (M, K), M = B * T
         rows = x2.shape[0]
-        kernel, extras = prepared.decode if rows <= WIDE_PASS else prepared.prefill if rows < LONG_FROM else prepared.long
+        kernel, extras = (prepared.decode if rows == 1 else prepared.batch if rows <= WIDE_PASS
+                          else prepared.prefill if rows < LONG_FROM else prepared.long)
         return apply(kernel, x2, m.weight, m.bias, extras).view(*x.shape[:-1], m.out_features)  # (..., N)
 
 

@@ -25,18 +25,21 @@ def plain_llama():
 class FakeClock:
     """Stands in for kernel_choice._time_pass: seconds per (phase, kernel) from a table, and counts the passes."""
 
-    def __init__(self, decode: dict, prefill: dict, long: dict | None = None):
-        self.table, self.calls = {"decode": decode, "prefill": prefill, "prefill_long": prefill if long is None else long}, 0
+    def __init__(self, decode: dict, prefill: dict, long: dict | None = None, batch: dict | None = None):
+        self.table = {"decode": decode, "decode_batch": decode if batch is None else batch, "prefill": prefill,
+                      "prefill_long": prefill if long is None else long}
+        self.calls = 0
 
     def __call__(self, kernel, mats):
         self.calls += 1
         rows = mats[0][0].shape[0]  # each entry is (input (M, K), weight, bias, extras)
-        phase = "decode" if rows == 1 else "prefill_long" if rows == kernel_choice.LONG_ROWS else "prefill"
+        phase = {1: "decode", kernel_choice.WIDE_PASS: "decode_batch", kernel_choice.LONG_ROWS: "prefill_long"}.get(
+            rows, "prefill")
         return self.table[phase].get(kernel, 1.0)
 
 
-def _fake(monkeypatch, decode: dict, prefill: dict, long: dict | None = None) -> FakeClock:
-    clock = FakeClock(decode, prefill, long)
+def _fake(monkeypatch, decode: dict, prefill: dict, long: dict | None = None, batch: dict | None = None) -> FakeClock:
+    clock = FakeClock(decode, prefill, long, batch)
     monkeypatch.setattr(kernel_choice, "_time_pass", clock)
     return clock
 
@@ -66,10 +69,10 @@ def no_cpu_wait(monkeypatch):
     monkeypatch.setattr(kernels, "DECODE_STEPS", ())
 
 
-def _kernels_of(fast, module) -> tuple[str, str, str]:
-    """(decode, prefill, long prompts) kernels `fast` runs `module`'s products with."""
+def _kernels_of(fast, module) -> tuple[str, str, str, str]:
+    """(decode, a batch's decode, prefill, long prompts) kernels `fast` runs `module`'s products with."""
     prepared = fast.backends.ops.table[module]
-    return prepared.decode[0], prepared.prefill[0], prepared.long[0]
+    return prepared.decode[0], prepared.batch[0], prepared.prefill[0], prepared.long[0]
 
 
 def _choice(tmp_path) -> dict:
@@ -102,8 +105,9 @@ def test_the_fastest_per_phase_is_chosen_and_built(monkeypatch, tmp_path, plain_
     fast = with_kernels(plain_llama, "fast", tmp_path)
     assert fast.kernels == "fast: plain F.linear for decode, oneDNN prepacked for prompts (measured)"
     assert fast.model is plain_llama.model  # the same modules and weights: only the backends differ
-    assert _kernels_of(fast, fast.model.blocks[0].attn.qkv)[:2] == ("plain", "prepacked")
-    assert fast.backends.record()["matmuls"] == {"decode": "plain", "prefill": "prepacked", "prefill_long": "prepacked"}
+    assert _kernels_of(fast, fast.model.blocks[0].attn.qkv)[:3] == ("plain", "plain", "prepacked")
+    assert fast.backends.record()["matmuls"] == {"decode": "plain", "decode_batch": "plain", "prefill": "prepacked",
+                                                 "prefill_long": "prepacked"}
     # decode: one pass over both layers + one over the head; prefill: one layer's pass x 2 layers
     assert "step's matmuls: plain 40.0 ms vs mkl-packed 50.0 ms vs onednn 60.0 ms vs prepacked 80.0 ms" in fast.kernel_why
     assert "matmuls: prepacked 160.0 ms vs mkl-packed 200.0 ms vs onednn 240.0 ms vs plain 320.0 ms" in fast.kernel_why
@@ -122,7 +126,7 @@ def test_long_prompts_get_their_own_kernel(monkeypatch, tmp_path, plain_llama):
                             f"{kernel_choice.LONG_FROM} tokens, MKL packed GEMM for longer ones (measured)")
     assert f"prefill {kernel_choice.LONG_ROWS} tokens' matmuls: mkl-packed" in fast.kernel_why
     up = fast.model.blocks[0].attn.qkv
-    assert _kernels_of(fast, up) == ("onednn", "prepacked", "mkl-packed")
+    assert _kernels_of(fast, up) == ("onednn", "onednn", "prepacked", "mkl-packed")
     used = []
     real_apply = matmul_kernels.apply
     monkeypatch.setattr(matmul_kernels, "apply", lambda k, *a: used.append(k) or real_apply(k, *a))
@@ -135,12 +139,39 @@ def test_long_prompts_get_their_own_kernel(monkeypatch, tmp_path, plain_llama):
     assert "cached from an earlier" in with_kernels(plain_llama, "fast", tmp_path).kernel_why  # read back whole
 
 
-def test_a_cached_choice_from_before_the_long_phase_is_measured_again(monkeypatch, tmp_path, plain_llama):
+def test_a_batchs_decode_step_gets_its_own_kernel(monkeypatch, tmp_path, plain_llama):
+    """On the AVX-512 EPYC oneDNN on plain weights streamed one row fastest and was 1.5x slower than prepacked at 8
+    rows (a batch mode's step): the steps of 2 to WIDE_PASS sequences run the kernel measured fastest at WIDE_PASS rows."""
+    from engine.techniques import matmul_kernels
+
+    _fake(monkeypatch, decode={"plain": 0.020, "onednn": 0.010, "prepacked": 0.012},
+          batch={"plain": 0.030, "onednn": 0.033, "prepacked": 0.020}, prefill={"plain": 0.100, "prepacked": 0.080})
+    fast = with_kernels(plain_llama, "fast", tmp_path)
+    assert fast.kernels == ("fast: oneDNN on plain weights for decode (oneDNN prepacked for a batch's steps), "
+                            "oneDNN prepacked for prompts (measured)")
+    assert f"{kernel_choice.WIDE_PASS} sequences' decode step's matmuls: prepacked" in fast.kernel_why
+    up = fast.model.blocks[0].attn.qkv
+    assert _kernels_of(fast, up) == ("onednn", "prepacked", "prepacked", "prepacked")
+    assert fast.backends.ops.table[up].batch[1] is fast.backends.ops.table[up].prefill[1]  # one packed copy, shared
+    used = []
+    real_apply = matmul_kernels.apply
+    monkeypatch.setattr(matmul_kernels, "apply", lambda k, *a: used.append(k) or real_apply(k, *a))
+    for rows in (1, 2, matmul_kernels.WIDE_PASS, matmul_kernels.WIDE_PASS + 1):
+        x = torch.randn(rows, up.in_features)
+        torch.testing.assert_close(up(x, fast.backends.ops), torch.nn.functional.linear(x, up.weight, up.bias),
+                                   rtol=1e-4, atol=1e-4)
+    assert used == ["onednn", "prepacked", "prepacked", "prepacked"]
+    assert _choice(tmp_path)["decode_batch"] == "prepacked"
+    assert with_kernels(plain_llama, "fast", tmp_path).kernels == fast.kernels  # read back whole
+
+
+@pytest.mark.parametrize("phase", ["prefill_long", "decode_batch"])
+def test_a_cached_choice_from_before_a_phase_is_measured_again(monkeypatch, tmp_path, plain_llama, phase):
     clock = _fake(monkeypatch, decode={"plain": 0.02}, prefill={"plain": 0.1})
     with_kernels(plain_llama, "fast", tmp_path)
     data = json.loads((tmp_path / CACHE_FILE).read_text())
-    for entry in data.values():  # as written before prompts were timed at two lengths
-        del entry["record"]["prefill_long"], entry["record"]["ms"]["prefill_long"]
+    for entry in data.values():  # as written before prompts were timed at two lengths, or a batch's step on its own
+        del entry["record"][phase], entry["record"]["ms"][phase]
     (tmp_path / CACHE_FILE).write_text(json.dumps(data))
     calls = clock.calls
     assert "measured now" in with_kernels(plain_llama, "fast", tmp_path).kernel_why and clock.calls > calls
