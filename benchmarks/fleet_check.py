@@ -40,8 +40,9 @@ def main() -> int:
     fit, rows = fc.check(args.model, max_batch=args.max_batch, n=args.requests, load=args.load,
                          progress=lambda m: print(f"... {m}", flush=True))
     m = fit.model
+    lone = "" if m.lone_s is None else f"; a one-token step {m.lone_s * 1e3:.2f} ms + the same per KV byte"
     print(f"\nstep model ({m.source}): {m.fixed_s * 1e3:.2f} ms + {m.per_token_s * 1e6:.1f} µs/token "
-          f"+ {m.per_kv_byte_s * 1e12:.2f} ps/KV byte; residuals rms {fit.rms_s * 1e3:.2f} ms")
+          f"+ {m.per_kv_byte_s * 1e12:.2f} ps/KV byte{lone}; residuals rms {fit.rms_s * 1e3:.2f} ms")
     print("\n| workload | metric | engine (measured) | simulator | difference | within 20 % |\n|---|---|---|---|---|---|")
     for r in rows:
         unit, k = ("req/s", 1) if r.metric == "goodput" else ("ms", 1e3)

@@ -82,11 +82,15 @@ def steps_of(traces) -> list[Step]:
     return steps
 
 
+LONE_S = 2.0  # s the first request decodes alone before the bursts: a lone sequence's steps may take a path of their own
+
+
 def calibration(context: int, max_batch: int) -> list[Arrival]:
-    """Bursts (all at once, one burst after the other) of 1..max_batch requests, prompts short to long."""
+    """One request alone (LONE_S before the rest), then bursts (all at once, one burst after the other) of
+    1..max_batch requests, prompts short to long."""
     longest = max(16, min(512, context // 2))
     lengths = [max(4, longest >> k) for k in range(5)][::-1]  # e.g. 32 .. 512
-    out, t, n = [], 0.0, 1
+    out, t, n = [Arrival(0.0, lengths[0], 24)], LONE_S, 1
     while n <= max_batch:
         for i in range(n):
             out.append(Arrival(t, lengths[(i + n) % len(lengths)], 24))

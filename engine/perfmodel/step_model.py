@@ -3,7 +3,10 @@
 Serving simulators time every step from a model of this kind (Vidur, Agrawal et al. 2024, profiles each
 operator; we keep its three terms): the fixed part is reading the weights once plus the host's loop, the
 per-token part is the matmuls every computed token goes through (prefill chunks and decode rows alike), the
-per-KV-byte part is attention reading each row's cache. The coefficients are fitted by ordinary least squares
+per-KV-byte part is attention reading each row's cache. One sequence decoding alone may take a path of its own (a
+CPU's C decode step: ~15-20 ms where a batch's step costs ~30 here), which no line through the batched steps
+expresses; with enough such steps recorded, their fixed cost is fitted on its own (`lone_s`). The coefficients are
+fitted by ordinary least squares
 (the mean step, tails included: a simulator adds steps up, so a step the OS delayed counts as it did in the
 engine) from steps the engine recorded on this machine. A card nobody measured here gets its steps from the card model instead
 (CardStepModel, engine/perfmodel/card_model.py): an estimate, labelled as one.
@@ -35,10 +38,13 @@ class StepModel:
     per_kv_byte_s: float  # per byte of KV cache the step's attention reads
     kv_bytes_per_token: float  # of the model this is for: turns cache lengths into bytes
     source: str = "set by hand"  # "measured ...", "estimate ...": said wherever it is shown
+    lone_s: float | None = None  # a step of one token (a sequence decoding alone): its fixed and per-token cost
 
     def check(self) -> None:
-        for name in ("fixed_s", "per_token_s", "per_kv_byte_s", "kv_bytes_per_token"):
+        for name in ("fixed_s", "per_token_s", "per_kv_byte_s", "kv_bytes_per_token", "lone_s"):
             value = getattr(self, name)
+            if name == "lone_s" and value is None:
+                continue
             if not (isinstance(value, (int, float)) and math.isfinite(value) and value >= 0):
                 raise EngineError(f"the step model's {name} must be a finite number >= 0, not {value!r}")
         if self.fixed_s + self.per_token_s <= 0:
@@ -47,13 +53,16 @@ class StepModel:
     def seconds(self, tokens: int, kv_tokens: int, pairs: float | None = None, rows: int | None = None) -> float:
         """A step computing `tokens` tokens whose rows hold `kv_tokens` cached tokens in all after it (`pairs` and
         `rows` are the card model's; a fitted step model's per-token term holds them)."""
-        return self.fixed_s + self.per_token_s * tokens + self.per_kv_byte_s * kv_tokens * self.kv_bytes_per_token
+        compute = self.lone_s if tokens == 1 and self.lone_s is not None else self.fixed_s + self.per_token_s * tokens
+        return compute + self.per_kv_byte_s * kv_tokens * self.kv_bytes_per_token
 
     def split(self, tokens: int, kv_tokens: int, prefill_tokens: int, prefill_kv_tokens: int,
               pairs: float | None = None, rows: int | None = None) -> float:
         """Seconds of one step owed to its prefill part (the fixed cost shared by tokens computed)."""
         if tokens <= 0:
             return 0.0
+        if tokens == 1 and self.lone_s is not None:
+            return self.seconds(1, prefill_kv_tokens) if prefill_tokens else 0.0
         share = prefill_tokens / tokens
         return (self.fixed_s * share + self.per_token_s * prefill_tokens
                 + self.per_kv_byte_s * prefill_kv_tokens * self.kv_bytes_per_token)
@@ -82,30 +91,43 @@ class StepFit:
         return math.sqrt(sum(e * e for e in errors) / len(errors))
 
 
+MIN_LONE_STEPS = 5  # one-token steps needed to fit their cost on their own (fewer: they stay on the line)
+
+
 def fit_steps(steps: list[Step], kv_bytes_per_token: float, source: str = "measured on this machine") -> StepFit:
-    """Ordinary least squares; a coefficient that comes out negative (noise) is dropped and refitted."""
+    """Ordinary least squares; a coefficient that comes out negative (noise) is dropped and refitted. With
+    MIN_LONE_STEPS one-token steps or more (and 3 others), the line is fitted on the others and `lone_s` is the
+    one-token steps' mean less their KV reading."""
     steps = [s for s in steps if math.isfinite(s.seconds) and s.seconds > 0 and s.tokens >= 0]
     if len(steps) < 3:
         raise EngineError(f"fitting a step model needs at least 3 timed steps, not {len(steps)}")
     if not (math.isfinite(kv_bytes_per_token) and kv_bytes_per_token > 0):
         raise EngineError(f"KV bytes per token must be a number > 0, not {kv_bytes_per_token!r}")
+    lone = [s for s in steps if s.tokens == 1]
+    apart = len(lone) >= MIN_LONE_STEPS and len(steps) - len(lone) >= 3
+    fixed, per_token, per_kv = _line([s for s in steps if s.tokens != 1] if apart else steps)
+    lone_s = max(0.0, float(np.mean([s.seconds - per_kv * s.kv_bytes for s in lone]))) if apart else None
+    how = f"fitted from {len(steps)} steps" + (f" ({len(lone)} of one token on their own)" if apart else "")
+    model = StepModel(fixed, per_token, per_kv, float(kv_bytes_per_token), f"{source}: {how}", lone_s)
+    predicted = [model.seconds(s.tokens, s.kv_bytes / kv_bytes_per_token) for s in steps]
+    return StepFit(model, steps, predicted)
+
+
+def _line(steps: list[Step]) -> tuple[float, float, float]:
+    """(fixed, per token, per KV byte) seconds: the least-squares line through the steps, no coefficient below 0."""
     y = np.array([s.seconds for s in steps])  # (N,)
     x = np.array([[1.0, s.tokens, s.kv_bytes] for s in steps])  # (N, 3): fixed, per token, per KV byte
-    w = np.ones_like(y)  # (N,): every second counts alike (the mean step, as a simulator sums them)
     scale = np.maximum(np.abs(x).max(axis=0), 1e-30)  # (3,): columns to ~1 so lstsq stays well conditioned
-    keep = [0, 1, 2]
+    keep = [0, 1, 2]  # every second counts alike (the mean step, as a simulator sums them)
     while True:
-        coef, *_ = np.linalg.lstsq(x[:, keep] / scale[keep] * w[:, None], y * w, rcond=None)
+        coef, *_ = np.linalg.lstsq(x[:, keep] / scale[keep], y, rcond=None)
         coef = coef / scale[keep]
         if (coef >= 0).all() or len(keep) == 1:
             break
         keep.pop(int(np.argmin(coef)))
     full = np.zeros(3)
     full[keep] = np.maximum(coef, 0.0)
-    model = StepModel(float(full[0]), float(full[1]), float(full[2]), float(kv_bytes_per_token),
-                      f"{source}: fitted from {len(steps)} steps")
-    predicted = (x @ full).tolist()  # (N,)
-    return StepFit(model, steps, predicted)
+    return float(full[0]), float(full[1]), float(full[2])
 
 
 @dataclasses.dataclass(frozen=True)

@@ -19,6 +19,13 @@ def test_steps_of_keeps_prefills_and_unstalled_gaps():
                                                                          ("decode", 2, 2200, 0.01)]
 
 
+def test_the_calibration_lets_one_sequence_decode_alone_before_the_bursts():
+    """A lone sequence's steps may run a path of their own (the C decode step): the calibration records some."""
+    arrivals = fc.calibration(context=2048, max_batch=4)
+    assert arrivals[0].at_s == 0 and all(a.at_s >= fc.LONE_S for a in arrivals[1:])
+    assert [sum(1 for a in arrivals[1:] if a.at_s == t) for t in sorted({a.at_s for a in arrivals[1:]})] == [1, 2, 4]
+
+
 def test_row_error_and_tolerance():
     assert fc.Row("w", "TTFT p50", 0.10, 0.115).within
     assert not fc.Row("w", "TTFT p50", 0.10, 0.13).within

@@ -72,3 +72,30 @@ def test_card_step_model_is_the_card_models_step():
 
 def test_round_trip():
     assert from_dict(to_dict(TRUE)) == TRUE
+
+
+def test_one_token_steps_on_a_path_of_their_own_get_their_own_cost():
+    """A CPU's C decode step serves a sequence decoding alone at about half a batch's step: with enough such steps,
+    their cost is fitted apart and the line through the others is left as it was."""
+    lone = 0.002  # s: the one-token path's own cost, below the line's 4.2 ms at one token
+    steps = [s for s in _synthetic() if s.tokens != 1]
+    for kv in (16, 64, 128, 256, 512, 1024):
+        steps.append(Step(1, kv * TRUE.kv_bytes_per_token, lone + TRUE.per_kv_byte_s * kv * TRUE.kv_bytes_per_token))
+    fit = fit_steps(steps, TRUE.kv_bytes_per_token)
+    assert fit.model.lone_s == pytest.approx(lone, rel=1e-6)
+    assert fit.model.fixed_s == pytest.approx(TRUE.fixed_s, rel=1e-6)
+    assert fit.model.per_token_s == pytest.approx(TRUE.per_token_s, rel=1e-6)
+    assert max(abs(r) for r in fit.residuals) < 1e-12
+    assert "(6 of one token on their own)" in fit.model.source
+    assert fit.model.seconds(1, 100) == pytest.approx(lone + TRUE.per_kv_byte_s * 100 * TRUE.kv_bytes_per_token)
+    assert fit.model.seconds(2, 100) == pytest.approx(TRUE.seconds(2, 100))
+    assert fit.model.split(1, 100, 0, 0) == 0.0 and fit.model.split(1, 100, 1, 100) == fit.model.seconds(1, 100)
+    assert from_dict(to_dict(fit.model)) == fit.model
+    few = fit_steps(steps[:-2], TRUE.kv_bytes_per_token).model  # 4 one-token steps: too few, they stay on the line
+    assert few.lone_s is None and "on their own" not in few.source
+
+
+def test_a_bad_one_token_cost_is_one_line():
+    with pytest.raises(EngineError, match="lone_s"):
+        StepModel(0.01, 1e-3, 0.0, 1.0, lone_s=math.inf).check()
+    StepModel(0.01, 1e-3, 0.0, 1.0, lone_s=None).check()
