@@ -2,12 +2,11 @@
 
 Which kernel streams weights best depends on the chip, so the first load on a machine times every candidate per
 phase (decode: one row; a batch's decode step: WIDE_PASS rows; prefill: PREFILL_ROWS rows; long prefill: LONG_ROWS
-rows), best of a few rounds with the
-candidates taking turns, and remembers the fastest in the model cache, keyed by the CPU's model and flags, the torch
-version, the threads, the dtype and the model's shapes. Plain F.linear is always a candidate and wins ties (within
-MARGIN), so "fast" is never slower than plain by construction. A measurement whose threads waited for a CPU a
-noticeable share of the time (engine/host/cpu_wait.py) is used and cached as disturbed, and the next loads measure
-again (up to MAX_TRIES in all), keeping the least disturbed. Why and what was measured:
+rows), best of a few rounds with the candidates taking turns, and remembers the fastest in the model cache, keyed by
+the CPU's model and flags, the torch version, the threads, the dtype and the model's shapes. Plain F.linear is always
+a candidate and wins ties (within MARGIN), so "fast" is never slower than plain by construction. A measurement whose
+threads waited for a CPU a noticeable share of the time (engine/host/cpu_wait.py) is used and cached as disturbed,
+and the next loads measure again (up to MAX_TRIES in all), keeping the least disturbed. Why and what was measured:
 docs/decisions/kernels-by-measurement.md.
 """
 from __future__ import annotations

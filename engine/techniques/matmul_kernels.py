@@ -3,8 +3,8 @@
 kernel_choice.py times each candidate (kernel_candidates.py) per phase on this machine; `MatmulKernels` keeps,
 for every linear layer of one model, what the chosen kernels need besides the weight itself (a packed copy, or
 nothing) and picks the phase's kernel by the number of rows a call brings: decode's one, a batch's few (up to
-WIDE_PASS), a prompt's, a long prompt's (LONG_FROM rows or more). The model's modules and weights are never touched: the plain
-model and the fast one are the same modules, one run with torch's ops, the other with these.
+WIDE_PASS), a prompt's, a long prompt's (LONG_FROM rows or more). The model's modules and weights are never touched:
+the plain model and the fast one are the same modules, one run with torch's ops, the other with these.
 """
 from __future__ import annotations
 

@@ -32,7 +32,9 @@ def test_measure_agrees_with_vllms_own_histograms(vllm_url):
         shapes = [(r["prompt_tokens"], r["output_tokens"], len(r["steps"])) for r in records]
         # (prompt tokens, output tokens, gaps between streamed chunks): a gap per token after the first, unless vLLM
         # sent two tokens in one chunk, as it does when its output lags on a busy machine (no gap the client could see)
-        assert all(shape[:2] == (64, 16) and 12 <= shape[2] <= 15 for shape in shapes), shapes
+        assert all(shape[:2] == (64, 16) and shape[2] <= 15 for shape in shapes), shapes
+        if not all(shape[2] >= 12 for shape in shapes):  # more than 3 of 15 gaps merged: vLLM lagged, measure again
+            return f"vLLM sent 16 tokens in fewer than 13 chunks: {shapes}"
         client, server = client_stats(records), facts["server_metrics"]
         assert server["ttft"]["count"] == 3 and server["generation_tokens"] == 48
         return {key: (client[key]["mean"], server[key]["mean_seconds"]) for key in ("ttft", "itl")}
