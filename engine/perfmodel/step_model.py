@@ -4,12 +4,11 @@ Serving simulators time every step from a model of this kind (Vidur, Agrawal et 
 operator; we keep its three terms): the fixed part is reading the weights once plus the host's loop, the
 per-token part is the matmuls every computed token goes through (prefill chunks and decode rows alike), the
 per-KV-byte part is attention reading each row's cache. One sequence decoding alone may take a path of its own (a
-CPU's C decode step: ~15-20 ms where a batch's step costs ~30 here), which no line through the batched steps
-expresses; with enough such steps recorded, their fixed cost is fitted on its own (`lone_s`). The coefficients are
-fitted by ordinary least squares
-(the mean step, tails included: a simulator adds steps up, so a step the OS delayed counts as it did in the
-engine) from steps the engine recorded on this machine. A card nobody measured here gets its steps from the card model instead
-(CardStepModel, engine/perfmodel/card_model.py): an estimate, labelled as one.
+CPU's C decode step, about half a batch's step on the EPYC of docs/serving.md), which no line through the batched
+steps expresses; with enough such steps recorded, their cost is fitted on its own (`lone_s`). The coefficients are
+fitted by ordinary least squares (the mean step, tails included: a simulator adds steps up, so a step the OS delayed
+counts as it did in the engine) from steps the engine recorded on this machine. A card nobody measured here gets its
+steps from the card model instead (CardStepModel, engine/perfmodel/card_model.py): an estimate, labelled as one.
 """
 from __future__ import annotations
 
@@ -107,7 +106,7 @@ def fit_steps(steps: list[Step], kv_bytes_per_token: float, source: str = "measu
     apart = len(lone) >= MIN_LONE_STEPS and len(steps) - len(lone) >= 3
     fixed, per_token, per_kv = _line([s for s in steps if s.tokens != 1] if apart else steps)
     lone_s = max(0.0, float(np.mean([s.seconds - per_kv * s.kv_bytes for s in lone]))) if apart else None
-    how = f"fitted from {len(steps)} steps" + (f" ({len(lone)} of one token on their own)" if apart else "")
+    how = f"fitted from {len(steps)} steps" + (f", the {len(lone)} one-token steps on their own" if apart else "")
     model = StepModel(fixed, per_token, per_kv, float(kv_bytes_per_token), f"{source}: {how}", lone_s)
     predicted = [model.seconds(s.tokens, s.kv_bytes / kv_bytes_per_token) for s in steps]
     return StepFit(model, steps, predicted)

@@ -86,7 +86,7 @@ def test_one_token_steps_on_a_path_of_their_own_get_their_own_cost():
     assert fit.model.fixed_s == pytest.approx(TRUE.fixed_s, rel=1e-6)
     assert fit.model.per_token_s == pytest.approx(TRUE.per_token_s, rel=1e-6)
     assert max(abs(r) for r in fit.residuals) < 1e-12
-    assert "(6 of one token on their own)" in fit.model.source
+    assert "fitted from 18 steps, the 6 one-token steps on their own" in fit.model.source
     assert fit.model.seconds(1, 100) == pytest.approx(lone + TRUE.per_kv_byte_s * 100 * TRUE.kv_bytes_per_token)
     assert fit.model.seconds(2, 100) == pytest.approx(TRUE.seconds(2, 100))
     assert fit.model.split(1, 100, 0, 0) == 0.0 and fit.model.split(1, 100, 1, 100) == fit.model.seconds(1, 100)
