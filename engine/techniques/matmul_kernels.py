@@ -14,16 +14,16 @@ from torch import nn
 
 from engine.core.backends import WIDE_PASS, TorchOps
 from engine.techniques.kernel_candidates import apply, prepare
-from engine.techniques.kernel_choice import LONG_FROM, LONG_ROWS, PREFILL_ROWS, Choice
+from engine.techniques.kernel_choice import LONG_FROM, ROWS, Choice
 
 
 class _Prepared:
     """One linear layer's kernel per phase, each with its extras (a packed copy: opaque to anything but the kernel)."""
 
     def __init__(self, weight: torch.Tensor, decode: str, batch: str, prefill: str, long: str):
-        made = [(decode, prepare(decode, weight, 1))]
-        for kernel, rows in ((batch, WIDE_PASS), (prefill, PREFILL_ROWS), (long, LONG_ROWS)):
-            made.append((kernel, self._share(kernel, weight, rows, made)))
+        made = [(decode, prepare(decode, weight, ROWS["decode"]))]
+        for kernel, phase in ((batch, "decode_batch"), (prefill, "prefill"), (long, "prefill_long")):
+            made.append((kernel, self._share(kernel, weight, ROWS[phase], made)))  # packed for the rows it was raced at
         self.decode, self.batch, self.prefill, self.long = made
 
     @staticmethod

@@ -33,8 +33,7 @@ class FakeClock:
     def __call__(self, kernel, mats):
         self.calls += 1
         rows = mats[0][0].shape[0]  # each entry is (input (M, K), weight, bias, extras)
-        phase = {1: "decode", kernel_choice.WIDE_PASS: "decode_batch", kernel_choice.LONG_ROWS: "prefill_long"}.get(
-            rows, "prefill")
+        phase = {n: name for name, n in kernel_choice.ROWS.items()}[rows]  # the phase timed at this many rows
         return self.table[phase].get(kernel, 1.0)
 
 
