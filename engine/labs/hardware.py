@@ -24,29 +24,34 @@ class MeasuredPeaks:
     measured_at: str = ""  # the wall-clock time of the measurement, for "measured here at ..."
 
 
-def _best_seconds(fn, device: torch.device, repeats: int) -> float:
+def _best_seconds(fn, device: torch.device, repeats: int, at_least_s: float = 0.0, most: int = 200) -> float:
+    """The fastest of `repeats` calls after a warm-up, and of more calls (`most` in all) until they took `at_least_s`:
+    a short burst of other programs' work (a page redrawing) then cannot slow every call."""
     fn()  # warm-up
-    best = float("inf")
-    for _ in range(repeats):
+    best, began, calls = float("inf"), time.perf_counter(), 0
+    while calls < repeats or (time.perf_counter() - began < at_least_s and calls < most):
         start = now(device)
         fn()
         best = min(best, now(device) - start)
+        calls += 1
     return best
 
 
-def measure_copy_bandwidth(device: torch.device, n_bytes: int = 256 * 2**20, repeats: int = 5) -> float:
+def measure_copy_bandwidth(device: torch.device, n_bytes: int = 256 * 2**20, repeats: int = 5,
+                           at_least_s: float = 0.0) -> float:
     """Bytes per second for dst.copy_(src) of a tensor much larger than the caches (read + write)."""
     src = torch.ones(n_bytes // 4, dtype=torch.float32, device=device)
     dst = torch.empty_like(src)
-    seconds = _best_seconds(lambda: dst.copy_(src), device, repeats)
+    seconds = _best_seconds(lambda: dst.copy_(src), device, repeats, at_least_s)
     return 2 * n_bytes / seconds
 
 
-def measure_read_bandwidth(device: torch.device, n_bytes: int = 256 * 2**20, repeats: int = 5) -> float:
+def measure_read_bandwidth(device: torch.device, n_bytes: int = 256 * 2**20, repeats: int = 5,
+                           at_least_s: float = 0.0) -> float:
     """Bytes per second read by a streaming reduction (`x.sum()`) over a tensor much larger than the caches:
     the fastest a decode step could read its weights here."""
     x = torch.ones(n_bytes // 4, dtype=torch.float32, device=device)
-    seconds = _best_seconds(lambda: x.sum(), device, repeats)
+    seconds = _best_seconds(lambda: x.sum(), device, repeats, at_least_s)
     return n_bytes / seconds
 
 
@@ -73,7 +78,7 @@ def step_bytes_reader(model: torch.nn.Module, kv_bytes: int, device: torch.devic
 
 
 def measure_matmul_flops(device: torch.device, dtype: torch.dtype, cfg: ModelConfig | None = None,
-                         tokens: int = 1024, repeats: int = 3) -> float:
+                         tokens: int = 1024, repeats: int = 3, at_least_s: float = 0.0) -> float:
     """FLOP/s of the prefill's biggest matmuls: (tokens x d_model) @ (d_model x d_ff) and back."""
     C = cfg.d_model if cfg else 576
     F = cfg.d_ff if cfg else 1536
@@ -87,7 +92,7 @@ def measure_matmul_flops(device: torch.device, dtype: torch.dtype, cfg: ModelCon
         torch.mm(x, w_up, out=h)
         torch.mm(h, w_down, out=y)
 
-    seconds = _best_seconds(run, device, repeats)
+    seconds = _best_seconds(run, device, repeats, at_least_s)
     return 2 * 2 * tokens * C * F / seconds
 
 
@@ -101,11 +106,19 @@ def memory_bytes(device: torch.device) -> float | None:
         return None
 
 
+# each of the peaks' probes repeats for at least this long (the fastest call counts), so that a short burst of other
+# programs' work does not decide it; a page that starts the probe as it opens first waits for quiet cores
+# (ui/engine_link/job_progress.py): on a 2-vCPU EPYC, a probe of a few calls taken while Chromium was loading the
+# Roofline lab read the matmul at 57 GFLOP/s against 201-202 quiet
+PROBE_S = 0.3
+
+
 def measure_peaks(device: torch.device | str = "cpu", dtype: torch.dtype = torch.float32,
-                  cfg: ModelConfig | None = None) -> MeasuredPeaks:
+                  cfg: ModelConfig | None = None, at_least_s: float = PROBE_S) -> MeasuredPeaks:
     device = torch.device(device)
-    return MeasuredPeaks(measure_copy_bandwidth(device), measure_matmul_flops(device, dtype, cfg),
-                         device.type, str(dtype).removeprefix("torch."), measure_read_bandwidth(device),
+    return MeasuredPeaks(measure_copy_bandwidth(device, at_least_s=at_least_s),
+                         measure_matmul_flops(device, dtype, cfg, at_least_s=at_least_s),
+                         device.type, str(dtype).removeprefix("torch."), measure_read_bandwidth(device, at_least_s=at_least_s),
                          memory_bytes(device), time.strftime("%H:%M:%S"))
 
 

@@ -36,3 +36,22 @@ def test_the_cost_by_stage_follows_the_card_and_the_workload():
     shares = at.dataframe[3].value
     assert shares["prefill's share of the cost, B = 1 (est.)"].iloc[-1] < shares[
         "prefill's share of the cost, B = 64 (est.)"].iloc[-1]
+
+
+def test_the_peaks_wait_for_quiet_cores_and_measure_again_on_request(monkeypatch):
+    """The peaks are measured as the page opens, while the browser draws it: their probe is sent once the cores are
+    quiet (ui/engine_link/job_progress.py); "Measure again" measures the peaks again too, not only the run."""
+    from ui.engine_link import job_progress
+
+    asked = []
+    monkeypatch.setattr(job_progress, "wait_for_quiet", lambda first, most: asked.append((first, most)) or (first, True))
+    at = open_lab("lab_roofline")
+    no_exception(at)
+    assert asked[0] == (job_progress.QUIET_FIRST_S, job_progress.QUIET_MOST_S)  # the peaks' probe waited
+    first = at.session_state[state.STORE].labs[state.PEAKS][("cpu", "float32")]
+    started = len(asked)
+    at.button(key=state.ROOF_MEASURE_RUN).click().run()
+    no_exception(at)
+    assert len(asked) == started + 2  # the peaks and the small run, each sent once the cores were quiet
+    again = at.session_state[state.STORE].labs[state.PEAKS][("cpu", "float32")]
+    assert again is not first and again.measured_at
