@@ -6,7 +6,7 @@ when), or an estimate of the card model (engine/perfmodel/card_model.py) from a 
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import pandas as pd
 
@@ -81,6 +81,18 @@ class Utilisation:
     words: str
 
 
+# a share above 100 %: the peak is a measurement too (engine/labs/hardware.py), taken at another moment
+OVER_PEAK = {
+    "MFU": "; above 100 %: the peak is itself a measurement, a matmul at the model's shapes taken at another moment, "
+           "and this prefill beat it: by the two measurements' spread, by kernels faster than the probe's matmul, or "
+           "because other programs held the cores while the peak was measured (the Roofline lab measures it again)",
+    "MBU": "; above 100 %: the bandwidth is itself a measurement, a 256 MiB streaming read taken at another moment, "
+           "and this step beat it: by the two measurements' spread, by far where the weights fit in the CPU's caches "
+           "(256 MiB does not), or because other programs held the cores while it was measured (the Roofline lab "
+           "measures it again)",
+}
+
+
 def measured_utilisation(trace, peaks) -> list[Utilisation]:
     """The run's prefill as a share of this machine's measured matmul FLOP/s (MFU), its median decode step as a share
     of the measured read bandwidth (MBU). FLOPs and bytes come from the formulas; the times were measured here."""
@@ -102,7 +114,7 @@ def measured_utilisation(trace, peaks) -> list[Utilisation]:
                                    f"the median decode step read {p.bytes_per_s / 1e9:,.1f} GB/s (weights + KV cache): "
                                    f"{v:.0%} of the {read / 1e9:,.1f} GB/s a streaming read reaches on this machine "
                                    f"(measured {when})"))
-    return out
+    return [replace(u, words=u.words + OVER_PEAK[u.name]) if u.value > 1 else u for u in out]
 
 
 # --- §3: the two crossovers, measured here and computed for each card ------------------------------------------
