@@ -108,8 +108,7 @@ def memory_bytes(device: torch.device) -> float | None:
 
 # each of the peaks' probes repeats for at least this long (the fastest call counts), so that a short burst of other
 # programs' work does not decide it; a page that starts the probe as it opens first waits for quiet cores
-# (ui/engine_link/job_progress.py): on a 2-vCPU EPYC, a probe of a few calls taken while Chromium was loading the
-# Roofline lab read the matmul at 57 GFLOP/s against 201-202 quiet
+# (ui/engine_link/job_progress.py; what both bought: docs/decisions/page-disturbance.md)
 PROBE_S = 0.3
 
 

@@ -17,10 +17,9 @@ from engine.serving.scheduling.work import Done, Failed, Job, ModelSpec, Progres
 from ui import state
 from ui.engine_link import worker_link
 
-# A lab measurement is sent once the cores are quiet: the browser is drawing the page that asked for it (at most
-# QUIET_MOST_S, from QUIET_FIRST_S on; a link's run waits the same way, ui/controls/run_panel.py). A peaks probe sent as
-# the Roofline lab opened read the matmul at 57 GFLOP/s against 201-202 quiet (2-vCPU EPYC), and the page showed an MFU
-# of 123 %.
+# A lab measurement is sent once the cores are quiet, from QUIET_FIRST_S on and at most QUIET_MOST_S: the browser is
+# drawing the page that asked for it on the same cores (a link's run waits the same way, ui/controls/run_panel.py;
+# what it bought: docs/decisions/page-disturbance.md)
 QUIET_FIRST_S, QUIET_MOST_S = 0.5, 3.0
 QUIET_TEXT = f"Starting: the measurement waits until the cores are quiet (at most {QUIET_MOST_S:.0f} s): the page draws first"
 
