@@ -6,7 +6,6 @@ import streamlit as st
 
 from engine.core.sampling_params import SamplingParams
 from engine.errors import EngineError
-from engine.host.proc_stat import wait_for_quiet
 from engine.serving.scheduling.work import Done, Request
 from ui import state
 from ui.demo import recorded
@@ -57,7 +56,6 @@ def _probe(lm, lengths: list[int]):
     their measured TTFTs and decode steps are the rates the presets are chosen from."""
     spec, text = worker_link.current_spec(), prompts.example(preset_lengths.PRESET_EXAMPLES["prefill"]).text
     bar = st.progress(0.0, text="Measuring this machine's rates for the presets (a few short runs)…")
-    wait_for_quiet(job_progress.QUIET_FIRST_S, job_progress.QUIET_MOST_S)  # as a lab's measurement: the click's redraw first
     traces = []
     for i, n in enumerate(lengths):
         ids = prompts.fit_prompt_to_tokens(lm.tokenizer, text, n).ids

@@ -37,19 +37,3 @@ def test_each_preset_produces_the_verdict_it_names(monkeypatch, model, verdicts)
         assert any("chosen from this machine's measured rates" in c.value for c in app.caption)
         assert app.session_state[state.PROMPT_TOKENS] == preset.prompt_tokens  # the sidebar shows what was sent
 
-
-def test_the_rates_probe_is_sent_once_the_cores_are_quiet(monkeypatch):
-    """The first preset click measures the machine's rates right after the click's redraw: like a lab's measurement,
-    the probe's first run waits for quiet cores (once per probe, not per run)."""
-    from ui.controls import preset_buttons
-    from ui.engine_link import job_progress
-
-    asked = []
-    monkeypatch.setattr(preset_buttons, "wait_for_quiet", lambda first, most: asked.append((first, most)) or (first, True))
-    monkeypatch.setattr(app_test_module, "PagesManager", _NavigationOnly)
-    app = AppTest.from_file(APP, default_timeout=300)
-    app.session_state[state.MODEL] = "tiny-llama"
-    app.run()
-    app.button(key=state.PRESET_BUTTON + "decode").click().run()
-    assert not app.exception and app.session_state[state.PRESET_APPLIED] is not None
-    assert asked == [(job_progress.QUIET_FIRST_S, job_progress.QUIET_MOST_S)]
