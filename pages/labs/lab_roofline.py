@@ -21,12 +21,13 @@ def measured_section(lm):
     st.subheader(f"This machine: {lm.device}, {lm.dtype}, {lm.name}")
     remeasure = st.button("↻ Measure again (the peaks, then 64 prompt + 16 output tokens)", key=state.ROOF_MEASURE_RUN,
                           disabled=not labs_open)
-    peaks = None if remeasure else store.labs.setdefault(state.PEAKS, {}).get((lm.device, lm.dtype))
+    kept = store.labs.setdefault(state.PEAKS, {})
+    peaks = None if remeasure else kept.get((lm.device, lm.dtype))
     if peaks is None:
         peaks = job_progress.lab_run(state.PEAKS_JOB, True, "hardware.peaks",
                                     label="Measuring this machine's peaks (a 256 MiB copy and read, a matmul at the "
                                           "model's shapes)…")
-        store.labs.setdefault(state.PEAKS, {})[(lm.device, lm.dtype)] = peaks
+        kept[(lm.device, lm.dtype)] = peaks
     if peaks is None:
         return None, None
 

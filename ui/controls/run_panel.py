@@ -17,7 +17,7 @@ from engine.host.proc_stat import wait_for_quiet
 from engine.serving.scheduling.work import Request
 from ui import state
 from ui.controls import demo_panel, theme_toggle
-from ui.engine_link import worker_link
+from ui.engine_link import job_progress, worker_link
 from ui.engine_link.run_store import LiveRun
 from ui.figures import fig_timing
 from ui.text import run_numbers
@@ -45,10 +45,10 @@ LIVE_TEXT_EVERY_S = 1.0  # refresh the streamed text and progress bar at most th
 LIVE_CHART_EVERY_S = 2.0  # redraw the live chart at most this often
 LIVE_CHART_MIN_LEFT_S = 1.0  # and not in a run's last second: the finished run's charts replace it at once
 # While a run is live, no CSS animations or transitions (spinners, fades); the progress bar and the text still move.
-SETTLE_S = 0.5  # every run draws its panel, waits this long, then sends the request: the Run click's redraw is over
-# a run started by a link's run=1 waits for quiet cores (engine/host/proc_stat.py), at most this long after its panel:
-# the browser is still loading the whole app then
-LINK_SETTLE_MOST_S = 3.0
+# every run draws its panel, waits SETTLE_S, then sends the request: the Run click's redraw is over; a run started by a
+# link's run=1 waits for quiet cores (engine/host/proc_stat.py), at most LINK_SETTLE_MOST_S after its panel: the browser
+# is still loading the whole app then. The same two figures as a lab's measurement (ui/engine_link/job_progress.py)
+SETTLE_S, LINK_SETTLE_MOST_S = job_progress.QUIET_FIRST_S, job_progress.QUIET_MOST_S
 LINK_SETTLE_TEXT = ("Starting: the browser is still loading this page; the run waits until the cores are quiet (at most "
                     f"{LINK_SETTLE_MOST_S:.0f} s), so that loading does not take them from prefill")
 QUIET_TEXT = "Timing quietly: nothing is drawn until the run ends (Quiet timing, in the sidebar)"
