@@ -4,7 +4,7 @@ prepare, and whatever engine/cli.py adds). Installed by scripts/setup.sh (`pip i
 [project.scripts]); `python -m two_bends_cli` from the checkout does the same without the install.
 
 `dashboard` takes the options scripts/dashboard.sh passes on (that script sets up, then runs this command):
-each sets the environment variable the dashboard's engine worker reads (ui/engine_link/server_link.py), the first
+each sets the environment variable the dashboard's engine worker reads (engine/serving/scheduling/early_start.py), the first
 option it does not know and everything after it go to Streamlit unchanged. It binds 127.0.0.1 unless told otherwise,
 converts the bundled model once (`engine prepare`), then replaces itself with the launcher, ui/controls/launch.py.
 """

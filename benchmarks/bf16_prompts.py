@@ -1,4 +1,5 @@
-"""bfloat16 prompts vs float32's, side by side in one process (issue 19 §2: bfloat16 prefill no slower than float32).
+"""bfloat16 prompts vs float32's, side by side in one process (the target: bfloat16
+prefill no slower than float32).
 
 Loads the model twice with the fast kernels, in float32 and in bfloat16 (with whatever the bfloat16 model chose for
 its prompts on this machine: its own pass, or the float32 pass from a widened copy), then times a prefill of the

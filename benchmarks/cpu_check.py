@@ -68,7 +68,7 @@ def run_step(name: str, cmd: list[str], out: Path) -> dict | None:
 
 
 # ------------------------------------------------------------------------------------------------
-# The targets (issue 19), from the steps' numbers
+# The targets (docs/performance.md), from the steps' numbers
 # ------------------------------------------------------------------------------------------------
 def verdict(ratio: float | None, bound: float) -> str:
     if ratio is None:

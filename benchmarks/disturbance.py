@@ -8,7 +8,7 @@ Each configuration starts its own dashboard: `defaults` (live chart and streamed
 nothing drawn while the model runs), `nochart` (live latency chart off), `thread` and `thread-nochart` (the engine
 in a thread of Streamlit's process, not a worker process), and `worker-alone`: the page's request sent by this script
 straight to an engine worker (no Streamlit, no browser), which separates the page's share from the worker's.
-Prints medians and the ratios page / CLI and (page - its wait) / CLI (issue 19 §4's target: one of them <= 1.15 with
+Prints medians and the ratios page / CLI and (page - its wait) / CLI (the target: one of them <= 1.15 with
 defaults), and the CPU seconds the browser, Streamlit and the worker used per page run. A benchmark, not a test:
 run it alone (`flock /tmp/tb/bench.lock ...` on a shared machine).
 

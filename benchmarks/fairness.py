@@ -1,4 +1,5 @@
-"""Fair to every student, measured: a second session's default run while the largest lab runs (issue 18 §3).
+"""Fair to every student, measured: a second session's default run while the largest lab runs
+(the bound: its first token within 2x its quiet TTFT plus one lab slice).
 
 Starts the engine's scheduler (as the dashboard's worker runs it), measures a default run's TTFT as a student sees
 it (submit to first token: queue wait + prefill) on a quiet engine, then starts the largest lab a room allows (a

@@ -1,5 +1,5 @@
 """Is the fleet simulator right on this machine? Calibrate its step model on the real engine, replay the Traffic
-lab's workloads on the engine and on the simulator, print the comparison (issue 21 §3).
+lab's workloads on the engine and on the simulator, print the comparison.
 
 Before each workload the step model is fitted on separate calibration bursts (it never sees the replayed steps; a
 shared machine's speed drifts, so it is refitted each time); each workload is its preset's lengths (cut to the

@@ -4,7 +4,7 @@ In process: `python -m engine generate --prompt-tokens N --max-new-tokens M --js
 its warm-up excluded as always). Behind HTTP: `python -m engine serve` (queue mode, nothing else running) timed by
 `python -m engine measure --prompt-tokens N --max-new-tokens M --concurrency 1` from another process, as a client
 would. The rounds alternate, so the machine's noise falls on both alike; printed side by side with the ratios
-(issue 19 §2b asks for both within 1.1x). Run it under `flock /tmp/tb/bench.lock` on a shared machine.
+(the target: both within 1.1x). Run it under `flock /tmp/tb/bench.lock` on a shared machine.
 
     .venv/bin/python -m benchmarks.serve_vs_inprocess [--rounds 3] [--requests 5] [--servers thread process]
 A server may carry environment variables for its process (and its worker's): `--servers thread process:GOMP_SPINCOUNT=0`.

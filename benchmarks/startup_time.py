@@ -1,4 +1,5 @@
-"""How long from starting the dashboard to a usable Run button, moment by moment (issue 19 §3).
+"""How long from starting the dashboard to a usable Run button, moment by moment
+(docs/decisions/fast-start.md).
 
 Starts the server as scripts/dashboard.sh does (`python -m ui.controls.launch ...`, the converted model already
 cached; `--full` runs `bash scripts/dashboard.sh` itself, with its set-up check and `engine prepare`), opens it in

@@ -1,7 +1,7 @@
 """Two Bends engine: a small real inference engine with separate prefill and decode phases.
 
-Subpackages by role: core (the model and the two phases, what a student reads), loading (weights),
-techniques (speculative decoding, prefix cache, int8, kernels, CUDA graphs), serving (scheduler,
+Subpackages by role: core (the model and the two phases, what a student reads), host (what the machine does
+beside a run), loading (weights), techniques (speculative decoding, prefix cache, int8, kernels, CUDA graphs), serving (scheduler,
 worker, HTTP server, client), labs (measurements) and perfmodel (pure arithmetic). The names below
 are the contract the rest of the project relies on (README: "The engine from the command line", "Layout").
 They are imported on first use (PEP 562), so `import engine.x` costs no torch import until x needs it:
@@ -15,7 +15,7 @@ _WHERE = {
     "generate_no_cache": "engine.core.generate", "prefill": "engine.core.generate",
     "KVCache": "engine.core.kv_cache",
     "PhaseSummary": "engine.core.metrics", "summarize": "engine.core.metrics",
-    "SamplingParams": "engine.core.sampling",
+    "SamplingParams": "engine.core.sampling_params",
     "AttentionCapture": "engine.core.trace", "DecodeStep": "engine.core.trace", "Trace": "engine.core.trace",
     "EngineError": "engine.errors",
     "LoadedModel": "engine.loading.loader", "load_model": "engine.loading.loader",

@@ -14,6 +14,7 @@ import pytest  # noqa: E402
 import torch  # noqa: E402
 
 import engine
+from tests import navigation_only as keep_navigation
 
 os.environ.setdefault("TWO_BENDS_MODEL", "tiny-llama")  # AppTests use the tiny model unless a test says otherwise
 # AppTests run the scheduler in a thread; a browser test's dashboard inherits this unless it sets its own
@@ -76,21 +77,8 @@ def smollm_tokenizer():
 
 @pytest.fixture
 def navigation_only(monkeypatch):
-    """Every AppTest run goes through app.py's st.navigation, as a real server's runs do.
-
-    Streamlit 1.67 keeps the 'pages/ directory' flag in `PagesManager.uses_pages_directory`: set when a pages/
-    folder sits beside the main script (ours holds pages/<role>/), and AppTest resets it before every run. While
-    it is set, a run takes Streamlit's old multipage path (script_runner._mpa_v1), which runs pages/*.py on its own,
-    without app.py (no sidebar, no run panel). st.navigation clears it; this clears it before every run."""
-    import streamlit.testing.v1.app_test as app_test_module
-    from streamlit.runtime.pages_manager import PagesManager
-
-    class NavigationOnly(PagesManager):
-        def __init__(self, *args, **kwargs):
-            super().__init__(*args, **kwargs)
-            PagesManager.uses_pages_directory = False
-
-    monkeypatch.setattr(app_test_module, "PagesManager", NavigationOnly)
+    """Every AppTest run goes through app.py (tests.navigation_only says why)."""
+    keep_navigation(monkeypatch)
 
 
 # --- one real vLLM (chunked prefill on) for every test that asks for it, stopped after the last of them ---------

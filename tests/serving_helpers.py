@@ -13,13 +13,33 @@ import time
 from pathlib import Path
 
 import pytest
+import uvicorn
 
-from engine.serving.api_server.openai_server import BackgroundServer, create_app, prepare
+from engine.serving.api_server.openai_server import create_app, listen, prepare, warm_http
 from engine.serving.scheduling.scheduler import Scheduler
 from engine.serving.scheduling.work import ModelSpec
 from engine.serving.scheduling.worker import LocalService, ServiceOptions
 from tests import ROOT
 from tests.browser import appdriver
+
+
+class BackgroundServer:
+    """uvicorn in a thread of this process: `.url`, `.stop()`."""
+
+    def __init__(self, app, host: str = "127.0.0.1", port: int = 0, api_key: str = ""):
+        self.sock = listen(host, port)
+        self.url = f"http://{host}:{self.sock.getsockname()[1]}"
+        self.server = uvicorn.Server(uvicorn.Config(app, log_level="warning", access_log=False))
+        self.thread = threading.Thread(target=self.server.run, kwargs={"sockets": [self.sock]}, daemon=True)
+        self.thread.start()
+        while not self.server.started and self.thread.is_alive():
+            time.sleep(0.02)
+        warm_http(self.url, api_key)
+
+    def stop(self) -> None:
+        self.server.should_exit = True
+        self.thread.join(10)
+        self.sock.close()
 
 
 class InProcessServer:

@@ -177,8 +177,8 @@ REMOTE_REPLAY_RUN = "remote_replay_run"  # the Prefill and Decode pages' "Replay
 # one-click presets that show each verdict on this machine (ui/controls/preset_buttons.py, on Home)
 PRESET_BUTTON = "preset_"  # + verdict: its button
 PRESET_PENDING = "preset_pending"  # the verdict clicked, until its lengths are applied to the sidebar
-PRESET_RATES = "preset_rates"  # RunStore.labs key: {model spec: ui.text.presets.Rates} measured by the quick probe
-PRESET_APPLIED = "preset_applied"  # the ui.text.presets.Preset last applied (its caption on Home)
+PRESET_RATES = "preset_rates"  # RunStore.labs key: {model spec: ui.text.preset_lengths.Rates} measured by the quick probe
+PRESET_APPLIED = "preset_applied"  # the ui.text.preset_lengths.Preset last applied (its caption on Home)
 RUN_REQUESTED = "run_requested"  # set by a preset: the run panel runs once as if Run had been pressed
 
 # runs kept per browser across refreshes, whole sessions saved and opened (ui/engine_link/worker_link.py,

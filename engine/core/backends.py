@@ -5,7 +5,7 @@ only this object differs. engine/techniques/kernels.py makes the fast one: it me
 machine against what would run without it and keeps only the winners (engine/techniques/fast_paths.py).
 
   ops          what every layer calls: the linear layers' matmul kernel, the norms, SwiGLU (`TorchOps`: torch's
-               own ops, the reference; engine/techniques/kernels.py's `MatmulKernels`: library kernels timed here)
+               own ops, the reference; engine/techniques/matmul_kernels.py's `MatmulKernels`: library kernels timed here)
   prompt_ops   a wide prompt's work between its matmuls in one C call a piece (prompt_kernels.py), where it serves
   decode_step  a whole batch-1 decode step in one call (the C step, or torch.compile's), where it serves
   prompt_pass  a half-precision model's wide passes through a float32 copy of its weights (prompt_pass.py)

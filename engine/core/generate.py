@@ -33,7 +33,7 @@ StepCallback = Callable[[Trace], bool | None]  # return False to stop early (e.g
 StepMaker = Callable[[object, KVCache], Callable[[torch.Tensor], torch.Tensor]]  # (lm, cache) -> step(token) -> logits
 
 
-class RunWatch(Protocol):
+class Watch(Protocol):
     """What a caller outside the core watches of one run, between its timed intervals (engine/host/run_watch.py)."""
 
     last_wait: float  # seconds the threads waited for a CPU in the latest interval (0 where not measured)
@@ -77,7 +77,7 @@ def greedy(logits: torch.Tensor) -> torch.Tensor:
 def decode_loop(lm, token: torch.Tensor, cache: KVCache, max_steps: int, *,
                 choose: Callable[[torch.Tensor], torch.Tensor] = greedy, step=None,
                 after_step: Callable[[torch.Tensor, float], bool] | None = None,
-                watch: RunWatch | None = None) -> list[float]:
+                watch: Watch | None = None) -> list[float]:
     """The bridge: feed `token` (B,), choose the next from the logits, `max_steps` times or until
     `after_step(token, seconds)` returns False. Returns each step's seconds (pass + choice, host-side
     token ready). `step` replaces `decode_step` (e.g. a CUDA-graph replay). With a `watch`, each step's
@@ -123,7 +123,7 @@ def warm_up(lm, batch: int) -> float:
 def generate(lm, prompt: str | list[int], max_new_tokens: int, params: SamplingParams | None = None, *,
              chat: bool = False, batch_size: int = 1, capture_attention: bool = False, capture_layers=None,
              on_step: StepCallback | None = None, on_capture: Callable[[Trace], None] | None = None,
-             warmup: bool = True, make_step: StepMaker | None = None, watch: RunWatch | None = None,
+             warmup: bool = True, make_step: StepMaker | None = None, watch: Watch | None = None,
              **sampling) -> Trace:
     """Generate for one prompt (text or ids), replicated `batch_size` times; see `generate_batch`.
 
@@ -142,7 +142,7 @@ def generate(lm, prompt: str | list[int], max_new_tokens: int, params: SamplingP
 def generate_batch(lm, prompts: list[list[int]], max_new_tokens: int, params: SamplingParams | None = None, *,
                    capture_attention: bool = False, capture_layers=None, on_step: StepCallback | None = None,
                    on_capture: Callable[[Trace], None] | None = None, warmup: bool = True,
-                   make_step: StepMaker | None = None, chat: bool = False, watch: RunWatch | None = None,
+                   make_step: StepMaker | None = None, chat: bool = False, watch: Watch | None = None,
                    **sampling) -> Trace:
     """B prompts of equal token length: one batched prefill, then batched decode steps.
 
@@ -170,7 +170,7 @@ def generate_batch(lm, prompts: list[list[int]], max_new_tokens: int, params: Sa
 def _run(lm, prompts: list[list[int]], max_new_tokens: int, params: SamplingParams, chat: bool,
          capture_attention: bool, capture_layers, on_step: StepCallback | None,
          on_capture: Callable[[Trace], None] | None, warmup: bool, make_step: StepMaker | None,
-         watch: RunWatch | None) -> Trace:
+         watch: Watch | None) -> Trace:
     """The run itself, on checked input: one Sequence per row, timed prefill, then the decode loop."""
     B, T = len(prompts), len(prompts[0])
     device = lm.device

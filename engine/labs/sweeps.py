@@ -214,7 +214,7 @@ class MemoryEstimate:
     weights: int  # already resident: the model is loaded
     kv_cache: int  # B x (T + N) x KV bytes per token, preallocated
     activations: int  # largest transient tensors of one prefill layer (B x T x widths) + attention scores
-    logits: int  # B x vocab x 4: prefill computes only the last position's logits (engine/model.py)
+    logits: int  # B x vocab x 4: prefill computes only the last position's logits (engine/core/model.py)
     available: int | None  # free memory on the device now (None when unknown)
 
     @property

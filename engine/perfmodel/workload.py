@@ -15,8 +15,8 @@ import random
 
 from engine.errors import EngineError
 
-# the ranges a workload may take: wide beyond any lab's or benchmark's (and far inside where the gap and length draws
-# would overflow or divide by zero: a rate of 1e-176 or a spread of 1e190 used to end in a traceback)
+# the ranges a workload may take: wide beyond any lab's or benchmark's, and far inside where the gap and length draws
+# would overflow or divide by zero (a rate of 1e-176, a spread of 1e190)
 MIN_RATE, MAX_RATE = 1e-3, 1e7  # requests per second (math.inf: a burst)
 MIN_BURSTINESS, MAX_BURSTINESS = 0.01, 100.0
 MAX_SPREAD = 5.0  # the log-normal's sigma: at 5, one request in a hundred is ~10^5x the median

@@ -14,12 +14,11 @@ without the chat template.
 import re
 
 import pytest
-import streamlit.testing.v1.app_test as app_test_module
 from streamlit.testing.v1 import AppTest
 
 from engine.loading.model_store import DEFAULT_MODEL
-from tests import ROOT
-from tests.pages.story.test_home_timing import APP, _NavigationOnly
+from tests import ROOT, navigation_only
+from tests.pages.story.test_home_timing import APP
 from ui import state
 from ui.demo import lesson, links, output_length
 
@@ -88,7 +87,7 @@ def test_the_docs_slide_link_is_checked():
 
 @pytest.fixture
 def open_link(monkeypatch):
-    monkeypatch.setattr(app_test_module, "PagesManager", _NavigationOnly)
+    navigation_only(monkeypatch)
 
     def opened(query: dict) -> AppTest:
         at = AppTest.from_file(APP, default_timeout=600)

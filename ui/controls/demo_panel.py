@@ -226,7 +226,7 @@ def apply_link(link: links.LinkSettings, fresh: bool = False) -> None:
     if link.trace:
         open_shipped(link.trace)
     if link.run:
-        ss[state.LINK_RUN] = LINK_PENDING  # ui/controls/widgets.py starts it once
+        ss[state.LINK_RUN] = LINK_PENDING  # ui/controls/run_panel.py starts it once
     if link.preset:
         ss[state.PRESET_PENDING] = ss[state.LINK_PRESET] = link.preset  # Home's preset buttons run it once
     if link.notices:

@@ -1,4 +1,4 @@
-"""The Streamlit pieces every page shares: the sidebar, and the live run panel (ui/controls/run_panel.py; layout only).
+"""The sidebar every page shares (layout only): it returns the RunRequest app.py hands to ui/controls/run_panel.py.
 
 The model itself lives in the engine worker (ui/engine_link/worker_link.py); here it is known by its description:
 config, tokenizer, sizes.

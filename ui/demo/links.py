@@ -46,7 +46,7 @@ PARAMS = {
     "theme": Param(state.DARK_THEME, "theme", False),  # theme=dark: the dark theme (ui/controls/theme_toggle.py)
 }
 THEMES = {"light": False, "dark": True}
-RUN = "run"  # run the request once when the link is opened (ui/controls/widgets.py starts it)
+RUN = "run"  # run the request once when the link is opened (ui/controls/run_panel.py starts it)
 PRESET = "preset"  # press one of Home's one-click presets once when the link is opened (ui/controls/preset_buttons.py)
 PRESETS = ("prefill", "even", "decode")  # ui/text/preset_lengths.py's verdicts
 LESSON, STEP = "lesson", "step"  # a lesson's file name (assets/lessons/) and its step, from 1 (ui/demo/lesson.py)

@@ -1,7 +1,7 @@
 """What the whole dashboard server shares: one engine worker, every session's run store, and the janitor that sweeps them.
 
 One ServerLink per Streamlit server (ui/engine_link/worker_link.py caches it with st.cache_resource): it starts the
-engine worker with the settings scripts/dashboard.sh put in the environment, registers each session's RunStore,
+engine worker with the settings `two-bends dashboard` put in the environment, registers each session's RunStore,
 and every JANITOR_EVERY_S seconds cancels what closed tabs were still waiting for (after GRACE_S, so a reconnect
 keeps its work): in a room that frees their slots too (ui/room/slots.py).
 """
@@ -23,7 +23,7 @@ GRACE_S = 4.0  # a session must stay gone this long before its work is cancelled
 
 
 def options() -> ServiceOptions:
-    """The engine worker's settings from scripts/dashboard.sh's environment (read in one place, for the early worker
+    """The engine worker's settings from the environment `two-bends dashboard` set (read in one place, for the early worker
     too: engine/serving/scheduling/early_start.py)."""
     return early_start.options_from_env(os.environ, prepack_in_background=False)
 

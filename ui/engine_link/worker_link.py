@@ -5,8 +5,8 @@ with st.cache_resource), which runs the scheduler (engine/serving) in its own pr
 its drawing cannot stretch a measurement. A Run goes to the room's serving engine instead when the operator gave one
 (ui/engine_link/remote_engine.py); both are EngineClients (ui/engine_link/client.py). Lab jobs, model loads and
 attention captures, with the progress bars that show them, are ui/engine_link/job_progress.py. The worker's settings
-come from the environment (engine/serving/scheduling/early_start.py's options_from_env; scripts/dashboard.sh sets them
-from its flags).
+come from the environment (engine/serving/scheduling/early_start.py's options_from_env; `two-bends dashboard` sets
+them from its flags).
 """
 from __future__ import annotations
 

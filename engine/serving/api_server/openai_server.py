@@ -308,25 +308,6 @@ def warm_http(url: str, api_key: str = "") -> None:
         conn.close()
 
 
-class BackgroundServer:
-    """uvicorn in a thread of this process (tests, benchmarks, the dashboard's tests): `.url`, `.stop()`."""
-
-    def __init__(self, app, host: str = "127.0.0.1", port: int = 0, api_key: str = ""):
-        self.sock = listen(host, port)
-        self.url = f"http://{host}:{self.sock.getsockname()[1]}"
-        self.server = uvicorn.Server(uvicorn.Config(app, log_level="warning", access_log=False))
-        self.thread = threading.Thread(target=self.server.run, kwargs={"sockets": [self.sock]}, daemon=True)
-        self.thread.start()
-        while not self.server.started and self.thread.is_alive():
-            time.sleep(0.02)
-        warm_http(self.url, api_key)
-
-    def stop(self) -> None:
-        self.server.should_exit = True
-        self.thread.join(10)
-        self.sock.close()
-
-
 def _loopback(host: str) -> str:
     """Where this machine reaches a server bound to `host` (every interface: the loopback of that family)."""
     return {"0.0.0.0": "127.0.0.1", "::": "[::1]", "": "127.0.0.1"}.get(host, f"[{host}]" if ":" in host else host)

@@ -1,23 +1,16 @@
 """AppTest for "Measure a server" (with our engine served by the test on 127.0.0.1), the operator's allow-list, and
 every other page drawing a run measured on a server (no model config, no attention, no KV picture)."""
 import pytest
-import streamlit.testing.v1.app_test as app_test_module
-from streamlit.runtime.pages_manager import PagesManager
 from streamlit.testing.v1 import AppTest
 
 from engine.errors import EngineError
-from tests import ROOT
+from tests import ROOT, navigation_only
 from tests.serving_helpers import InProcessServer, metrics_of
 from ui import state
 from ui.engine_link import server_measurement
 
 APP = str(ROOT / "app.py")
 
-
-class _NavigationOnly(PagesManager):  # as in test_pages_home_timing.py: every run goes through app.py
-    def __init__(self, *args, **kwargs):
-        super().__init__(*args, **kwargs)
-        PagesManager.uses_pages_directory = False
 
 
 @pytest.fixture(scope="module")
@@ -28,7 +21,7 @@ def target():
 
 
 def open_page(monkeypatch, hosts: str | None) -> AppTest:
-    monkeypatch.setattr(app_test_module, "PagesManager", _NavigationOnly)
+    navigation_only(monkeypatch)
     if hosts is None:
         monkeypatch.delenv(server_measurement.ENV, raising=False)
     else:

@@ -1,28 +1,17 @@
 """AppTest for the shared sidebar, the run panel, Home and Timing (tiny model; one real-model test marked slow)."""
 import pytest
-import streamlit.testing.v1.app_test as app_test_module
-from streamlit.runtime.pages_manager import PagesManager
 from streamlit.testing.v1 import AppTest
 
-from tests import ROOT
+from tests import ROOT, navigation_only
 from ui import state
 
 APP = str(ROOT / "app.py")
 
 
-class _NavigationOnly(PagesManager):
-    """AppTest resets the 'app_pages/ directory' flag before every run, so from the second run on it would run
-    pages/<page>.py on its own, without app.py (no sidebar, no run panel). st.navigation apps never use that
-    mode; this keeps every test run going through app.py, as a real server does."""
-
-    def __init__(self, *args, **kwargs):
-        super().__init__(*args, **kwargs)
-        PagesManager.uses_pages_directory = False
-
 
 @pytest.fixture
 def app(monkeypatch):
-    monkeypatch.setattr(app_test_module, "PagesManager", _NavigationOnly)
+    navigation_only(monkeypatch)
     at = AppTest.from_file(APP, default_timeout=120)
     at.session_state[state.MODEL] = "tiny-llama"
     return at.run()
@@ -136,7 +125,7 @@ def test_example_picker_fills_the_prompt(app):
 
 
 def test_default_run_on_real_smollm(monkeypatch):
-    monkeypatch.setattr(app_test_module, "PagesManager", _NavigationOnly)
+    navigation_only(monkeypatch)
     at = AppTest.from_file(APP, default_timeout=180)
     at.session_state[state.MODEL] = "smollm2-135m"
     run(at.run())

@@ -2,12 +2,12 @@
 lengths chosen from a quick probe of this machine's rates. Tiny model for the clear-cut verdicts; the real SmolLM2
 for all three (the tiny model's millisecond steps jitter too much for 'close to even')."""
 import pytest
-import streamlit.testing.v1.app_test as app_test_module
 from streamlit.testing.v1 import AppTest
 
 import engine
 from engine.loading.model_store import DEFAULT_MODEL
-from tests.pages.story.test_home_timing import APP, _NavigationOnly
+from tests import navigation_only
+from tests.pages.story.test_home_timing import APP
 from ui import state
 from ui.text import diagnosis, preset_lengths
 
@@ -16,7 +16,7 @@ from ui.text import diagnosis, preset_lengths
                                               (DEFAULT_MODEL, ("prefill", "even", "decode"))], ids=["tiny", "smollm2"])
 def test_each_preset_produces_the_verdict_it_names(monkeypatch, model, verdicts):
     """One session clicks the presets in turn, as a teacher would: the first click measures the rates, each runs."""
-    monkeypatch.setattr(app_test_module, "PagesManager", _NavigationOnly)
+    navigation_only(monkeypatch)
     app = AppTest.from_file(APP, default_timeout=300)
     app.session_state[state.MODEL] = model
     app.run()

@@ -1,11 +1,9 @@
 """AppTest: a room whose Runs go to a serving engine (--engine-url, here `engine serve` in this process, tiny model):
 Home and Timing draw those runs, Prefill and Decode replay them on the local engine on demand, and say so."""
 import pytest
-import streamlit.testing.v1.app_test as app_test_module
-from streamlit.runtime.pages_manager import PagesManager
 from streamlit.testing.v1 import AppTest
 
-from tests import ROOT
+from tests import ROOT, navigation_only
 from tests.serving_helpers import InProcessServer
 from ui import state
 from ui.engine_link import remote_measure, server_measurement
@@ -13,11 +11,6 @@ from ui.room import config
 
 APP = str(ROOT / "app.py")
 
-
-class _NavigationOnly(PagesManager):  # as in test_home_timing.py: every run goes through app.py
-    def __init__(self, *args, **kwargs):
-        super().__init__(*args, **kwargs)
-        PagesManager.uses_pages_directory = False
 
 
 @pytest.fixture(scope="module")
@@ -29,7 +22,7 @@ def served():
 
 def student(monkeypatch, url: str, hosts: str = "127.0.0.1") -> AppTest:
     """A student's session admitted to a room whose engine is `url`."""
-    monkeypatch.setattr(app_test_module, "PagesManager", _NavigationOnly)
+    navigation_only(monkeypatch)
     for name, value in ((config.ENV_ROOM, "1"), (config.ENV_JOIN, "ROOM42"), (config.ENV_TEACHER, "TEACH9"),
                         (remote_measure.ENV, url), (server_measurement.ENV, hosts)):
         monkeypatch.setenv(name, value)

@@ -1,12 +1,10 @@
 """AppTest: with more than one run the Timing page offers the handout (all runs side by side) and the sidebar saves
 the whole session; with one run neither handout nor a one-run 'session' is pushed at the student."""
 import pytest
-import streamlit.testing.v1.app_test as app_test_module
 from streamlit.testing.v1 import AppTest
 
 import engine
-from tests import ROOT
-from tests.pages.story.test_home_timing import _NavigationOnly
+from tests import ROOT, navigation_only
 from ui import state
 from ui.engine_link.run_store import RunStore
 
@@ -23,7 +21,7 @@ def _downloads(at: AppTest) -> list[str]:
 
 
 def _timing_with(monkeypatch, history) -> AppTest:
-    monkeypatch.setattr(app_test_module, "PagesManager", _NavigationOnly)
+    navigation_only(monkeypatch)
     at = AppTest.from_file(APP, default_timeout=120)
     at.session_state[state.MODEL] = "tiny-llama"
     store = RunStore()

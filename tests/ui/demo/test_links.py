@@ -1,12 +1,10 @@
 """Shareable links: query parameters checked value by value, defaults left out, and a round trip through the app."""
 import pytest
-import streamlit.testing.v1.app_test as app_test_module
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from streamlit.runtime.pages_manager import PagesManager
 from streamlit.testing.v1 import AppTest
 
-from tests import ROOT
+from tests import ROOT, navigation_only
 from ui import state
 from ui.controls import widgets
 from ui.demo import links
@@ -15,13 +13,6 @@ APP = str(ROOT / "app.py")
 PAGES = {"home", "prefill", "decode", "timing"}
 TRACES = {"long-prompt-short-answer"}
 
-
-class _NavigationOnly(PagesManager):
-    """Keep every AppTest run going through app.py (see tests/pages/story/test_home_timing.py)."""
-
-    def __init__(self, *args, **kwargs):
-        super().__init__(*args, **kwargs)
-        PagesManager.uses_pages_directory = False
 
 
 def test_parse_reads_every_setting():
@@ -77,7 +68,7 @@ def test_link_ranges_are_the_sidebar_ranges():
 
 @pytest.fixture
 def app_test(monkeypatch):
-    monkeypatch.setattr(app_test_module, "PagesManager", _NavigationOnly)
+    navigation_only(monkeypatch)
 
     def make(query: dict | None = None) -> AppTest:
         at = AppTest.from_file(APP, default_timeout=120)

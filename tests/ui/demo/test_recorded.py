@@ -4,14 +4,12 @@ import json
 import math
 
 import pytest
-import streamlit.testing.v1.app_test as app_test_module
-from streamlit.runtime.pages_manager import PagesManager
 from streamlit.testing.v1 import AppTest
 
 import engine
 from engine.core import trace_file
 from engine.core.trace import SCHEMA_VERSION
-from tests import ROOT
+from tests import ROOT, navigation_only
 from ui import state
 from ui.demo import recorded
 
@@ -20,19 +18,12 @@ STORY = ["pages/story/home.py", "pages/story/prefill.py", "pages/story/decode.py
 SHIPPED = [s.name for s in recorded.shipped()]
 
 
-class _NavigationOnly(PagesManager):
-    """Keep every AppTest run going through app.py (see tests/pages/story/test_home_timing.py)."""
-
-    def __init__(self, *args, **kwargs):
-        super().__init__(*args, **kwargs)
-        PagesManager.uses_pages_directory = False
-
 
 @pytest.fixture
 def replay(monkeypatch):
     """AppTests of the replay-only dashboard; starting the engine worker (loading a model) fails the test."""
     monkeypatch.setenv("TWO_BENDS_REPLAY", "1")
-    monkeypatch.setattr(app_test_module, "PagesManager", _NavigationOnly)
+    navigation_only(monkeypatch)
 
     def no_worker(*args, **kwargs):
         raise AssertionError("replay mode started the engine worker")

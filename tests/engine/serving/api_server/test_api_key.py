@@ -8,11 +8,11 @@ import sys
 import openai
 import pytest
 
-from engine.serving.api_server.openai_server import BackgroundServer, authorised, create_app, prepare
+from engine.serving.api_server.openai_server import authorised, create_app, prepare
 from engine.serving.scheduling.work import ModelSpec
 from engine.serving.scheduling.worker import LocalService, ServiceOptions
 from tests import ROOT
-from tests.serving_helpers import CliServer, free_port, metrics_of, post
+from tests.serving_helpers import BackgroundServer, CliServer, free_port, metrics_of, post
 
 KEY = "sk-room-7f3a"
 

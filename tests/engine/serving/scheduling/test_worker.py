@@ -13,13 +13,13 @@ import pytest
 
 import engine
 from engine.errors import EngineError
-from engine.serving.api_server.openai_server import BackgroundServer, create_app, prepare
+from engine.serving.api_server.openai_server import create_app, prepare
 from engine.serving.scheduling import lab_jobs
 from engine.serving.scheduling import worker as worker_module
 from engine.serving.scheduling.model_pool import ModelPool
 from engine.serving.scheduling.work import Failed, Job, ModelSpec, Progress, Request, Started, drain, result_of
 from engine.serving.scheduling.worker import LocalService, ProcessService, ServiceOptions
-from tests.serving_helpers import metrics_of
+from tests.serving_helpers import BackgroundServer, metrics_of
 
 TINY = ModelSpec("tiny-llama", "cpu")
 GREEDY = engine.SamplingParams(ignore_eos=True)
