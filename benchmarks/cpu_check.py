@@ -1,4 +1,5 @@
-"""Issue 19's targets on this CPU, in one call: every measurement the issue names, then one line per target.
+"""The CPU targets (docs/performance.md) on this machine, in one call: every measurement they name, then one line
+per target.
 
 Runs the steps below one after another (alone: `flock /tmp/tb/bench.lock ...` on a shared machine) and writes under
 OUT (default ./cpu-check), each the moment it is known: <step>.log and <step>.json per step, then targets.md (a table
@@ -188,7 +189,7 @@ def machine_line(results: dict) -> str:
 
 
 def markdown(results: dict, lines: list[dict]) -> str:
-    out = [f"Issue 19's targets, `benchmarks/cpu_check.py`: {machine_line(results)}", "",
+    out = [f"The CPU targets, `benchmarks/cpu_check.py`: {machine_line(results)}", "",
            "| § | target | measured | verdict |", "|---|---|---|---|"]
     for x in lines:
         note = f" ({x['note']})" if x["note"] else ""

@@ -1,4 +1,4 @@
-"""benchmarks/cpu_check.py reads issue 19's targets off its steps' numbers: each target's ratio and verdict, the
+"""benchmarks/cpu_check.py reads the CPU targets off its steps' numbers: each target's ratio and verdict, the
 bfloat16 targets marked where the CPU is not the issue's case, a failed step "not measured" and a non-zero exit."""
 import json
 import sys

@@ -129,7 +129,7 @@ def test_story_pages_fit_a_projector_in_presenter_mode(browser, replay_url):
 
 
 def lab_figures() -> dict:
-    """The labs' figures from made-up results shaped like real ones (the numbers of issue 17's report)."""
+    """The labs' figures from made-up results shaped like real ones (a real SmolLM2 run's numbers)."""
     from tests.ui.figures.lab_samples import sample_figures
 
     return sample_figures()

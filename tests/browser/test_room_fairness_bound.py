@@ -1,4 +1,4 @@
-"""Fair to every student, in real Chromium (issue 18 §3): while the teacher runs the largest lab (a prompt sweep up to
+"""Fair to every student, in real Chromium: while the teacher runs the largest lab (a prompt sweep up to
 2048 tokens on SmolLM2), a student's default run shows its first token within 2x its quiet TTFT plus one lab slice.
 
 Checked loosely (half a second of slack for a 2-core machine that also draws two browsers); benchmarks/fairness.py measures

@@ -1,4 +1,4 @@
-"""Made-up lab results shaped like real ones (issue 17's numbers), for figure-layout checks without a model."""
+"""Made-up lab results shaped like real ones (a real SmolLM2 run's numbers), for figure-layout checks without a model."""
 from __future__ import annotations
 
 from engine.labs.profiling import KIND_ATTN, KIND_GEMM, KIND_GEMV, KIND_OTHER, KIND_OUTSIDE, PARTS, PhaseProfile, ProfileResult
