@@ -5,17 +5,10 @@ import re
 import pytest
 
 import engine
-from engine.core.trace import DecodeStep, Trace
+from engine.core.trace import Trace
 from tests import ROOT
+from tests.ui.hand_traces import hand_trace
 from ui.text import diagnosis
-
-
-def hand_trace(prefill_s: float, step_s: list[float], n_prompt: int = 16) -> Trace:
-    n_out = len(step_s) + 1
-    steps = [DecodeStep(s, n_prompt + i + 1, (n_prompt + i + 1) * 100) for i, s in enumerate(step_s)]
-    return Trace(model="hand", device="cpu", dtype="float32", prompt_ids=list(range(n_prompt)),
-                 output_ids=list(range(n_out)), text="x" * n_out, prefill_seconds=prefill_s, steps=steps,
-                 env={"torch": "test"}, kv_bytes_per_token=100, settings={"temperature": 0.0, "chat": False})
 
 
 def recorded(name: str) -> Trace:
@@ -62,3 +55,35 @@ def test_recorded_runs_are_counted_like_the_decode_page(name, verdict):
 def test_single_token_has_no_decode_step():
     d = diagnosis.diagnose(engine.summarize(hand_trace(0.1, [])))
     assert d.verdict == "prefill" and "no decode step" in d.details
+
+
+# ---------------------------------------------------------------- diagnosis
+def test_diagnosis_prefill_dominated():
+    trace = hand_trace(2.0, [0.01] * 3, n_prompt=1000)
+    d = diagnosis.diagnose(engine.summarize(trace))
+    assert d.dominant == "prefill" and not d.balanced
+    assert d.share == pytest.approx(2.0 / 2.03)
+    assert [name for name, _ in d.helps] == [name for name, _ in diagnosis.PREFILL_REMEDIES]
+    assert d.wasted == diagnosis.WASTED_ON_PREFILL
+    md = d.to_markdown()
+    assert "Prefill dominates: 99%" in md and "faster decoder" in md
+    assert "Chunked prefill" in md.split("Remedies for a shared server")[1]  # the server's list, not this request's
+
+
+def test_diagnosis_decode_dominated():
+    trace = hand_trace(0.02, [0.03] * 49, n_prompt=16)
+    d = diagnosis.diagnose(engine.summarize(trace))
+    assert d.dominant == "decode" and not d.balanced
+    assert d.share == pytest.approx(1.47 / 1.49)
+    names = [name for name, _ in d.helps]
+    assert "Speculative decoding" in names and not any("atching" in n or "hunked" in n for n in names)
+    assert any("horsepower" in why for _, why in d.wasted)
+    assert d.max_gain_other == pytest.approx(0.02 / 1.49)
+    assert "Decode dominates" in d.headline and "TPOT 30.0 ms" in d.details
+
+
+def test_diagnosis_balanced_offers_both_sets():
+    d = diagnosis.diagnose(engine.summarize(hand_trace(0.5, [0.05] * 10)))
+    assert d.balanced
+    names = [name for name, _ in d.helps]
+    assert "Prefix caching" in names and "Speculative decoding" in names
