@@ -100,9 +100,11 @@ def bridge_measured(result, model: str) -> str:
         return (f"Measured here (Batch lab, {path}): up to B = {top} no decode step took more than 1.5× the smallest "
                 "batch's in every round by more than the rounds' spread: the bridge stayed bound by reading the weights "
                 "(or the machine was too busy to show it).")
-    return (f"Measured here (Batch lab, {path}): the bridge turns compute-bound at B = {cross}, the first batch whose "
-            "step took more than 1.5× the smallest batch's in every round (this page's mark: a step bound by reading "
-            "the weights barely grows with B; past it, the batch's arithmetic and each rider's own work set the pace).")
+    return (f"Measured here (Batch lab, {path}): the bridge stops being bound by reading the weights at B = {cross}, "
+            "the first batch whose step took more than 1.5× the smallest batch's in every round (this page's mark: a "
+            "step bound by reading the weights barely grows with B; past it, the batch's arithmetic and each rider's "
+            "own work, its KV cache and attention, set the pace: compute-bound only where the batch has reached the "
+            "ridge).")
 
 
 def context_words(sweep) -> str:

@@ -87,7 +87,7 @@ OVER_PEAK = {
            "and this prefill beat it: by the two measurements' spread, by kernels faster than the probe's matmul, or "
            "because other programs held the cores while the peak was measured (the Roofline lab measures it again)",
     "MBU": "; above 100 %: the bandwidth is itself a measurement, a 256 MiB streaming read taken at another moment, "
-           "and this step beat it: by the two measurements' spread, by far where the weights fit in the CPU's caches "
+           "and this step beat it: by the two measurements' spread, by far where the weights fit in the device's caches "
            "(256 MiB does not), or because other programs held the cores while it was measured (the Roofline lab "
            "measures it again)",
 }

@@ -45,8 +45,9 @@ SERVER_REMEDIES = [
 ]
 # remedies that would be wasted on a request dominated by the OTHER phase
 WASTED_ON_DECODE = [
-    ("More FLOP/s, a bigger compute engine", "the bridge doesn't recognise horsepower: a small-batch decode step waits "
-                                             "on bytes, not on arithmetic"),
+    ("More FLOP/s, a bigger compute engine", "the bridge doesn't recognise horsepower: a decode step with few riders "
+                                             "waits on bytes (a small model on a GPU, on kernel launches), not on "
+                                             "arithmetic; only a batch large enough to pass the ridge would use it"),
     ("Prefix caching", "it shortens TTFT, which is already the small part of this request"),
 ]
 WASTED_ON_PREFILL = [

@@ -199,7 +199,8 @@ def batch_explanation(measured: int | None, predicted: int | None, ridge: float 
         lines.append("**Predicted crossover (estimate):** none — the KV cache grows with B as fast as the FLOPs do.")
     if measured is not None:
         lines.append(f"**Measured crossover:** B = {measured}, the first batch whose step takes more than 1.5× the "
-                     "smallest batch's (in every round by more than the rounds lie apart, when measured in rounds).")
+                     "smallest batch's (in every round by more than the rounds lie apart, when measured in rounds): past it each "
+                     "rider's own work (arithmetic, its KV cache) sets the pace, compute-bound where B has reached the ridge.")
     else:
         lines.append(f"**Measured crossover:** not shown up to B = {tried_max} — no batch's step took more than 1.5× "
                      "the smallest batch's (in every round by more than the rounds lie apart, when measured in rounds).")
@@ -217,8 +218,9 @@ MEASURED_NOTE = (
 )
 
 BUDGET_INTRO = (
-    "Old Qin has money for faster horses (prefill speed-ups: more FLOP/s, better kernels, prefix caching) and for a "
-    "better bridge (decode speed-ups: more bandwidth, fewer bytes per weight, speculative decoding). Each only "
+    "Old Qin has money for faster horses (prefill speed-ups: more FLOP/s for a prompt past the ridge, better kernels, "
+    "prefix caching) and for a better bridge (decode speed-ups at a small batch: more bandwidth, fewer bytes per "
+    "weight, speculative decoding). Each only "
     "shortens its own segment of one journey. (Batching is the other kind of money: it carries more riders per "
     "crossing — throughput — and makes no single journey shorter.) **Amdahl's law:** new time = p / s_prefill + "
     "(1 − p) / s_decode, with p the valley's share."

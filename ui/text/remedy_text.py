@@ -52,7 +52,7 @@ LLAMA_CPP_CITATION = ("A published measurement, not made here: in llama.cpp's Ap
                       "the valley about arithmetic.")
 CUDA_NOTE = ("Needs a CUDA GPU. On a GPU each decode step launches hundreds of small kernels; CUDA graphs "
              "(`torch.compile(mode='reduce-overhead')`) record them once and replay the whole step with one launch, removing "
-             "most of a GPU's launch and dispatch gap (the kind of gap measured above on this machine's CPU, where CUDA "
+             "most of a GPU's launch and dispatch gap (the kind of gap measured above on this machine, where CUDA "
              "graphs do not exist). Not available on this machine, so nothing is measured here.")
 LESSON = "Find which segment is stuck, then use that segment's strategy: money poured into the valley does nothing for the bridge."
 
@@ -214,7 +214,9 @@ DTYPE_NOTE = ("bfloat16 halves the bytes per weight, which should help the bridg
               "own decode step (where measured faster here) widens each bfloat16 number as it reads it, so the bridge still "
               "reads half the bytes; and where the valley measured faster in float32, the fast kernels run prompts on a "
               "float32 copy of the weights (the kernels line says so), so bfloat16 costs the valley nothing. On GPUs "
-              "with bf16 tensor cores (A100, H100, …) both phases speed up. What you see below is what this machine did.")
+              "with bf16 tensor cores (A100, H100, …) both phases speed up for a model large enough that bytes and arithmetic, "
+              "not kernel launches, set the pace; a model this small may show little. What you see below is what this "
+              "machine did.")
 
 
 def _bridge_vs_valley(decode: Effect, prefill: Effect) -> str:

@@ -52,7 +52,8 @@ def decode_why(bandwidth: str, bytes_per_weight: int, dtype: str, riders: int = 
     intensity = riders * lesson_physics.gemv_intensity(bytes_per_weight)
     if riders <= 1:
         return (f"Why memory-bound: this step {bandwidth}, for about 2 FLOPs per weight: {intensity:g} FLOP per byte of "
-                f"{dtype} weights, less still with the cache's bytes counted.")
+                f"{dtype} weights, less still with the cache's bytes counted: below any CPU's or GPU's ridge, so arithmetic never "
+                "sets the pace (for a model this small on a GPU, launching its kernels may, more than the bytes).")
     return (f"Memory-bound only while below the device's ridge: this step {bandwidth}, for about 2 FLOPs per weight for "
             f"each of its {riders} riders: {intensity:g} FLOP per byte of {dtype} weights (less with the caches' bytes "
             f"counted). A CPU's ridge is a few to a few dozen FLOP/byte, a GPU's tens to hundreds: enough riders carry a "

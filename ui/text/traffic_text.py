@@ -31,15 +31,16 @@ CANCEL_HELP = "Stops the policy being measured; nothing of an unfinished run is 
 LANES_HELP = ("The two workers side by side: below, the prefill worker (the valley) runs one prompt at a time (orange) "
               "and packs its KV cache into a cart (purple); above, the decode worker (the bridge) unpacks each cart "
               "into its batch (purple) and steps the riders (blue). Each purple line is one cart crossing. The bridge's "
-              "schedule never waits for a prompt, but here both workers run on this machine's same cores and memory "
+              "schedule never waits for a prompt, but here both workers run on this machine's same device and memory "
               "bus, so a prefill still slows the decode steps it overlaps; each side idles while it waits for the other.")
 DISAGGREGATION_NOTE = (
-    "**Disaggregated on one machine.** Here the prefill and decode workers are two processes on the same CPU: they "
-    "share its cores and its one memory bus, so splitting them shows the mechanics (the KV cart crossing, a decode "
-    "schedule no prompt interrupts) but cannot show the gain DistServe measured (Zhong et al., OSDI 2024). That gain "
-    "needs a device per side: then the prompts' prefills no longer compete with the riders' decode steps for the same "
-    "arithmetic units and memory bandwidth, and each pool can be sized and parallelised for its own SLO "
-    "(TTFT for the valley, TPOT for the bridge), at the price of moving every request's KV cache between devices.")
+    "**Disaggregated on one machine.** Here the prefill and decode workers are two processes on the same device (a "
+    "CPU's cores, or one GPU): they share its arithmetic units and its one memory bus, so splitting them shows the "
+    "mechanics (the KV cart crossing, a decode schedule no prompt interrupts) but cannot show the gain DistServe "
+    "measured (Zhong et al., OSDI 2024). That gain needs a device per side: then the prompts' prefills no longer "
+    "compete with the riders' decode steps for the same arithmetic units and memory bandwidth, and each pool can be "
+    "sized and parallelised for its own SLO (TTFT for the valley, TPOT for the bridge), at the price of moving every "
+    "request's KV cache between devices.")
 CHUNKED_HELP = ("Each row is a request: grey while it waits, orange each chunk of its prompt, blue each decode step it "
                 "rode. With chunked prefill a long prompt is cut into pieces that share the bridge's steps with the "
                 "riders (hover a bar: who shared that step), so no rider waits for a whole prompt.")

@@ -122,4 +122,4 @@ def test_disaggregation_on_one_machine_says_what_a_device_per_side_changes():
     assert tt.DISAGGREGATION_NOTE in words
     for needed in ("one memory bus", "DistServe", "Zhong et al., OSDI 2024", "a device per side"):
         assert needed in tt.DISAGGREGATION_NOTE
-    assert "never stops for a prompt" not in tt.LANES_HELP and "same cores" in tt.LANES_HELP
+    assert "never stops for a prompt" not in tt.LANES_HELP and "same device" in tt.LANES_HELP

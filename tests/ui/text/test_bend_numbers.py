@@ -37,7 +37,7 @@ def test_the_bridge_crossover_comes_from_the_batch_labs_rounds():
                           tpot_runs=tpots, ttft_runs=[0.1] * 3, decode_path="flat batched loop (any batch)")
 
     result = SweepResult("batch", [1, 8], [point(1, [0.02, 0.021, 0.019]), point(8, [0.05, 0.052, 0.049])], model="m")
-    assert "compute-bound at B = 8" in bn.bridge_measured(result, "m")
+    assert "stops being bound by reading the weights at B = 8" in bn.bridge_measured(result, "m")
     busy = SweepResult("batch", [1, 8], [point(1, [0.02, 0.06, 0.019]), point(8, [0.05, 0.02, 0.049])], model="m")
     assert "stayed bound by reading the weights (or the machine was too busy" in bn.bridge_measured(busy, "m")
 
