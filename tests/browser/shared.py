@@ -31,6 +31,12 @@ def dashboard(**env: str) -> str:
     return _urls[key]
 
 
+def users_dashboard(model: str) -> str:
+    """The dashboard as `bash scripts/dashboard.sh` starts it (for the bundled model): queue mode, the engine in a
+    worker process of its own (the suite's other dashboards run it in a thread: tests/conftest.py)."""
+    return dashboard(TWO_BENDS_MODEL=model, TWO_BENDS_WORKER="process")
+
+
 def browser():
     """The unit's Chromium (launched on first use)."""
     if not _browser:

@@ -45,7 +45,7 @@ def _no_exception(page, where: str) -> None:
 
 
 def test_the_45_minute_lesson_runs_end_to_end():
-    url = shared.dashboard(TWO_BENDS_MODEL=MODEL)
+    url = shared.users_dashboard(MODEL)
     page = shared.browser().new_page(viewport={"width": 1280, "height": 720})
     try:
         page.goto(f"{url}/{LESSON.link(1)}", timeout=STEP_MS)

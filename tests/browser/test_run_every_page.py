@@ -26,9 +26,9 @@ def _no_exception(page, where: str) -> None:
 
 @pytest.fixture
 def dashboard():
-    """(url, browser): the dashboard on the real model, queue mode (the default), and Chromium, both shared with the
-    lesson's test (tests/browser/shared.py)."""
-    return shared.dashboard(TWO_BENDS_MODEL=MODEL), shared.browser()
+    """(url, browser): the dashboard as a user's first start runs it (shared.users_dashboard), and Chromium, both
+    shared with the lesson's test (tests/browser/shared.py)."""
+    return shared.users_dashboard(MODEL), shared.browser()
 
 
 def test_run_then_visit_every_page(dashboard):
