@@ -140,6 +140,7 @@ class Card:
     achievable: dict = field(default_factory=dict)  # number format -> a measured matmul FLOP/s (MAMF), where published
     measured_at: str | None = None  # when this machine's peaks were measured (None: a spec sheet)
     efficiency: dict = field(default_factory=dict)  # overrides of the class's values, measured here (name -> Param)
+    origin: str = "spec sheet"  # what its peaks are, in a table's "from" column (a measured card says when instead)
 
     @property
     def klass(self) -> DeviceClass:
@@ -200,11 +201,12 @@ CARDS: dict[str, Card] = {c.key: c for c in [
          "(40 cores x 128 ALUs x 2 FLOP x ~1.4 GHz); a published MPS fp32 matmul measurement reaches 11.4 TFLOP/s "
          "(github.com/chsasank/device-benchmarks pull 7)",
          "the TFLOP/s is a third-party estimate (Apple publishes none); fp16 runs at the fp32 rate",
-         achievable={"fp32": 11.4 * TFLOP, "fp16": 11.4 * TFLOP}),
+         achievable={"fp32": 11.4 * TFLOP, "fp16": 11.4 * TFLOP},
+         origin="spec sheet (bandwidth); TFLOP/s an estimate"),
     Card("laptop-cpu", "Laptop CPU (8 cores, DDR5-5600)", "cpu",
          {"fp32": 0.9 * TFLOP, "fp16": 0.9 * TFLOP}, 89.6 * GB, 32 * GB, 0.0,
          "typical, an estimate: 8 cores x 3.5 GHz x 32 fp32 FLOP/cycle (AVX2 FMA); dual-channel DDR5-5600 = 89.6 GB/s",
-         "not a spec sheet: a typical machine"),
+         "not a spec sheet: a typical machine", origin="estimate: a typical laptop"),
 ]}
 THIS_MACHINE = "this-cpu"
 

@@ -139,7 +139,7 @@ class CardStepModel:
     def __post_init__(self):
         if not self.source:
             s = self.setup
-            where = (f"measured here {s.card.measured_at}" if s.card.measured_at else "spec sheet")
+            where = (f"measured here {s.card.measured_at}" if s.card.measured_at else s.card.origin)
             object.__setattr__(self, "source", f"estimate: the card model, {s.model_name or 'the model'} in {s.dtype} on "
                                                f"{s.gpus} x {s.card.name} ({where}, {s.card.klass.name} efficiencies)")
 

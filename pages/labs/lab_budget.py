@@ -85,7 +85,7 @@ if crossed is not None:
     st.markdown(crossed_numbers.story(crossed))
     st.dataframe(crossed_numbers.table(crossed), hide_index=True, width="stretch")
 
-st.subheader("H100 → H200: the same FLOP/s, 1.43× the bandwidth (the card model)")
+st.subheader("H100 → H200: the same FLOP/s, 1.43× the bandwidth (spec sheets; the speed-ups: card-model estimates)")
 comparison = cn.compare_cards(cn.COMPARISON_MODEL)
 theme_toggle.plotly_chart(fig_cards.comparison_figure(comparison))
 st.markdown(cn.comparison_words(comparison))

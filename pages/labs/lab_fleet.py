@@ -6,6 +6,7 @@ from ui import state
 from ui.controls import theme_toggle
 from ui.engine_link import job_progress, worker_link
 from ui.figures import fig_fleet
+from ui.text import card_numbers as cn
 from ui.text import fleet_text as ft
 
 st.title("The fleet planner — which stage eats the money at scale")
@@ -22,8 +23,8 @@ if peaks is None and st.button("Measure this machine's peaks (adds it as a card)
                                 label="Measuring this machine's peaks…")
     if peaks is not None:
         store.labs.setdefault(state.PEAKS, {})[(peaks.device, peaks.dtype)] = peaks
-run = store.last_trace  # the last run measured here: this machine's card takes its MFU and MBU
-run = run if run is not None and run.model_config is not None and run.steps else None
+run = store.last_trace  # the last run, where measured here on the peaks' device and format: the card takes its MFU, MBU
+run = run if run is not None and run.model_config is not None and run.steps and cn.measured_here(run, peaks) else None
 cards = list(ft.card_choices(peaks, run))
 
 st.subheader("The traffic and its objectives")

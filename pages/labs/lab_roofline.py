@@ -33,7 +33,8 @@ def measured_section(lm):
 
     trace = store.last_trace
     source = "the last dashboard run"
-    if trace is None or trace.model != lm.name or not trace.steps or trace.model_config is None:
+    if (trace is None or trace.model != lm.name or not trace.steps or trace.model_config is None
+            or not cn.measured_here(trace, peaks)):  # a recording, or another format's run: this page measures its own
         trace, source = store.labs.get(state.ROOF_TRACE), "a small measurement made on this page"
         if trace is not None and trace.model != lm.name:
             trace = None
@@ -108,7 +109,7 @@ if why_not:
 else:
     theme_toggle.plotly_chart(fig_cards.context_figure(context, model_name, wall_card, batch))
 
-st.subheader("H100 → H200: the same FLOP/s, 1.43× the bandwidth")
+st.subheader("H100 → H200: the same FLOP/s, 1.43× the bandwidth (spec sheets; the speed-ups: card-model estimates)")
 comparison = cn.compare_cards(cn.COMPARISON_MODEL)
 theme_toggle.plotly_chart(fig_cards.comparison_figure(comparison))
 st.markdown(cn.comparison_words(comparison))

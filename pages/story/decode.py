@@ -6,7 +6,7 @@ from ui.controls import demo_panel, local_replay, presenter, stepper
 from ui.demo import recorded
 from ui.engine_link import job_progress, worker_link
 from ui.figures import fig_attention, fig_kvcache
-from ui.text import bend_numbers, lab_text, phase_numbers, story_text
+from ui.text import bend_numbers, card_numbers, lab_text, phase_numbers, story_text
 
 presenting = presenter.active()
 if presenting:  # the title shares its row with the step controls: the projector's height goes to the figures
@@ -121,7 +121,7 @@ def presenter_view(view) -> None:
 
 
 step_view()
-if presenting or not bend_numbers.measured_here(trace):
+if presenting or not card_numbers.measured_here(trace):
     st.stop()
 # --- MBU against this machine's measured peaks, where the bridge turns compute-bound, the KV-cache wall -------
 store = worker_link.store()

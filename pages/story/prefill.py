@@ -6,7 +6,7 @@ from ui.controls import demo_panel, local_replay, presenter, stepper
 from ui.demo import recorded
 from ui.engine_link import job_progress, worker_link
 from ui.figures import fig_attention
-from ui.text import bend_numbers, phase_numbers, story_text
+from ui.text import bend_numbers, card_numbers, phase_numbers, story_text
 
 st.title("Prefill — the valley of Longmen Bay")
 presenting = presenter.active()
@@ -43,7 +43,7 @@ st.caption(
     f"{phase_numbers.si(flops.attention, 'FLOP')} + LM head {phase_numbers.si(flops.lm_head, 'FLOP')}. "
     f"Time measured in this run on {trace.env.get('device_name', trace.device)} ({trace.dtype})."
 )
-if not presenting and bend_numbers.measured_here(trace):  # MFU against the measured peaks; where the valley turns
+if not presenting and card_numbers.measured_here(trace):  # MFU against the measured peaks; where the valley turns
     store = worker_link.store()
     st.subheader("The valley on this machine: MFU, and where it turns compute-bound")
     peaks = job_progress.session_peaks(trace.device, trace.dtype, bend_numbers.PEAKS_NEEDED)

@@ -201,7 +201,7 @@ def chart_due(live: LiveRun, since_drawn_s: float) -> bool:
 def _progress_text(live: LiveRun) -> str:
     if live.position is not None:
         return (f"Waiting in the queue: position {live.position}, about {live.expected_wait_s:,.0f} s "
-                "(other students' requests run first)")
+                "(an estimate from recent runs; other students' requests run first)")
     if live.prefill_seconds is None:
         return "Prefill: reading the whole prompt in one pass (the valley)…"
     if live.message:

@@ -103,7 +103,7 @@ def run_report(trace, title: str = "") -> str:
               "time is in none of the numbers above.</p>" if summary.queue_s >= 0.05 else "")
     env = trace.env
     machine = (f"kernels: {env.get('kernels', 'plain')} · "
-               f"torch threads: {env.get('threads', '?')} · torch {env.get('torch', '?')} · source: {trace.source} · "
+               f"torch threads: {env.get('threads', '?')} · torch {env.get('torch', '?')} · source: {runs.origin(trace)} · "
                f"stopped by: {trace.stop_reason} · warm-up {trace.warmup_seconds:.3f} s and attention capture "
                f"{trace.capture_seconds:.3f} s excluded")
     return _document(f"Two Bends run report: {heading}", f"""<h1>Two Bends — run report</h1>
@@ -140,6 +140,10 @@ def _chart(fig) -> str:
     return f'<div class="chart">{pio.to_html(fig, include_plotlyjs=False, full_html=False, config=config)}</div>'
 
 
+_SOURCES = {"local": "measured by this dashboard", "server": "measured over HTTP",
+            "recording": "a recording read from a file"}
+
+
 def _side_rows(traces, summaries) -> str:
     """One row per measure, one column per run: the numbers a student compares, and each run's verdict."""
     def pct(v: float) -> str:
@@ -157,6 +161,7 @@ def _side_rows(traces, summaries) -> str:
         ("Decode speed", [_rate(s.decode_tokens_per_s, "tok/s") for s in summaries]),
         ("Queue before start", [_ms(s.queue_s) for s in summaries]),
         ("Model · device", [f"{t.model} · {t.device} · {t.dtype}" for t in traces]),
+        ("Source", [_SOURCES[runs.origin(t)] for t in traces]),
     ]
     body = "".join(f"<tr><td>{html.escape(k)}</td>{''.join(f'<td>{html.escape(v)}</td>' for v in vs)}</tr>"
                    for k, vs in rows)
@@ -184,9 +189,9 @@ def session_report(traces, title: str = "") -> str:
     models = sorted({describe(t) for t in traces})
     return _document(f"Two Bends handout: {heading}", f"""<h1>Two Bends — {len(traces)} runs side by side</h1>
 <p class="sub">{'<br>'.join(html.escape(line) for line in sub + models)}</p>
-<p>Each column is one measured run. Read TTFT against the prompt length (the valley: the whole prompt in one pass)
-and TPOT against the output length (the bridge: one token per crossing); the verdict row names the phase each
-request spent most of its time in.</p>
+<p>Each column is one run (its source row says where it was measured). Read TTFT against the prompt length
+(the valley: the whole prompt in one pass) and TPOT against the output length (the bridge: one token per
+crossing); the verdict row names the phase each request spent most of its time in.</p>
 {table}
 <h2>Time per phase, run by run</h2>
 {compared}

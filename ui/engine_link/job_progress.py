@@ -124,7 +124,7 @@ def lab_run(key: str, start: bool, lab: LabJob | str, args: tuple = (), kwargs: 
     def on_progress(event) -> None:
         if isinstance(event, Queued):
             bar.progress(0.0, text=f"Waiting for the engine: position {event.position} in the queue, "
-                                   f"about {event.expected_wait_s:,.0f} s")
+                                   f"about {event.expected_wait_s:,.0f} s (an estimate from recent runs)")
         elif isinstance(event, Progress):
             shown = on_payload(event.payload) if event.payload is not None and on_payload else None
             message, fraction = shown or (event.message, event.fraction)

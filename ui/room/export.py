@@ -11,6 +11,7 @@ import io
 import statistics
 
 from ui.demo import session_file
+from ui.text.runs import origin
 
 RUN_FIELDS = ["member", "run", "model", "device", "dtype", "source", "prompt_tokens", "output_tokens", "queue_s",
               "ttft_s", "decode_s", "tpot_median_ms", "stop_reason"]
@@ -25,7 +26,7 @@ def runs_csv(runs: list[tuple[str, object]]) -> str:
         counts[whose] = counts.get(whose, 0) + 1
         steps = [s.seconds for s in t.steps]
         writer.writerow(dict(member=whose, run=counts[whose], model=t.model, device=t.device, dtype=t.dtype,
-                             source=t.source, prompt_tokens=t.n_prompt, output_tokens=t.n_output,
+                             source=origin(t), prompt_tokens=t.n_prompt, output_tokens=t.n_output,
                              queue_s=f"{t.queue_seconds:.4f}", ttft_s=f"{t.prefill_seconds:.4f}",
                              decode_s=f"{sum(steps):.4f}",
                              tpot_median_ms=f"{statistics.median(steps) * 1000:.3f}" if steps else "",

@@ -22,12 +22,6 @@ PEAKS_NEEDED = ("MFU and MBU compare this run with what this machine itself reac
                 "and a streaming read, measured once per session (a few seconds).")
 
 
-def measured_here(trace) -> bool:
-    """Whether the run was measured by this dashboard's engine (not a recording, not a server over HTTP): only then
-    may its times be set against this machine's peaks."""
-    return trace is not None and trace.source != "server" and bool(trace.settings.get("model_spec"))
-
-
 def utilisation(trace, peaks, name: str):
     """The run's MFU (prefill) or MBU (decode) against the measured peaks (card_numbers.Utilisation), or None."""
     return next((u for u in cn.measured_utilisation(trace, peaks) if u.name == name), None)

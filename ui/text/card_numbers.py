@@ -25,6 +25,15 @@ WALL_MODELS = ["llama-2-7b", "mistral-7b", "llama-3.1-8b", "llama-2-13b"]  # MHA
 COMPARISON_MODEL = "llama-3.1-8b"  # the H100 -> H200 comparison: bf16, 2,048 tokens in, 256 out, batch 16
 
 
+def measured_here(trace, peaks=None) -> bool:
+    """Whether the run was measured by this dashboard's engine in this session (not a recording read from a file, not
+    a server over HTTP) and, given peaks, on their device and number format: only then may its times be set against
+    this machine's peaks."""
+    if trace is None or trace.source == "server" or not trace.settings.get("model_spec"):
+        return False
+    return peaks is None or (str(trace.device) == str(peaks.device) and trace.dtype == peaks.dtype)
+
+
 def this_card(peaks, trace=None) -> cd.Card:
     """This machine as a card: the peaks the dashboard measured here (engine/labs/hardware.py), and when; with a run
     measured here, that run's own MFU and MBU in place of the CPU class's estimates."""
@@ -69,7 +78,7 @@ def cards_with(peaks=None, trace=None) -> dict[str, cd.Card]:
 
 
 def where_from(card: cd.Card) -> str:
-    return f"measured here {card.measured_at}" if card.measured_at else "spec sheet"
+    return f"measured here {card.measured_at}" if card.measured_at else card.origin
 
 
 # --- §3: MFU of a measured prefill, MBU of a measured decode step ----------------------------------------------

@@ -84,11 +84,14 @@ def class_table() -> list[dict]:
 
 # --- budget lab -------------------------------------------------------------------------------------------------
 def measured_share(trace) -> tuple[float, str] | None:
-    """The prefill share of a measured run and where it comes from; None without a finished run."""
+    """The prefill share of the session's last run and where it comes from (measured here, over HTTP, or a recording
+    read from a file); None without a finished run."""
     if trace is None or trace.total_seconds <= 0:
         return None
     s = summarize(trace)
-    return s.prefill_share, (f"measured: TTFT {s.ttft_s * 1e3:.0f} ms of {s.total_s * 1e3:.0f} ms end to end "
+    where = ("measured here" if cn.measured_here(trace) else "measured over HTTP from a server"
+             if trace.source == "server" else "a recording, not measured in this session")
+    return s.prefill_share, (f"{where}: TTFT {s.ttft_s * 1e3:.0f} ms of {s.total_s * 1e3:.0f} ms end to end "
                              f"({trace.n_prompt} in / {trace.n_output} out, {trace.model})")
 
 

@@ -94,7 +94,8 @@ def cpu_wait_note(trace: Trace, quiet: bool = False) -> str:
                 "measure it); its TTFT and TPOT include whatever else ran there.")
     if trace.cpu_wait_seconds is None:
         why = trace.cpu_wait_note or "this run was recorded before the engine measured it"
-        return f"**CPU wait: not measured** — {why}. Other programs on this machine may have stretched these timings."
+        where = "this machine" if trace.settings.get("model_spec") else "the machine that recorded it"
+        return f"**CPU wait: not measured** — {why}. Other programs on {where} may have stretched these timings."
     steps = len(trace.steps)
     per_token = cpu_wait_per_token(trace)
     ttft_ms, wait_ttft_ms = trace.prefill_seconds * 1e3, trace.prefill_cpu_wait_seconds * 1e3

@@ -23,13 +23,21 @@ DEFINITIONS = {
 }
 
 
+def origin(trace) -> str:
+    """Where a run's numbers come from, in a table's "source" column: "local" (measured by this dashboard's engine),
+    "server" (measured over HTTP) or "recording" (read from a file: another session's, maybe another machine's)."""
+    if trace.source == "server":
+        return "server"
+    return "local" if trace.settings.get("model_spec") else "recording"
+
+
 def runs_table(traces) -> pd.DataFrame:
     """One row per run, in order: what was asked and what each phase cost."""
     rows = []
     for i, trace in enumerate(traces, start=1):
         s = summarize(trace)
         rows.append({
-            "run": i, "source": trace.source, "model": trace.model, "device": trace.device, "dtype": trace.dtype,
+            "run": i, "source": origin(trace), "model": trace.model, "device": trace.device, "dtype": trace.dtype,
             "prompt tokens": s.prompt_tokens, "output tokens": s.output_tokens,
             "queue (ms)": s.queue_s * MS, "TTFT (ms)": s.ttft_s * MS, "TPOT (ms)": s.tpot_s * MS,
             "CPU wait per token (ms)": _wait_ms(trace),
@@ -90,7 +98,7 @@ def metrics_table(summary, server: bool = False) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=["metric", "value", "unit", "definition"])
 
 
-SAME_REQUEST = ["model", "device", "dtype", "prompt tokens", "output tokens"]  # runs of one request, repeated
+SAME_REQUEST = ["source", "model", "device", "dtype", "prompt tokens", "output tokens"]  # one request, repeated
 
 
 def spread_table(table: pd.DataFrame) -> pd.DataFrame:

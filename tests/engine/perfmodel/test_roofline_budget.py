@@ -79,7 +79,8 @@ def test_card_tables_say_what_does_not_fit_and_what_is_estimated():
     assert a100["fits"].startswith("no:") and "does not fit" in a100["fits"]  # 138 GB of bf16 weights
     small = fig_roofline.predictions("Llama-2 7B (MHA, 32 KV heads)", w).set_index("card")
     assert small.loc["NVIDIA H100 SXM", "TTFT (ms, est.)"] < small.loc["NVIDIA A100 80GB SXM", "TTFT (ms, est.)"]
-    assert set(small["from"]) == {"spec sheet"}
+    assert set(small["from"]) == {"spec sheet", "spec sheet (bandwidth); TFLOP/s an estimate", "estimate: a typical laptop"}
+    assert small.loc["Laptop CPU (8 cores, DDR5-5600)", "from"] == "estimate: a typical laptop"  # not a spec sheet
     assert len(fig_roofline.prediction_bars(small.reset_index(), "t").data) == 2
 
 

@@ -1,6 +1,10 @@
 """AppTest of pages/labs/lab_roofline.py: it measures this machine with the tiny model (peaks, MFU, MBU, crossovers),
 shows the card model on every card (this machine's measured card first), the cost by stage, the KV wall, H100 -> H200."""
 
+import dataclasses
+
+import pytest
+
 from tests.pages.labs.lab_helpers import no_exception, open_lab
 from ui import state
 
@@ -15,7 +19,8 @@ def test_roofline_page_measures_here_and_estimates_every_card():
     assert list(points["phase"]) == ["prefill", "decode"]
     cards = at.dataframe[1].value
     assert cards["card"].iloc[0].startswith("this machine") and cards["from"].iloc[0].startswith("measured here at")
-    assert (cards["from"].iloc[1:] == "spec sheet").all()
+    assert (cards["from"].iloc[1:].isin(["spec sheet", "spec sheet (bandwidth); TFLOP/s an estimate",
+                                         "estimate: a typical laptop"])).all()
     text = " ".join(m.value for m in at.markdown)
     assert "On this machine (peaks measured at" in text and "only the bridge gets faster" in text
     before = cards.set_index("card")["TTFT (ms, est.)"]
@@ -55,3 +60,21 @@ def test_the_peaks_wait_for_quiet_cores_and_measure_again_on_request(monkeypatch
     assert len(asked) == started + 2  # the peaks and the small run, each sent once the cores were quiet
     again = at.session_state[state.STORE].labs[state.PEAKS][("cpu", "float32")]
     assert again is not first and again.measured_at
+
+
+def test_a_recording_is_never_set_against_this_machines_peaks():
+    """A run read from a file (another session's, maybe another machine's) is not measured here: the page plots its
+    own small measurement instead, and this machine's card keeps the run it measured."""
+    at = open_lab("lab_roofline")
+    no_exception(at)
+    store = at.session_state[state.STORE]
+    own = store.labs[state.ROOF_TRACE]
+    recording = dataclasses.replace(own, prefill_seconds=own.prefill_seconds * 50,
+                                    settings={**own.settings, "recording": {"machine": "elsewhere"}})
+    recording.settings.pop("model_spec", None)  # what a recording opened from a file carries: no model to ask
+    store.keep(recording, recorded="elsewhere")
+    at.run()
+    no_exception(at)
+    assert any(c.value.startswith("Points from a small measurement made on this page") for c in at.caption)
+    prefill = at.dataframe[0].value.set_index("phase").loc["prefill"]
+    assert prefill["time (ms)"] == pytest.approx(own.prefill_seconds * 1e3, rel=0.01)  # not the recording's 50x

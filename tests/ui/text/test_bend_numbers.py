@@ -1,7 +1,6 @@
 """The story pages' live physics in words: a bend is called compute-bound where the labs' rounds all say so, never on
 one noisy round; the KV-cache wall counts grouped-query attention as batch capacity."""
 import dataclasses
-from types import SimpleNamespace
 
 from engine.labs.context_sweep import ContextPoint, ContextSweep
 from engine.labs.sweeps import SweepPoint, SweepResult
@@ -67,7 +66,3 @@ def test_the_wall_counts_grouped_query_attention_as_capacity(tiny_llama):
     assert f"{group}x as many sequences" in bn.wall_words(cfg, "tiny", 256)
 
 
-def test_only_runs_measured_here_meet_this_machines_peaks():
-    here = SimpleNamespace(source="local", settings={"model_spec": ["m"]})
-    assert bn.measured_here(here) and not bn.measured_here(SimpleNamespace(source="local", settings={}))
-    assert not bn.measured_here(SimpleNamespace(source="server", settings={"model_spec": ["m"]}))

@@ -13,6 +13,16 @@ PEAKS = SimpleNamespace(copy_bytes_per_s=40e9, matmul_flops_per_s=200e9, read_by
                         measured_at="10:42:00", device="cpu", dtype="float32")
 
 
+def test_only_runs_measured_here_on_the_peaks_device_and_format_meet_this_machines_peaks():
+    here = SimpleNamespace(source="local", settings={"model_spec": ["m"]}, device="cpu", dtype="float32")
+    assert cn.measured_here(here) and cn.measured_here(here, PEAKS)
+    assert not cn.measured_here(SimpleNamespace(source="local", settings={}, device="cpu", dtype="float32"))  # a file
+    assert not cn.measured_here(SimpleNamespace(source="server", settings={"model_spec": ["m"]}))
+    bf16 = SimpleNamespace(source="local", settings={"model_spec": ["m"]}, device="cpu", dtype="bfloat16")
+    assert cn.measured_here(bf16) and not cn.measured_here(bf16, PEAKS)  # peaks measured for float32
+    assert not cn.measured_here(None)
+
+
 def test_mfu_and_mbu_of_a_measured_run_against_this_machines_peaks(tiny_llama):
     trace = engine.generate(tiny_llama, list(range(1, 33)), 5, ignore_eos=True)
     mfu, mbu = cn.measured_utilisation(trace, PEAKS)

@@ -57,3 +57,16 @@ def test_spread_of_repeated_requests_median_and_range():
 def test_spread_without_repeats_invites_a_rerun():
     spread = runs.spread_table(runs.runs_table([hand_trace(0.1, [0.02] * 3)]))
     assert spread.empty and "Run the same request again" in runs.spread_note(spread)
+
+
+def test_a_recording_is_its_own_source_and_never_pooled_with_runs_measured_here():
+    """A run read from a file may come from another machine: the table says so, and the spread of one request never
+    mixes it with this session's runs of the same request."""
+    here = [hand_trace(t, [0.06] * 31, n_prompt=64) for t in (0.18, 0.20)]
+    for t in here:
+        t.settings["model_spec"] = ["hand", "cpu", "float32", "plain"]  # what the run panel adds to a run it measured
+    recorded = hand_trace(0.9, [0.2] * 31, n_prompt=64)  # no model_spec: read from a file
+    table = runs.runs_table([*here, recorded])
+    assert list(table["source"]) == ["local", "local", "recording"]
+    spread = runs.spread_table(table)
+    assert len(spread) == 1 and spread.iloc[0]["runs"] == 2 and spread.iloc[0]["TTFT max (ms)"] == pytest.approx(200)
