@@ -80,7 +80,8 @@ def estimate(cpus: int, window_s: float = 60.0, within_s: float = 60.0) -> Size:
     by_queue = math.floor(within_s / ENGINE_S_PER_RUN)
     return Size(queue=max(1, min(by_cpu, by_queue)), batch=None, measured=False,
                 source=f"an estimate for {cpus} cores from the server's CPU per student measured on {ESTIMATE_SOURCE} "
-                       "(run `python -m benchmarks.room_size` to measure this machine)")
+                       f"with SmolLM2-135M's default run, each student pressing Run once in {window_s:.0f} s, the class "
+                       f"using {BUSY_SHARE:.0%} of the cores (run `python -m benchmarks.room_size` to measure this machine)")
 
 
 def measured(result: dict) -> Size:

@@ -310,9 +310,9 @@ def comparison_words(c: Comparison) -> str:
                "shrink")
     return (f"{c.slow} -> {c.fast}: the spec sheets give {c.flops_ratio:.2f}x the FLOP/s and {c.bandwidth_ratio:.2f}x the "
             f"bandwidth. For {c.model} the card model ({ESTIMATE}) gives the valley (TTFT) x{c.prefill_speedup:.2f} and "
-            f"the bridge (TPOT) x{c.decode_speedup:.2f}: {comparison_headline(c)}{why}. Published (TensorRT-LLM v0.9, "
-            "Llama-2-7B in fp8): TTFT x1.02 at 2,048 tokens, TPOT x1.14 at batch 1 and x1.18 at batch 16 "
-            "(docs/performance-model.md).")
+            f"the bridge (TPOT) x{c.decode_speedup:.2f}: {comparison_headline(c)}{why}. Published (NVIDIA's TensorRT-LLM v0.9.0 "
+            "benchmark table, Llama-2-7B in fp8, fake weights; its rows in assets/published/gpu_measurements.csv): TTFT "
+            "x1.02 at 2,048 tokens, TPOT x1.14 at batch 1 and x1.18 at batch 16.")
 
 
 # --- §3: a decode step's cost against the context, up to the window or the memory ---------------------------------

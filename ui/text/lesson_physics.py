@@ -87,7 +87,8 @@ def ridge_range_words() -> str:
     if not found:
         return "tens to hundreds of FLOP/byte"
     low, high = found[0], found[-1]
-    return f"from about {low.ridge:,.0f} FLOP/byte ({low.name}) to about {high.ridge:,.0f} ({high.name})"
+    return (f"from about {low.ridge:,.0f} FLOP/byte ({low.name}) to about {high.ridge:,.0f} ({high.name}), from their "
+            "spec sheets (an Apple GPU's FLOP/s an estimate)")
 
 
 def gpu_prefill_crossover_words() -> str:
