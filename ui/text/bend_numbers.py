@@ -83,10 +83,12 @@ def valley_measured(result, model: str) -> str:
 
 
 def bridge_measured(result, model: str) -> str:
-    """Where this machine's batch sweep (the Batch lab, this session) shows the bridge turning compute-bound."""
+    """Where this machine's batch sweep (the Batch lab, this session) shows the bridge no longer bound by reading the
+    weights."""
     if result is None or result.model != model or len(result.points) < 2:
         return ("Measured here: not yet. Run a batch sweep in the **Batch lab** (this model): the first batch whose "
-                "decode step takes clearly longer than one rider's is where the bridge turns compute-bound.")
+                "decode step takes clearly longer than one rider's is where the bridge stops being bound by reading the "
+                "weights (compute-bound where the batch has reached the ridge).")
     cross = measured_crossover(result.points)
     top = max(p.batch_size for p in result.points)
     path = result.points[0].decode_path
