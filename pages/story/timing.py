@@ -43,12 +43,13 @@ else:
 PRESENT_HEIGHT = 440  # px: below the title and the run's two captions, both charts fit a 1280x720 projector
 itl_col, cum_col = st.columns(2, gap="large")
 with itl_col:
-    presenter.chart(fig_timing.itl_figure(trace.prefill_seconds, [s.seconds for s in trace.steps],
+    where = run_numbers.chart_note(trace)  # a run not measured here: its charts' titles say so
+    presenter.chart(fig_timing.itl_figure(trace.prefill_seconds, [s.seconds for s in trace.steps], where=where,
                                           stall_s=[s.stall_seconds for s in trace.steps],
                                           riders=[s.riders for s in trace.steps]), key="timing_itl", name="itl",
                   present_height=PRESENT_HEIGHT)
 with cum_col:
-    presenter.chart(fig_timing.cumulative_figure(trace), key="timing_cumulative", name="cumulative_time",
+    presenter.chart(fig_timing.cumulative_figure(trace, where=where), key="timing_cumulative", name="cumulative_time",
                   present_height=PRESENT_HEIGHT)
 
 if sharing := run_numbers.sharing_note(trace):

@@ -17,8 +17,9 @@ MIN_LABEL_SHARE = 0.15  # narrower bar segments get no text inside (their number
 OFF_SCALE = 3.0  # a TTFT bar more than this many times the largest ITL is clipped, with its value written on it
 
 
-def phase_split_figure(summary, height: int = 190) -> go.Figure:
-    """One horizontal bar: end-to-end time split into prefill (TTFT) and decode, in ms."""
+def phase_split_figure(summary, height: int = 190, where: str = "") -> go.Figure:
+    """One horizontal bar: end-to-end time split into prefill (TTFT) and decode, in ms. `where`: a run not measured
+    here says so in the title (run_numbers.chart_note), so a chart saved as a PNG keeps it."""
     prefill_ms, decode_ms = summary.prefill_s * MS, summary.decode_s * MS
     share = summary.prefill_share if math.isfinite(summary.prefill_share) else 0.0
     fig = go.Figure()
@@ -38,6 +39,7 @@ def phase_split_figure(summary, height: int = 190) -> go.Figure:
                                showarrow=True, arrowhead=0, arrowcolor="white", arrowwidth=2, ax=40 if i == 0 else -40,
                                ay=0, xanchor="left" if i == 0 else "right", font=dict(color="white"))
     title = f"Where the time went: prefill {prefill_ms:,.0f} ms ({share:.0%}) · decode {decode_ms:,.0f} ms ({1 - share:.0%})"
+    title += f" — {where}" if where else ""
     layout = base_layout(title, "time (ms)", "", height)
     layout.update(margin=dict(l=20, r=30, t=60, b=55), height=height)  # no legend: the bar labels itself
     fig.update_layout(**layout, barmode="stack", showlegend=False)
@@ -46,7 +48,7 @@ def phase_split_figure(summary, height: int = 190) -> go.Figure:
 
 
 def itl_figure(ttft_s: float, itl_s, title: str = "Each token's latency", height: int = 420,
-               stall_s=None, riders=None) -> go.Figure:
+               stall_s=None, riders=None, where: str = "") -> go.Figure:
     """Bar 0 = TTFT (prefill colour), bars 1..n = each decode step's ITL (decode colour), in ms.
 
     When TTFT dwarfs the decode steps the y-axis is clipped so the steps stay readable, and the TTFT
@@ -80,6 +82,7 @@ def itl_figure(ttft_s: float, itl_s, title: str = "Each token's latency", height
         p50 = float(np.median(itl_ms))
         fig.add_trace(go.Scatter(x=[0.5, itl_ms.size + 0.5], y=[p50, p50], mode="lines", name=f"ITL p50 {p50:,.1f} ms",
                                  line=dict(color=NEUTRAL_COLOR, dash="dot", width=3), hoverinfo="skip"))
+    title += f" — {where}" if where else ""
     fig.update_layout(**base_layout(title, "output token (0 = the first)", "latency (ms)", height),
                       bargap=0.15, barmode="stack")
     if riders is not None:
@@ -90,7 +93,7 @@ def itl_figure(ttft_s: float, itl_s, title: str = "Each token's latency", height
     return fig
 
 
-def cumulative_figure(trace, height: int = 420) -> go.Figure:
+def cumulative_figure(trace, height: int = 420, where: str = "") -> go.Figure:
     """Elapsed time (ms) against tokens delivered: the prefill segment, then the decode segment."""
     ttft_ms = trace.prefill_seconds * MS
     elapsed = ttft_ms + np.cumsum([s.seconds for s in trace.steps]) * MS
@@ -103,7 +106,8 @@ def cumulative_figure(trace, height: int = 420) -> go.Figure:
     fig.add_trace(go.Scatter(x=decode_x, y=decode_y, mode="lines", name="Decode (one token per step)",
                              line=dict(color=DECODE_COLOR, width=5), fill="tozeroy",
                              hovertemplate="token %{x}: %{y:,.1f} ms<extra></extra>"))
-    fig.update_layout(**base_layout("Cumulative time", "tokens delivered", "elapsed since request (ms)", height))
+    title = "Cumulative time" + (f" — {where}" if where else "")
+    fig.update_layout(**base_layout(title, "tokens delivered", "elapsed since request (ms)", height))
     return fig
 
 

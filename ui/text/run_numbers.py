@@ -29,6 +29,18 @@ def provenance(trace: Trace, recorded_label: str = "") -> str:
     return "Measured on this machine in this session."
 
 
+def chart_note(trace: Trace) -> str:
+    """What a chart's title adds for a run not measured by this dashboard's engine ('' for one that was): a chart
+    saved as a PNG leaves the page's provenance line behind."""
+    if trace.source == "server":
+        return "measured over HTTP"
+    if trace.settings.get("model_spec"):
+        return ""
+    recording = trace.settings.get("recording") or {}
+    where = ", ".join(str(v) for v in (recording.get("machine"), recording.get("date")) if v)
+    return f"a recording ({where})" if where else "a recording"
+
+
 def sharing_note(trace: Trace) -> str | None:
     """Markdown saying how many of its decode steps this request shared the bridge with others; None if none."""
     sharing = bridge_sharing(trace)

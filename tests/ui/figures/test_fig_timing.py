@@ -5,7 +5,7 @@ import engine
 from tests.ui.hand_traces import hand_trace
 from ui.figures import fig_timing
 from ui.figures.theme import DECODE_COLOR, PREFILL_COLOR
-from ui.text import runs
+from ui.text import run_numbers, runs
 
 
 # ---------------------------------------------------------------- figures
@@ -53,3 +53,19 @@ def test_runs_figure_stacks_each_run():
     assert [t.marker.color for t in fig.data] == [PREFILL_COLOR, DECODE_COLOR]
     assert list(fig.data[0].y) == pytest.approx([100.0, 300.0]) and list(fig.data[1].y) == pytest.approx([60.0, 140.0])
     assert fig.data[0].x[1].startswith("#2 · 64→8")
+
+
+def test_a_run_not_measured_here_says_so_in_each_charts_title():
+    """A chart saved as a PNG leaves the page's provenance line behind, so its title carries it."""
+    trace = hand_trace(0.1, [0.02] * 4)
+    trace.settings["recording"] = {"machine": "AMD EPYC 2 vCPU", "date": "2026-11-30"}  # read from a file
+    where = run_numbers.chart_note(trace)
+    assert where == "a recording (AMD EPYC 2 vCPU, 2026-11-30)"
+    assert fig_timing.phase_split_figure(engine.summarize(trace), where=where).layout.title.text.endswith(where)
+    assert fig_timing.itl_figure(0.1, [0.02] * 4, where=where).layout.title.text == f"Each token's latency — {where}"
+    assert fig_timing.cumulative_figure(trace, where=where).layout.title.text == f"Cumulative time — {where}"
+    trace.settings["model_spec"] = ["hand", "cpu", "float32", "plain"]  # what the run panel adds to a run it measured
+    assert run_numbers.chart_note(trace) == ""
+    assert fig_timing.cumulative_figure(trace).layout.title.text == "Cumulative time"
+    trace.source = "server"
+    assert run_numbers.chart_note(trace) == "measured over HTTP"
