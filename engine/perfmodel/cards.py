@@ -70,10 +70,11 @@ CLASSES: dict[str, DeviceClass] = {c.key: c for c in [
     DeviceClass(
         "datacenter-gpu", "datacenter GPU (A100, H100, H200, L4, L40S)",
         mamf=Param(0.80, 0.71, 0.87, "estimate for cards without their own measurement, in the range of " + MAMF),
-        mfu=Param(0.77, 0.5, 0.9, FIT + ", of the achievable matmul rate (mamf); against the spec sheet, published "
-                  "2,048-token prefills reach ~65-75 % on A100 in fp16, ~45-55 % on H100"),
+        mfu=Param(0.77, 0.5, 0.9, FIT + ", of the achievable matmul rate (mamf); against the spec sheet, the "
+                  "calibration rows' 2,048-token prefills reach ~65-75 % on A100 in fp16, ~45-55 % on H100"),
         mbu=Param(0.77, 0.55, 0.85, FIT + "; gpt-fast's Llama-2-7B batch 1 on an A100: 1,397 GB/s = 69 % of 2,039; "
-                  "Databricks measured 55-60 % at batch 1"),
+                  "Databricks measured 55-60 % at batch 1 (blog 'LLM Inference Performance Engineering: Best Practices', "
+                  "2023)"),
         layer_s=Param(33e-6, 5e-6, 60e-6, FIT + "; hidden behind the device's work unless the pass is shorter "
                       "(a small model: a launch-bound step)"),
         pass_s=Param(1.5e-3, 0.0, 2.0e-3, FIT + "; TensorRT-LLM v0.9's batch-1 steps leave ~1.4 ms beside the bytes "
