@@ -111,9 +111,10 @@ def budget_env(env=os.environ) -> int | str | None:
 
 
 def options_from_env(env=os.environ, prepack_in_background: bool = True):
-    """The dashboard's worker settings (work.ServiceOptions) from the dashboard's environment variables (set by two_bends_cli.py's
-    `dashboard`): the one place they are read (ui/engine_link/server_link.options() calls it), readable without Streamlit, so the
-    early worker can start loading before the UI asks; that one prepacks its kernels in the background."""
+    """The dashboard's worker settings (work.ServiceOptions) from the environment variables two_bends_cli.py's
+    `dashboard` sets: the one place they are read (ui/engine_link/server_link.options() calls it), readable without
+    Streamlit, so the early worker can start loading before the UI asks; that one prepacks its kernels in the
+    background."""
     from engine.loading.model_store import DEFAULT_MODEL
     from engine.serving.scheduling.work import ModelSpec, ServiceOptions
 

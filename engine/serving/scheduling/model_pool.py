@@ -3,9 +3,9 @@
 `ModelInfo` is what consumers may know about a model without touching it: its config, tokenizer
 (for counting and fitting prompts) and sizes. It pickles, so it crosses to the dashboard's process.
 
-With `background_kernels` (the dashboard's worker, for a fast start: docs/decisions/fast-start.md) a model asked for with fast
-kernels is loaded with plain nn.Linear first, and its fast kernels are prepacked in a background thread. Until they
-are ready the pool hands out the plain model under a label that says so: a run started meanwhile is timed on plain
+With `background_kernels` (the dashboard's worker, for a fast start: docs/decisions/fast-start.md) a model asked
+for with fast kernels is loaded with plain nn.Linear first, and its fast kernels are prepacked in a background thread.
+Until they are ready the pool hands out the plain model under a label that says so: a run started meanwhile is timed on plain
 nn.Linear, and its Trace's kernels say exactly that. Then, where a decode step of its own may serve (the C step, or
 torch.compile's), the prepacked model runs (its label saying so) until that step is ready and the next `get` returns
 it. Every stage is the same model with other backends (engine/core/backends.py).
