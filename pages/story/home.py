@@ -28,7 +28,8 @@ def show_request(trace) -> None:
     cols[4].metric("Tokens out", f"{summary.output_tokens:,}", help=f"stopped by: {trace.stop_reason}")
     if waited := run_numbers.cpu_wait_caption(trace):
         st.caption(waited)
-    presenter.chart(fig_timing.phase_split_figure(summary, where=run_numbers.chart_note(trace)), key="home_split",
+    where = "" if presenter.active() else run_numbers.chart_note(trace)  # presenting: the page's banner says it
+    presenter.chart(fig_timing.phase_split_figure(summary, where=where), key="home_split",
                     name="phase_split")
     if note := preset_lengths.outcome(st.session_state.get(state.PRESET_APPLIED), summary,
                                    trace.settings.get("max_new_tokens")):

@@ -43,7 +43,8 @@ else:
 PRESENT_HEIGHT = 440  # px: below the title and the run's two captions, both charts fit a 1280x720 projector
 itl_col, cum_col = st.columns(2, gap="large")
 with itl_col:
-    where = run_numbers.chart_note(trace)  # a run not measured here: its charts' titles say so
+    # a run not measured here: its charts say so under their titles (presenting: the page's banner, big, says it)
+    where = "" if presenter.active() else run_numbers.chart_note(trace)
     presenter.chart(fig_timing.itl_figure(trace.prefill_seconds, [s.seconds for s in trace.steps], where=where,
                                           stall_s=[s.stall_seconds for s in trace.steps],
                                           riders=[s.riders for s in trace.steps]), key="timing_itl", name="itl",

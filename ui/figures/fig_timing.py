@@ -10,7 +10,7 @@ import math
 import numpy as np
 import plotly.graph_objects as go
 
-from ui.figures.theme import DECODE_COLOR, NEUTRAL_COLOR, PREFILL_COLOR, base_layout
+from ui.figures.theme import DECODE_COLOR, NEUTRAL_COLOR, PREFILL_COLOR, base_layout, subtitled
 
 MS = 1000.0
 MIN_LABEL_SHARE = 0.15  # narrower bar segments get no text inside (their numbers are in the title)
@@ -39,10 +39,10 @@ def phase_split_figure(summary, height: int = 190, where: str = "") -> go.Figure
                                showarrow=True, arrowhead=0, arrowcolor="white", arrowwidth=2, ax=40 if i == 0 else -40,
                                ay=0, xanchor="left" if i == 0 else "right", font=dict(color="white"))
     title = f"Where the time went: prefill {prefill_ms:,.0f} ms ({share:.0%}) · decode {decode_ms:,.0f} ms ({1 - share:.0%})"
-    title += f" — {where}" if where else ""
     layout = base_layout(title, "time (ms)", "", height)
     layout.update(margin=dict(l=20, r=30, t=60, b=55), height=height)  # no legend: the bar labels itself
     fig.update_layout(**layout, barmode="stack", showlegend=False)
+    subtitled(fig, where)
     fig.update_yaxes(showticklabels=False)
     return fig
 
@@ -82,7 +82,6 @@ def itl_figure(ttft_s: float, itl_s, title: str = "Each token's latency", height
         p50 = float(np.median(itl_ms))
         fig.add_trace(go.Scatter(x=[0.5, itl_ms.size + 0.5], y=[p50, p50], mode="lines", name=f"ITL p50 {p50:,.1f} ms",
                                  line=dict(color=NEUTRAL_COLOR, dash="dot", width=3), hoverinfo="skip"))
-    title += f" — {where}" if where else ""
     fig.update_layout(**base_layout(title, "output token (0 = the first)", "latency (ms)", height),
                       bargap=0.15, barmode="stack")
     if riders is not None:
@@ -90,6 +89,7 @@ def itl_figure(ttft_s: float, itl_s, title: str = "Each token's latency", height
                                       showgrid=False, dtick=max(1, int(riders.max()) // 4)))
     if clipped:
         fig.update_yaxes(range=[0, top * 1.8])
+    subtitled(fig, where)
     return fig
 
 
@@ -106,8 +106,8 @@ def cumulative_figure(trace, height: int = 420, where: str = "") -> go.Figure:
     fig.add_trace(go.Scatter(x=decode_x, y=decode_y, mode="lines", name="Decode (one token per step)",
                              line=dict(color=DECODE_COLOR, width=5), fill="tozeroy",
                              hovertemplate="token %{x}: %{y:,.1f} ms<extra></extra>"))
-    title = "Cumulative time" + (f" — {where}" if where else "")
-    fig.update_layout(**base_layout(title, "tokens delivered", "elapsed since request (ms)", height))
+    fig.update_layout(**base_layout("Cumulative time", "tokens delivered", "elapsed since request (ms)", height))
+    subtitled(fig, where)
     return fig
 
 

@@ -53,6 +53,14 @@ def base_layout(title: str = "", x_title: str = "", y_title: str = "", height: i
     )
 
 
+def subtitled(fig, text: str) -> None:
+    """`text` under the figure's title, in a smaller font (where its numbers come from, when not measured here: a chart
+    saved as a PNG leaves the page's own line behind); the top margin grows to hold it. Nothing when text is ''."""
+    if text:
+        fig.update_layout(title_subtitle=dict(text=text, font=dict(size=FONT_SIZE)),
+                          margin_t=(fig.layout.margin.t or 70) + FONT_SIZE + 8)
+
+
 def export_config(name: str) -> dict:
     """Plotly's `config` for st.plotly_chart: the modebar camera saves a 2x PNG named after the chart."""
     return dict(displaylogo=False, toImageButtonOptions=dict(format="png", filename=f"two_bends_{name}", scale=2))
