@@ -15,6 +15,7 @@ from engine.perfmodel import card_model as cm
 from engine.perfmodel import cards as cd
 from engine.perfmodel import roofline as rl
 from engine.perfmodel.model_shapes import MODELS, model_shape
+from ui.text import runs
 
 CARDS = {c.name: c.key for c in cd.CARDS.values()}  # display name -> key, the spec-sheet cards
 MODELS_BY_NAME = {m.name: m.key for m in MODELS.values()}
@@ -29,7 +30,7 @@ def measured_here(trace, peaks=None) -> bool:
     """Whether the run was measured by this dashboard's engine in this session (not a recording read from a file, not
     a server over HTTP) and, given peaks, on their device and number format: only then may its times be set against
     this machine's peaks."""
-    if trace is None or trace.source == "server" or not trace.settings.get("model_spec"):
+    if trace is None or runs.origin(trace) != "local":
         return False
     return peaks is None or (str(trace.device) == str(peaks.device) and trace.dtype == peaks.dtype)
 

@@ -12,6 +12,7 @@ from engine.perfmodel import cards as cd
 from engine.perfmodel import roofline as rl
 from engine.perfmodel.budget import BudgetResult
 from ui.text import card_numbers as cn
+from ui.text import runs
 
 # the presets the pages offer (spec sheets, engine/perfmodel/cards.py; models, engine/perfmodel/model_shapes.py)
 HARDWARE_PRESETS = rl.HARDWARE_PRESETS
@@ -89,8 +90,8 @@ def measured_share(trace) -> tuple[float, str] | None:
     if trace is None or trace.total_seconds <= 0:
         return None
     s = summarize(trace)
-    where = ("measured here" if cn.measured_here(trace) else "measured over HTTP from a server"
-             if trace.source == "server" else "a recording, not measured in this session")
+    where = {"local": "measured here", "server": "measured over HTTP from a server",
+             "recording": "a recording, not measured in this session"}[runs.origin(trace)]
     return s.prefill_share, (f"{where}: TTFT {s.ttft_s * 1e3:.0f} ms of {s.total_s * 1e3:.0f} ms end to end "
                              f"({trace.n_prompt} in / {trace.n_output} out, {trace.model})")
 

@@ -11,6 +11,7 @@ from engine.serving.client.server_benchmark import trace_from_record
 from engine.serving.scheduling.work import PENDING_DECODE_STEP, PENDING_KERNELS
 from ui.text.diagnosis import sharing_markdown
 from ui.text.phase_numbers import escape_markdown
+from ui.text.runs import origin
 
 
 def summary(trace: Trace) -> PhaseSummary:
@@ -21,9 +22,10 @@ def summary(trace: Trace) -> PhaseSummary:
 def provenance(trace: Trace, recorded_label: str = "") -> str:
     """Where the run's numbers come from, for its heading: a run measured by this dashboard's engine in this session,
     a recording read from a file (`recorded_label`: its title, machine and date), or a server measured over HTTP."""
-    if trace.source == "server":
+    kind = origin(trace)
+    if kind == "server":
         return "Measured over HTTP from a server, in this session."
-    if recorded_label or not trace.settings.get("model_spec"):
+    if recorded_label or kind == "recording":
         return (f"A recording, not measured in this session: {escape_markdown(recorded_label)}." if recorded_label else
                 "A recording, not measured in this session.")
     return "Measured on this machine in this session."
@@ -32,10 +34,9 @@ def provenance(trace: Trace, recorded_label: str = "") -> str:
 def chart_note(trace: Trace) -> str:
     """What a chart's title adds for a run not measured by this dashboard's engine ('' for one that was): a chart
     saved as a PNG leaves the page's provenance line behind."""
-    if trace.source == "server":
-        return "measured over HTTP"
-    if trace.settings.get("model_spec"):
-        return ""
+    kind = origin(trace)
+    if kind != "recording":
+        return "measured over HTTP" if kind == "server" else ""
     recording = trace.settings.get("recording") or {}
     where = ", ".join(str(v) for v in (recording.get("machine"), recording.get("date")) if v)
     return f"a recording ({where})" if where else "a recording"
@@ -106,7 +107,7 @@ def cpu_wait_note(trace: Trace, quiet: bool = False) -> str:
                 "measure it); its TTFT and TPOT include whatever else ran there.")
     if trace.cpu_wait_seconds is None:
         why = trace.cpu_wait_note or "this run was recorded before the engine measured it"
-        where = "this machine" if trace.settings.get("model_spec") else "the machine that recorded it"
+        where = "the machine that recorded it" if origin(trace) == "recording" else "this machine"
         return f"**CPU wait: not measured** — {why}. Other programs on {where} may have stretched these timings."
     steps = len(trace.steps)
     per_token = cpu_wait_per_token(trace)

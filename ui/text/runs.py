@@ -24,8 +24,9 @@ DEFINITIONS = {
 
 
 def origin(trace) -> str:
-    """Where a run's numbers come from, in a table's "source" column: "local" (measured by this dashboard's engine),
-    "server" (measured over HTTP) or "recording" (read from a file: another session's, maybe another machine's)."""
+    """Where a run's numbers come from: "local" (measured by this dashboard's engine in this session: the run panel
+    gave it a model_spec), "server" (measured over HTTP) or "recording" (read from a file: another session's, maybe
+    another machine's). Every page, table and report that says where a run comes from asks this."""
     if trace.source == "server":
         return "server"
     return "local" if trace.settings.get("model_spec") else "recording"
