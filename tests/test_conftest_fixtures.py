@@ -1,9 +1,13 @@
 """The shared fixtures and hooks in tests/conftest.py do what they say: `navigation_only` keeps every AppTest run off
-Streamlit's old pages-directory path (script_runner._mpa_v1), a page switch and reruns included."""
+Streamlit's old pages-directory path (script_runner._mpa_v1), a page switch and reruns included; AppTest's lighter
+wait still ends a run when it ends and still stops one that outlasts its timeout."""
+import time
 from pathlib import Path
 
+import pytest
 import streamlit.runtime.scriptrunner.script_runner as script_runner
-from streamlit.testing.v1 import AppTest
+from streamlit.components.v2 import manifest_scanner
+from streamlit.testing.v1 import AppTest, local_script_runner
 
 from ui import state
 
@@ -25,6 +29,30 @@ def test_navigation_only_keeps_every_run_on_app_py(monkeypatch, navigation_only)
     at.switch_page("pages/story/decode.py").run()
     at.run()
     assert not at.exception and old_path == []  # three runs, none on the old path
+
+
+def test_an_app_test_waits_on_its_script_and_still_times_out():
+    assert local_script_runner.require_widgets_deltas.__name__ == "wait_for_the_script"  # tests/conftest.py's wait
+    assert hasattr(manifest_scanner.scan_component_manifests, "cache_info")  # read once per process
+
+    def quick():
+        import streamlit as st
+
+        st.write("done")
+
+    def slow():
+        import time
+
+        import streamlit as st
+
+        st.write("started")
+        time.sleep(3)
+
+    began = time.monotonic()
+    at = AppTest.from_function(quick, default_timeout=5).run()
+    assert at.markdown[0].value == "done" and time.monotonic() - began < 4  # ended when the script did
+    with pytest.raises(RuntimeError, match=r"timed out after 0.5\(s\)"):
+        AppTest.from_function(slow, default_timeout=0.5).run()
 
 
 def test_the_browser_and_vllm_tests_and_only_they_run_alone():
