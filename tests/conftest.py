@@ -62,9 +62,6 @@ def _lighter_app_tests() -> None:
     local_script_runner.require_widgets_deltas = wait_for_the_script
 
 
-_lighter_app_tests()
-
-
 def pytest_addoption(parser):
     parser.addoption("--backends", choices=("default", "plain"), default="default",
                      help="plain: every model on the eager reference (TWO_BENDS_BACKENDS=plain), not the fast paths "
@@ -74,6 +71,8 @@ def pytest_addoption(parser):
 
 
 def pytest_configure(config):
+    if not config.getoption("--alone-only"):  # the browser, vLLM and timed parts run no AppTest: no Streamlit import
+        _lighter_app_tests()
     if config.getoption("--backends") == "plain":
         os.environ["TWO_BENDS_BACKENDS"] = "plain"  # read at each load (engine/techniques/fast_paths.py)
 
