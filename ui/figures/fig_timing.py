@@ -19,7 +19,7 @@ OFF_SCALE = 3.0  # a TTFT bar more than this many times the largest ITL is clipp
 
 def phase_split_figure(summary, height: int = 190, where: str = "") -> go.Figure:
     """One horizontal bar: end-to-end time split into prefill (TTFT) and decode, in ms. `where`: a run not measured
-    here says so in the title (run_numbers.chart_note), so a chart saved as a PNG keeps it."""
+    here says so under the title (run_numbers.chart_note, theme.subtitled), so a chart saved as a PNG keeps it."""
     prefill_ms, decode_ms = summary.prefill_s * MS, summary.decode_s * MS
     share = summary.prefill_share if math.isfinite(summary.prefill_share) else 0.0
     fig = go.Figure()

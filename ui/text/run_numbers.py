@@ -32,7 +32,7 @@ def provenance(trace: Trace, recorded_label: str = "") -> str:
 
 
 def chart_note(trace: Trace) -> str:
-    """What a chart's title adds for a run not measured by this dashboard's engine ('' for one that was): a chart
+    """What a chart's subtitle says for a run not measured by this dashboard's engine ('' for one that was): a chart
     saved as a PNG leaves the page's provenance line behind."""
     kind = origin(trace)
     if kind != "recording":

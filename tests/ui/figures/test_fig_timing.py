@@ -55,8 +55,8 @@ def test_runs_figure_stacks_each_run():
     assert fig.data[0].x[1].startswith("#2 · 64→8")
 
 
-def test_a_run_not_measured_here_says_so_in_each_charts_title():
-    """A chart saved as a PNG leaves the page's provenance line behind, so its title carries it."""
+def test_a_run_not_measured_here_says_so_under_each_charts_title():
+    """A chart saved as a PNG leaves the page's provenance line behind, so its subtitle carries it."""
     trace = hand_trace(0.1, [0.02] * 4)
     trace.settings["recording"] = {"machine": "AMD EPYC 2 vCPU", "date": "2026-11-30"}  # read from a file
     where = run_numbers.chart_note(trace)
