@@ -46,10 +46,27 @@ def _metric(page, label: str) -> str:
 # reloaded and joins again, as a student would do after F5, and the test goes on from there (warning once per crash).
 CRASH = "Bad delta path index"
 CRASHED: dict = {}  # page -> the frontend's error, for tabs that threw it
+ERRORS: dict = {}  # page -> every error its frontend threw (what a failure's message reports)
 
 
 def _watch_for_crashes(page) -> None:
-    page.on("pageerror", lambda exc, p=page: CRASHED.setdefault(p, str(exc)) if CRASH in str(exc) else None)
+    def seen(exc, p=page) -> None:
+        ERRORS.setdefault(p, []).append(f"{time.strftime('%H:%M:%S')} {str(exc)[:120]}")
+        if CRASH in str(exc):
+            CRASHED.setdefault(p, str(exc))
+
+    page.on("pageerror", seen)
+
+
+def _left_behind(page, who: str) -> str:
+    """Why a tab did not follow, for the failure's message: its address, title, the errors its frontend threw and
+    whether the app root is still there; a screenshot of it in artifacts/."""
+    shot = ROOT / "artifacts" / f"room-class-{who.replace(' ', '-')}.png"
+    shot.parent.mkdir(exist_ok=True)
+    page.screenshot(path=str(shot), full_page=True)
+    root = "there" if page.locator("[data-testid='stApp']").count() else "gone"
+    return (f"{who} still on {page.url}: {page.locator('h1').all_inner_texts()}; app root {root}; frontend errors: "
+            f"{ERRORS.get(page, 'none')}; screenshot {shot.relative_to(ROOT)}")
 
 
 def _recover(page, code: str) -> bool:
@@ -162,8 +179,7 @@ def test_teacher_console_with_eight_students(room):
     teacher.get_by_text("Students follow").first.wait_for(timeout=WAIT_MS)
     for i, page in enumerate(students):  # each page looks for a push every few seconds
         page.bring_to_front()  # in front, as on a student's own device (Chromium slows a hidden tab's timers)
-        assert _until(lambda p=page: _on_decode(p)), \
-            f"student {i} still on {page.url}: {page.locator('h1').all_inner_texts()}"
+        assert _until(lambda p=page: _on_decode(p)), _left_behind(page, f"student {i}")
     assert appdriver.exception_text(students[0]) is None
 
     teacher.bring_to_front()  # the teacher's own screen, in front again
