@@ -15,6 +15,7 @@ from contextlib import contextmanager
 
 import streamlit as st
 from streamlit.runtime.scriptrunner_utils.exceptions import StopException
+from streamlit.runtime.scriptrunner_utils.script_run_context import get_script_run_ctx
 
 from ui import state
 from ui.demo import links
@@ -26,7 +27,9 @@ CONSOLE_PATH = "console"  # the teacher console's URL path: never a page student
 FOLLOW_SEEN = "room_follow_seen"  # the follow-me version this session applied last
 # Per session id, outside session state (after st.stop() every session-state write raises the stop again): the push
 # version a whole-app run is drawing (set in presence, removed when the run ends, whole or cut short) and the version
-# whose page was drawn to its end.
+# whose page was drawn to its end. A session's runs never overlap (one script thread each), so an entry found when a
+# run starts, or by a timer's fragment-only run, was left by a whole-app run that ended before drawing() (a page switch
+# or a rerun between presence and the page): it is dropped there, or the student's next look would wait on it forever.
 _DRAWING: dict[str, int] = {}
 _DRAWN: dict[str, int] = {}
 _LOCK = threading.Lock()
@@ -63,6 +66,7 @@ def presence(page, pages: list) -> None:
     else:
         with _LOCK:
             drawn = _DRAWN.pop(sid, None)
+            _DRAWING.pop(sid, None)  # left by an earlier run that ended before its page (see _DRAWING)
         if drawn is not None:
             ss[FOLLOW_SEEN] = drawn
         enforce_locks()
@@ -194,7 +198,10 @@ def look() -> None:
         return
     room, sid = current.room(), current.session_id()
     version, follow = room.following()
+    ctx = get_script_run_ctx()
     with _LOCK:
+        if ctx is not None and ctx.fragment_ids_this_run:  # a timer's run alone: no whole-app run is drawing now
+            _DRAWING.pop(sid, None)
         drawing_now = _DRAWING.get(sid) == version  # this very run draws the push's page
     if room.is_evicted(sid) or (follow is not None and _seen(sid) != version and not drawing_now):
         st.rerun(scope="app")

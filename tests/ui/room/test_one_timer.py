@@ -56,3 +56,33 @@ def test_the_poll_pages_own_timer_looks_for_a_push(student, monkeypatch):
     room.version = 1  # drawn already: nothing to do
     poll_panel.student.__wrapped__()
     assert reruns == ["app"]
+
+
+@pytest.mark.parametrize("run, reruns_app", [("a timer's run alone", True), ("a whole-app run", False)])
+def test_a_marker_left_by_a_run_that_never_drew_its_page_does_not_hold_the_student(student, monkeypatch, run,
+                                                                                  reruns_app):
+    """A whole-app run marked push 2 as the one it draws (presence) and ended before its page (a page switch or a
+    rerun in between). The poll page's timer, running alone, must still take the student to the push; inside a
+    whole-app run the marker is that run's own, and the run draws the page itself."""
+    room, _ = student
+    room.version, room.follow_page = 2, {"page": "decode", "params": {}}
+    monkeypatch.setattr(follow, "_seen", lambda sid: 1)
+    monkeypatch.setattr(poll_panel, "the_poll", lambda: None)
+    monkeypatch.setattr(poll_panel.st, "info", lambda *a, **k: None)
+    fragments = ["poll-timer"] if run == "a timer's run alone" else None
+    monkeypatch.setattr(follow, "get_script_run_ctx", lambda: types.SimpleNamespace(fragment_ids_this_run=fragments))
+    monkeypatch.setitem(follow._DRAWING, "sid-one-timer", 2)
+    reruns = []
+    monkeypatch.setattr(follow.st, "rerun", lambda scope="app": reruns.append(scope))
+    poll_panel.student.__wrapped__()
+    assert reruns == (["app"] if reruns_app else [])
+
+
+def test_a_whole_app_run_starts_without_a_marker_an_earlier_run_left(student):
+    """presence() is each whole-app run's start: a marker found there is an earlier run's, which never drew its page."""
+    follow._DRAWING["sid-one-timer"] = 2
+    try:
+        follow.presence(types.SimpleNamespace(url_path="poll"), [])
+        assert "sid-one-timer" not in follow._DRAWING
+    finally:
+        follow._DRAWING.pop("sid-one-timer", None)
