@@ -155,13 +155,22 @@ def vllm_server(chunked_prefill: str):
         appdriver.stop_server(proc)
 
 
+QUIET_MOST_S = 15.0  # how long a try waits for quiet cores before it measures anyway
+
+
 def means_agree_in_one_of_two(measure, rel: float, who: str) -> None:
     """Measure at most twice; pass when every (client's, server's) mean that `measure()` returns, by name, is within
     `rel` of the server's. On a busy machine a client's read of a chunk can wait for a core once; a wrong way of
-    measuring disagrees both times. `measure()` may instead return a string saying why the try does not count (the
-    server's output lagged); twice is a failure too. `who` names the pair in the lines printed and the failure."""
+    measuring disagrees both times. Each try first waits for quiet cores (at most QUIET_MOST_S, as the dashboard's own
+    measurements do: engine/host/proc_stat.py), so that the other worker's browser starting a page is not what the two
+    clocks disagree on. `measure()` may instead return a string saying why the try does not count (the server's output
+    lagged); twice is a failure too. `who` names the pair in the lines printed and the failure."""
+    from engine.host.proc_stat import wait_for_quiet
+
     for attempt in (1, 2):
+        waited, quiet = wait_for_quiet(0.0, QUIET_MOST_S)
         means = measure()
+        print(f"# try {attempt}: waited {waited:.1f} s for quiet cores ({'quiet' if quiet else 'not quiet'})")
         if not isinstance(means, str) and all(client == pytest.approx(server, rel=rel) for client, server in means.values()):
             return
         print(f"# try {attempt}: ({who}) {means if isinstance(means, str) else f'mean seconds {means}'}")
