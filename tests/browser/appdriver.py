@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import http.client
 import os
+import random
 import re
 import signal
 import socket
@@ -26,10 +27,31 @@ CHROMIUM = "/usr/bin/chromium"
 BROWSER_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-dev-shm-usage"]
 
 
+# A port is chosen here and bound by the server later (vLLM binds it ~10 s after it starts). Chosen by binding port 0,
+# a port came from the kernel's ephemeral range, which another test process choosing at the same time could be handed
+# too: a fresh clone's vLLM found its port taken by the other worker's dashboard. So each test process takes its ports
+# from a range of its own below the ephemeral range (32768 up, where bind(0) and outgoing connections draw from): the
+# xdist workers gw0, gw1, ... and a process outside xdist (the fallbacks' run beside part 1) never share one.
+PORT_BASE, PORT_SPAN, PORT_RANGES = 20_000, 2_400, 5
+_given: set[int] = set()  # the ports this process handed out already
+
+
 def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    """A port on 127.0.0.1 that nothing listens on, from this test process's own range, not handed out before."""
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "")  # "gw0", "gw1", ...; "" outside xdist
+    index = int(worker[2:]) + 1 if worker[2:].isdigit() else 0
+    start = PORT_BASE + (index % PORT_RANGES) * PORT_SPAN
+    for port in random.sample(range(start, start + PORT_SPAN), PORT_SPAN):
+        if port in _given:
+            continue
+        with socket.socket() as s:
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:  # in use
+                continue
+        _given.add(port)
+        return port
+    raise RuntimeError(f"no free port left in {start}-{start + PORT_SPAN - 1}")
 
 
 def wait_for_port(port: int, seconds: float) -> None:

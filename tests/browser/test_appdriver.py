@@ -30,3 +30,42 @@ def test_a_server_that_exits_during_start_up_says_its_exit_code(tmp_path):
     with pytest.raises(appdriver.ServerDidNotStart, match=r"exited during start-up \(code 3\)") as failed:
         appdriver.start_server([sys.executable, "-c", "print('no'); raise SystemExit(3)"], port, tmp_path / "log", timeout=60)
     assert failed.value.code == 3 and (tmp_path / "log").read_text().strip() == "no"
+
+
+@pytest.mark.parametrize("worker, start", [("", 20_000), ("gw0", 22_400), ("gw1", 24_800)])
+def test_each_test_process_takes_ports_from_a_range_of_its_own(monkeypatch, worker, start):
+    """Below the kernel's ephemeral range (where another process's bind(0) could be handed the same port before a
+    slow server binds it), one range per xdist worker, no port handed out twice, none already in use."""
+    import socket
+
+    monkeypatch.setenv("PYTEST_XDIST_WORKER", worker)
+    monkeypatch.setattr(appdriver, "_given", set())
+    ports = [free_port() for _ in range(20)]
+    assert len(set(ports)) == 20 and all(start <= p < start + appdriver.PORT_SPAN for p in ports)
+    # a short range to use up, with few sockets to hold: 30,000 + the worker's index x 40
+    monkeypatch.setattr(appdriver, "PORT_BASE", 30_000)
+    monkeypatch.setattr(appdriver, "PORT_SPAN", 40)
+    start = 30_000 + (start - 20_000) // 2_400 * 40
+    ports = [free_port() for _ in range(3)]
+    assert all(start <= p < start + 40 for p in ports)
+    held = []  # every other free port of the range held but one: that one is the answer, then there is none
+    try:
+        for port in range(start, start + appdriver.PORT_SPAN):
+            if port in ports:  # handed out already: never again, held or not
+                continue
+            s = socket.socket()
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:  # in use by another program
+                s.close()
+                continue
+            held.append(s)
+        last = held.pop()
+        left = last.getsockname()[1]
+        last.close()
+        assert free_port() == left
+        with pytest.raises(RuntimeError, match="no free port left"):
+            free_port()
+    finally:
+        for s in held:
+            s.close()
