@@ -144,7 +144,7 @@ def measure(config: str, args) -> dict:
         if worker:
             env["TWO_BENDS_WORKER"] = worker
         with appdriver.dashboard(env, kernels_ready_s=300) as (url, server), sync_playwright() as pw:
-            browser = appdriver.launch(pw)
+            browser = appdriver.launch(pw, appdriver.CHROMIUM)
             page = browser.new_page(viewport={"width": 1280, "height": 800})
             page.goto(url, timeout=300_000)
             appdriver.settle(page, 300_000)

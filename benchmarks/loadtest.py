@@ -152,7 +152,7 @@ def memory(args) -> None:
 
     env = dict(TWO_BENDS_MODEL=args.model)
     with appdriver.dashboard(env) as (url, proc), sync_playwright() as pw:
-        browser = appdriver.launch(pw)
+        browser = appdriver.launch(pw, appdriver.CHROMIUM)
 
         def new_session(n_prompt: int, n_out: int):
             context = browser.new_context(viewport={"width": 1280, "height": 900})

@@ -119,7 +119,7 @@ def main() -> None:
     load_before = os.getloadavg()
     rounds: dict[Path, list[dict]] = {root: [] for root in roots}
     with sync_playwright() as pw:
-        browser = appdriver.launch(pw)
+        browser = appdriver.launch(pw, appdriver.CHROMIUM)
         for i in range(args.rounds):
             for root in roots:
                 rounds[root].append(one_round(args, browser, root))

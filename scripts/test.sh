@@ -7,10 +7,14 @@ set -euo pipefail
 case "${1:-}" in -h|--help) awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "$0"; exit 0 ;; esac
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh dev
-if [ ! -x /usr/bin/chromium ]; then
-  echo "[test] installing Debian's chromium for the browser test"
+# The browser tests drive Debian's chromium-headless-shell (the same Blink as `chromium`, without the full browser's
+# processes: docs/decisions/headless-shell.md); the benchmarks drive `chromium`. Where the shell cannot be installed,
+# the tests take `chromium` too.
+if [ ! -x /usr/bin/chromium ] || [ ! -x /usr/bin/chromium-headless-shell ]; then
+  echo "[test] installing Debian's chromium and chromium-headless-shell for the browser tests"
   SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO="sudo"
-  $SUDO apt-get update -qq && $SUDO apt-get install -y -qq chromium >/dev/null
+  $SUDO apt-get update -qq && { $SUDO apt-get install -y -qq chromium chromium-headless-shell >/dev/null \
+    || $SUDO apt-get install -y -qq chromium >/dev/null; }
 fi
 # Python keeps compiled bytecode (__pycache__/, ignored by git) even where the environment says not to write it: the
 # suite starts many Python processes, and without it each compiles the project's modules again and pytest rewrites

@@ -3,8 +3,10 @@
 Shared by the browser tests (tests/browser/) and the benchmarks that drive the page (benchmarks/disturbance.py,
 benchmarks/loadtest.py, ...; run as `python -m benchmarks.NAME` from the checkout, so `tests` imports). Also starts and
 stops an OpenAI-compatible server (ours or vLLM) and waits for its /health (benchmarks/bench_traffic.py and
-tests/serving_helpers.py's vllm_server). Playwright drives Debian's Chromium
-(/usr/bin/chromium); nothing is downloaded.
+tests/serving_helpers.py's vllm_server). Playwright drives Debian's Chromium; nothing is downloaded. The tests take
+its headless shell where it is installed (TEST_BROWSER: the same Blink, without the full browser's processes; a page
+load costs ~2.1 CPU-s in place of ~3.4, docs/decisions/headless-shell.md); the benchmarks keep the full browser
+(CHROMIUM), as their recorded numbers were measured with it.
 """
 from __future__ import annotations
 
@@ -23,7 +25,18 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]  # the checkout
-CHROMIUM = "/usr/bin/chromium"
+CHROMIUM = "/usr/bin/chromium"  # the full browser: what the benchmarks drive
+HEADLESS_SHELL = "/usr/bin/chromium-headless-shell"  # Debian's chromium-headless-shell, installed by scripts/test.sh
+
+
+def browser_under_test() -> str:
+    """The browser the tests drive: TWO_BENDS_TEST_BROWSER if set, else the headless shell if installed, else CHROMIUM."""
+    chosen = os.environ.get("TWO_BENDS_TEST_BROWSER")
+    if chosen:
+        return chosen
+    return HEADLESS_SHELL if Path(HEADLESS_SHELL).exists() else CHROMIUM
+
+
 BROWSER_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-dev-shm-usage"]
 
 
@@ -179,23 +192,33 @@ def need_browser():
     """Playwright's sync API, or the test skipped saying why (Chromium or Playwright missing)."""
     import pytest
 
-    if not Path(CHROMIUM).exists():
-        pytest.skip(f"{CHROMIUM} is missing (the test command installs Debian's chromium); browser test skipped")
+    if not Path(browser_under_test()).exists():
+        pytest.skip(f"{browser_under_test()} is missing (the test command installs Debian's chromium); browser test skipped")
     return pytest.importorskip("playwright.sync_api", reason="playwright (python) is not installed")
 
 
-def launch(playwright):
-    browser = playwright.chromium.launch(executable_path=CHROMIUM, args=BROWSER_ARGS)
+def launch(playwright, executable: str | None = None):
+    """Chromium, headless (the tests' browser unless `executable` names another: the benchmarks pass CHROMIUM)."""
+    browser = playwright.chromium.launch(executable_path=executable or browser_under_test(), args=BROWSER_ARGS)
     keep_normal_priority()
     return browser
 
 
+_watching = threading.Event()  # set once this process's watcher runs: one is enough for every browser it launches
+
+
 def keep_normal_priority(every_s: float = 1.0) -> None:
-    """normal_priority() now and every second after (Chromium starts its GPU process when a page first draws)."""
+    """normal_priority() now and every second after (Chromium starts its GPU process when a page first draws), in one
+    thread per process however many browsers it launches (each pass reads every process's name)."""
+    normal_priority()
+    if _watching.is_set():
+        return
+    _watching.set()
+
     def watch() -> None:
         while True:
-            normal_priority()
             time.sleep(every_s)
+            normal_priority()
 
     threading.Thread(target=watch, name="chromium-priority", daemon=True).start()
 

@@ -1,5 +1,6 @@
 """tests/browser/appdriver.py's server start and stop (shared by benchmarks/bench_traffic.py and tests/serving_helpers.py)."""
 import sys
+import threading
 
 import pytest
 
@@ -70,3 +71,23 @@ def test_each_test_process_takes_ports_from_a_range_of_its_own(monkeypatch, work
     finally:
         for s in held:
             s.close()
+
+
+def test_every_browser_a_process_launches_shares_one_priority_watcher(monkeypatch):
+    passes = []
+    monkeypatch.setattr(appdriver, "normal_priority", lambda: passes.append(1))
+    for _ in range(3):  # three browsers launched: each puts Chromium back at once, one thread keeps watching
+        appdriver.keep_normal_priority()
+    watchers = [t for t in threading.enumerate() if t.name == "chromium-priority"]
+    assert len(watchers) == 1 and len(passes) >= 3
+
+
+def test_the_tests_take_the_headless_shell_where_installed_and_the_benchmarks_the_full_browser(monkeypatch, tmp_path):
+    monkeypatch.delenv("TWO_BENDS_TEST_BROWSER", raising=False)
+    shell = tmp_path / "chromium-headless-shell"
+    monkeypatch.setattr(appdriver, "HEADLESS_SHELL", str(shell))
+    assert appdriver.browser_under_test() == appdriver.CHROMIUM  # no shell: the full browser
+    shell.touch()
+    assert appdriver.browser_under_test() == str(shell)
+    monkeypatch.setenv("TWO_BENDS_TEST_BROWSER", "/usr/bin/chromium")  # chosen by hand, as to compare the two
+    assert appdriver.browser_under_test() == "/usr/bin/chromium"

@@ -18,7 +18,7 @@ def test_first_deep_link_on_a_fresh_server_runs_inside_the_app(path, heading):
     sync_api = appdriver.need_browser()
     with appdriver.dashboard({"TWO_BENDS_REPLAY": "1"}) as (url, _):
         with sync_api.sync_playwright() as pw:
-            browser = pw.chromium.launch(executable_path=appdriver.CHROMIUM, args=["--no-sandbox", "--disable-gpu"])
+            browser = appdriver.launch(pw)
             try:
                 page = browser.new_page(viewport={"width": 1400, "height": 1000})
                 page.goto(f"{url}/{path}?trace={TRACE}", timeout=120_000)

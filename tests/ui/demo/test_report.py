@@ -10,10 +10,9 @@ import plotly.utils
 import pytest
 
 import engine
+from tests.browser.appdriver import browser_under_test
 from ui.demo import report
 from ui.figures import fig_attention, fig_timing, theme
-
-CHROMIUM = "/usr/bin/chromium"
 
 
 @pytest.fixture(scope="module")
@@ -45,14 +44,14 @@ def test_report_shows_trace_text_as_text(html):
 
 
 def test_report_opens_offline_in_chromium_and_draws_its_charts(html, tmp_path):
-    if not Path(CHROMIUM).exists():
-        pytest.skip(f"{CHROMIUM} is missing; the browser check is skipped")
+    if not Path(browser_under_test()).exists():
+        pytest.skip(f"{browser_under_test()} is missing; the browser check is skipped")
     sync_api = pytest.importorskip("playwright.sync_api")
     path = tmp_path / "report.html"
     path.write_text(html, encoding="utf-8")
     requested = []
     with sync_api.sync_playwright() as pw:
-        browser = pw.chromium.launch(executable_path=CHROMIUM,
+        browser = pw.chromium.launch(executable_path=browser_under_test(),
                                      args=["--no-sandbox", "--disable-gpu", "--disable-background-networking"])
         try:
             page = browser.new_page(viewport={"width": 1280, "height": 900})
