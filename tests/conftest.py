@@ -187,12 +187,12 @@ SHARED_UNITS = {
 }
 SHARED_FILES = {f"tests/browser/test_{name}.py": unit for unit, names in SHARED_UNITS.items() for name in names}
 SECONDS = {
-    VLLM: 75, "tiny and replay dashboards": 95, "SmolLM2 dashboard": 75,
+    VLLM: 70, "tiny and replay dashboards": 99, "SmolLM2 dashboard": 70,
     "tests/engine/serving/client/test_benchmark_clients.py": 16,
-    "tests/browser/test_room_class.py": 67, "tests/browser/test_room_gate.py": 40,
-    "tests/browser/test_room_restart.py": 32, "tests/browser/test_crowd.py": 30,
+    "tests/browser/test_room_class.py": 65, "tests/browser/test_room_gate.py": 30,
+    "tests/browser/test_room_restart.py": 39, "tests/browser/test_crowd.py": 34,
     "tests/engine/labs/test_bench_llamacpp.py": 25,
-    "tests/browser/test_fast_start.py": 15, "tests/browser/test_deep_links.py": 10,
+    "tests/browser/test_fast_start.py": 8, "tests/browser/test_deep_links.py": 8,
     "tests/engine/techniques/test_compiled_decode.py": 28, "tests/pages/test_shipped_links.py": 25,
     "tests/pages/story/test_presets.py": 24, "tests/engine/techniques/test_kernels.py": 18,
     "tests/engine/test_smollm_end_to_end.py": 16, "tests/engine/techniques/test_c_decode.py": 16,
