@@ -16,8 +16,7 @@ import json
 import time
 from functools import partial
 
-from engine.loading.loader import load_model
-from engine.loading.model_store import DEFAULT_MODEL
+from engine.loading.model_store import DEFAULT_MODEL  # torch-free: --help answers at once
 
 SIZES = (128, 512, 1024)
 
@@ -29,6 +28,7 @@ def main() -> None:
     p.add_argument("--json", metavar="PATH", help="also write the medians (seconds) as JSON")
     args = p.parse_args()
     from engine.labs.bench import medians, prompt_ids, time_prefill_ours
+    from engine.loading.loader import load_model
 
     f32 = load_model(args.model, "cpu", "float32", kernels="fast")
     bf16 = load_model(args.model, "cpu", "bfloat16", kernels="fast")

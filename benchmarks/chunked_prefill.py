@@ -19,16 +19,8 @@ import statistics
 import sys
 import time
 
-import torch
-
-import engine
 from benchmarks._servers import schedstat
-from engine.core.prompting import SWEEP_TEXT, fit_prompt_to_tokens
-from engine.loading.model_store import DEFAULT_MODEL
-from engine.serving.scheduling.continuous_batch import Batch
-from engine.serving.scheduling.work import ModelSpec, Request
-
-GREEDY = engine.SamplingParams(ignore_eos=True)
+from engine.loading.model_store import DEFAULT_MODEL  # torch-free: --help answers at once
 
 
 def waited() -> float:
@@ -38,13 +30,19 @@ def waited() -> float:
 
 def one_run(lm, budget: int | None, riders: int, rider_prompt: int, joiner_prompt: int, steady: int) -> dict:
     """Riders decode `steady` steps, the joiner comes; stop one step after its first token. Seconds."""
+    from engine.core.prompting import SWEEP_TEXT, fit_prompt_to_tokens
+    from engine.core.sampling_params import SamplingParams
+    from engine.serving.scheduling.continuous_batch import Batch
+    from engine.serving.scheduling.work import ModelSpec, Request
+
+    greedy = SamplingParams(ignore_eos=True)
     spec = ModelSpec(lm.name)
     ids = fit_prompt_to_tokens(lm.tokenizer, SWEEP_TEXT, joiner_prompt + rider_prompt * riders).ids
     batch = Batch(lm, max_batch=riders + 1, max_num_batched_tokens=budget)
     # the riders have long answers ahead (as many tokens as the joiner's prompt): the cache they reserve already
     # holds the joiner, so no cache growth at the join blurs the comparison (the riders are stopped long before)
     reqs = [Request(model=spec, prompt_ids=ids[joiner_prompt + i * rider_prompt:][:rider_prompt],
-                    max_new_tokens=joiner_prompt, params=GREEDY) for i in range(riders)]
+                    max_new_tokens=joiner_prompt, params=greedy) for i in range(riders)]
     for req in reqs:
         batch.admit(req, time.perf_counter())
     while any(seq.prefilling for seq in batch.seqs):  # the riders' own prompts (chunked too, with a budget)
@@ -52,7 +50,7 @@ def one_run(lm, budget: int | None, riders: int, rider_prompt: int, joiner_promp
     for _ in range(steady):
         batch.step()
     mark = {id(seq): len(seq.trace.steps) for seq in batch.seqs}
-    joiner = Request(model=spec, prompt_ids=ids[:joiner_prompt], max_new_tokens=8, params=GREEDY)
+    joiner = Request(model=spec, prompt_ids=ids[:joiner_prompt], max_new_tokens=8, params=greedy)
     delay = waited()
     batch.admit(joiner, time.perf_counter())
     mine = next(seq for seq in batch.seqs if seq.request is joiner)
@@ -83,6 +81,9 @@ def main() -> int:
     ap.add_argument("--repeats", type=int, default=3, help="runs per budget, interleaved; the median is shown")
     args = ap.parse_args()
     budgets = [None if b.strip() == "none" else int(b) for b in args.budgets.split(",")]
+    import torch
+
+    import engine
 
     lm = engine.load_model(args.model, device=args.device)
     print(f"{lm.name} on {lm.device} ({torch.get_num_threads()} threads): "

@@ -20,9 +20,7 @@ import sys
 import time
 from pathlib import Path
 
-from engine.labs import fleet_check as fc
-from engine.loading.model_store import DEFAULT_MODEL
-from engine.perfmodel import step_model as sm
+from engine.loading.model_store import DEFAULT_MODEL  # torch-free: --help answers at once
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -36,6 +34,9 @@ def main() -> int:
     ap.add_argument("--save", action="store_true", help="write assets/fleet_check.json: a recording, labelled with this "
                     "host and date (no page reads it)")
     args = ap.parse_args()
+    from engine.labs import fleet_check as fc
+    from engine.perfmodel import step_model as sm
+
     started = time.time()
     fit, rows = fc.check(args.model, max_batch=args.max_batch, n=args.requests, load=args.load,
                          progress=lambda m: print(f"... {m}", flush=True))
