@@ -140,10 +140,6 @@ def _chart(fig) -> str:
     return f'<div class="chart">{pio.to_html(fig, include_plotlyjs=False, full_html=False, config=config)}</div>'
 
 
-_SOURCES = {"local": "measured by this dashboard", "server": "measured over HTTP",
-            "recording": "a recording read from a file"}
-
-
 def _side_rows(traces, summaries) -> str:
     """One row per measure, one column per run: the numbers a student compares, and each run's verdict."""
     def pct(v: float) -> str:
@@ -161,7 +157,7 @@ def _side_rows(traces, summaries) -> str:
         ("Decode speed", [_rate(s.decode_tokens_per_s, "tok/s") for s in summaries]),
         ("Queue before start", [_ms(s.queue_s) for s in summaries]),
         ("Model · device", [f"{t.model} · {t.device} · {t.dtype}" for t in traces]),
-        ("Source", [_SOURCES[runs.origin(t)] for t in traces]),
+        ("Source", [runs.where_from(t) for t in traces]),
     ]
     body = "".join(f"<tr><td>{html.escape(k)}</td>{''.join(f'<td>{html.escape(v)}</td>' for v in vs)}</tr>"
                    for k, vs in rows)

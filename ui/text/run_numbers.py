@@ -11,7 +11,7 @@ from engine.serving.client.server_benchmark import trace_from_record
 from engine.serving.scheduling.work import PENDING_DECODE_STEP, PENDING_KERNELS
 from ui.text.diagnosis import sharing_markdown
 from ui.text.phase_numbers import escape_markdown
-from ui.text.runs import origin
+from ui.text.runs import ORIGIN_WORDS, origin
 
 
 def summary(trace: Trace) -> PhaseSummary:
@@ -22,13 +22,10 @@ def summary(trace: Trace) -> PhaseSummary:
 def provenance(trace: Trace, recorded_label: str = "") -> str:
     """Where the run's numbers come from, for its heading: a run measured by this dashboard's engine in this session,
     a recording read from a file (`recorded_label`: its title, machine and date), or a server measured over HTTP."""
-    kind = origin(trace)
-    if kind == "server":
-        return "Measured over HTTP from a server, in this session."
-    if recorded_label or kind == "recording":
-        return (f"A recording, not measured in this session: {escape_markdown(recorded_label)}." if recorded_label else
-                "A recording, not measured in this session.")
-    return "Measured on this machine in this session."
+    kind = "server" if origin(trace) == "server" else "recording" if recorded_label else origin(trace)
+    words = ORIGIN_WORDS[kind]
+    label = f": {escape_markdown(recorded_label)}" if kind == "recording" and recorded_label else ""
+    return f"{words[0].upper()}{words[1:]}{label}."
 
 
 def chart_note(trace: Trace) -> str:

@@ -32,6 +32,18 @@ def origin(trace) -> str:
     return "local" if trace.settings.get("model_spec") else "recording"
 
 
+# Where a run's numbers come from, in the words the pages, the labs and the report all use (a chart's subtitle says
+# it shorter: run_numbers.chart_note)
+ORIGIN_WORDS = {"local": "measured on this machine in this session",
+                "server": "measured over HTTP from a server in this session",
+                "recording": "a recording, not measured in this session"}
+
+
+def where_from(trace) -> str:
+    """ORIGIN_WORDS for this run."""
+    return ORIGIN_WORDS[origin(trace)]
+
+
 def runs_table(traces) -> pd.DataFrame:
     """One row per run, in order: what was asked and what each phase cost."""
     rows = []

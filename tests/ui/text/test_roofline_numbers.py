@@ -26,9 +26,9 @@ def test_prefill_share_from_a_measured_run_or_a_preset():
     assert math.isclose(share, summarize(trace).prefill_share) and math.isclose(share, 0.2)
     assert note == "a recording, not measured in this session: TTFT 100 ms of 500 ms end to end (3 in / 3 out, hand)"
     trace.settings["model_spec"] = ["hand", "cpu", "float32", "plain"]  # what the run panel adds to a run it measured
-    assert rn.measured_share(trace)[1].startswith("measured here: TTFT 100 ms of 500 ms")
+    assert rn.measured_share(trace)[1].startswith("measured on this machine in this session: TTFT 100 ms")
     trace.source = "server"
-    assert rn.measured_share(trace)[1].startswith("measured over HTTP from a server: TTFT")
+    assert rn.measured_share(trace)[1].startswith("measured over HTTP from a server in this session: TTFT")
     model, hw, workload = next(iter(rn.MODEL_PRESETS)), next(iter(rn.HARDWARE_PRESETS)), next(iter(rn.WORKLOAD_PRESETS))
     share, note = rn.preset_share(model, hw, workload)
     assert 0 < share < 1 and note.startswith("estimate: TTFT ") and note.endswith(f"on {hw} (the card model)")

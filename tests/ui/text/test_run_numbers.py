@@ -1,6 +1,6 @@
 """ui/text/run_numbers.py: what the story pages read from one run, instead of importing engine.core.metrics."""
 from engine.core.trace import DecodeStep, Trace
-from ui.text import run_numbers
+from ui.text import run_numbers, runs
 
 
 def trace_with(riders: list[int]) -> Trace:
@@ -91,7 +91,6 @@ def test_a_run_beside_the_engines_own_start_up_work_names_it():
 
 
 def test_a_run_that_changed_its_threads_says_so_and_the_steps_table_shows_them():
-    from ui.text import runs
 
     trace = waited(0.02)
     for step, threads in zip(trace.steps, [2, 1, 1, 1]):
@@ -113,7 +112,9 @@ def test_a_run_says_where_its_numbers_come_from():
     recorded = N(source="local", settings={})
     assert run_numbers.provenance(recorded, "Long prompt — SmolLM2 · cpu · EPYC · 2026-12-01").startswith(
         "A recording, not measured in this session: Long prompt")
-    assert "HTTP" in run_numbers.provenance(N(source="server", settings={}))
+    assert run_numbers.provenance(N(source="server", settings={})) == "Measured over HTTP from a server in this session."
+    # the same words as the labs and the report use for each kind (runs.ORIGIN_WORDS)
+    assert run_numbers.provenance(here) == runs.where_from(here)[0].upper() + runs.where_from(here)[1:] + "."
 
 
 def test_no_unmeasured_ratio_is_shown_as_measured():
