@@ -24,7 +24,7 @@ if peaks is None and st.button("Measure this machine's peaks (adds it as a card)
     if peaks is not None:
         store.labs.setdefault(state.PEAKS, {})[(peaks.device, peaks.dtype)] = peaks
 run = store.last_trace  # the last run, where measured here on the peaks' device and format: the card takes its MFU, MBU
-run = run if run is not None and run.model_config is not None and run.steps and cn.measured_here(run, peaks) else None
+run = run if cn.run_against_peaks(run, peaks) else None
 cards = list(ft.card_choices(peaks, run))
 
 st.subheader("The traffic and its objectives")

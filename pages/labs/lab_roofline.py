@@ -33,8 +33,7 @@ def measured_section(lm):
 
     trace = store.last_trace
     source = "the last dashboard run"
-    if (trace is None or trace.model != lm.name or not trace.steps or trace.model_config is None
-            or not cn.measured_here(trace, peaks)):  # a recording, or another format's run: this page measures its own
+    if trace is None or trace.model != lm.name or not cn.run_against_peaks(trace, peaks):  # this page measures its own
         trace, source = store.labs.get(state.ROOF_TRACE), "a small measurement made on this page"
         if trace is not None and trace.model != lm.name:
             trace = None

@@ -35,6 +35,11 @@ def measured_here(trace, peaks=None) -> bool:
     return peaks is None or (str(trace.device) == str(peaks.device) and trace.dtype == peaks.dtype)
 
 
+def run_against_peaks(trace, peaks=None) -> bool:
+    """measured_here, with decode steps and the model's shapes: a run whose MFU and MBU the labs may compute."""
+    return trace is not None and bool(trace.steps) and trace.model_config is not None and measured_here(trace, peaks)
+
+
 def this_card(peaks, trace=None) -> cd.Card:
     """This machine as a card: the peaks the dashboard measured here (engine/labs/hardware.py), and when; with a run
     measured here, that run's own MFU and MBU in place of the CPU class's estimates."""

@@ -21,6 +21,12 @@ def test_only_runs_measured_here_on_the_peaks_device_and_format_meet_this_machin
     bf16 = SimpleNamespace(source="local", settings={"model_spec": ["m"]}, device="cpu", dtype="bfloat16")
     assert cn.measured_here(bf16) and not cn.measured_here(bf16, PEAKS)  # peaks measured for float32
     assert not cn.measured_here(None)
+    # the labs set a run's MFU and MBU against the peaks only with its decode steps and its model's shapes too
+    full = SimpleNamespace(**vars(here), steps=[object()], model_config=object())
+    assert cn.run_against_peaks(full, PEAKS) and not cn.run_against_peaks(None, PEAKS)
+    assert not cn.run_against_peaks(SimpleNamespace(**{**vars(full), "steps": []}), PEAKS)
+    assert not cn.run_against_peaks(SimpleNamespace(**{**vars(full), "model_config": None}), PEAKS)
+    assert not cn.run_against_peaks(SimpleNamespace(**{**vars(full), "dtype": "bfloat16"}), PEAKS)
 
 
 def test_mfu_and_mbu_of_a_measured_run_against_this_machines_peaks(tiny_llama):
