@@ -4,7 +4,7 @@ Shared by the browser tests (tests/browser/) and the benchmarks that drive the p
 benchmarks/loadtest.py, ...; run as `python -m benchmarks.NAME` from the checkout, so `tests` imports). Also starts and
 stops an OpenAI-compatible server (ours or vLLM) and waits for its /health (benchmarks/bench_traffic.py and
 tests/serving_helpers.py's vllm_server). Playwright drives Debian's Chromium; nothing is downloaded. The tests take
-its headless shell where it is installed (TEST_BROWSER: the same Blink, without the full browser's processes; a page
+its headless shell where it is installed (browser_under_test(): the same Blink, without the full browser's processes; a page
 load costs ~2.1 CPU-s in place of ~3.4, docs/decisions/headless-shell.md); the benchmarks keep the full browser
 (CHROMIUM), as their recorded numbers were measured with it.
 """
@@ -193,7 +193,8 @@ def need_browser():
     import pytest
 
     if not Path(browser_under_test()).exists():
-        pytest.skip(f"{browser_under_test()} is missing (the test command installs Debian's chromium); browser test skipped")
+        pytest.skip(f"{browser_under_test()} is missing (the test command installs Debian's chromium and its headless "
+                    "shell); browser test skipped")
     return pytest.importorskip("playwright.sync_api", reason="playwright (python) is not installed")
 
 
