@@ -116,3 +116,14 @@ def test_vllm_goes_first_beside_the_longest_unit_then_the_longest_first():
     assert next_unit([small, "tests/x/test_other.py"]) == small  # equals: the first
     # so vLLM's companion is the longest other unit: the group that opens one page at a time on a tiny model
     assert max((s, u) for u, s in SECONDS.items() if u != VLLM)[1] == "tiny and replay dashboards"
+
+
+def test_a_unit_whose_tool_is_not_installed_counts_as_no_work(monkeypatch):
+    import tests.conftest as c
+
+    llamacpp, fast_start = "tests/engine/labs/test_bench_llamacpp.py", "tests/browser/test_fast_start.py"
+    for installed, first in ((True, llamacpp), (False, fast_start)):
+        c.expected_seconds.cache_clear()
+        monkeypatch.setitem(c.NEEDS_TOOL, llamacpp, lambda installed=installed: installed)
+        assert c.next_unit([fast_start, llamacpp]) == first  # installed: its 25 s go first; missing: it skips at once
+    c.expected_seconds.cache_clear()
