@@ -4,9 +4,9 @@ Shared by the browser tests (tests/browser/) and the benchmarks that drive the p
 benchmarks/loadtest.py, ...; run as `python -m benchmarks.NAME` from the checkout, so `tests` imports). Also starts and
 stops an OpenAI-compatible server (ours or vLLM) and waits for its /health (benchmarks/bench_traffic.py and
 tests/serving_helpers.py's vllm_server). Playwright drives Debian's Chromium; nothing is downloaded. The tests take
-its headless shell where it is installed (browser_under_test(): the same Blink, without the full browser's processes; a page
-load costs ~2.1 CPU-s in place of ~3.4, docs/decisions/headless-shell.md); the benchmarks keep the full browser
-(CHROMIUM), as their recorded numbers were measured with it.
+its headless shell where it is installed (browser_under_test(): the same Blink, without the full browser's processes;
+a page load costs ~2.1 CPU-s in place of ~3.4, docs/decisions/headless-shell.md); the benchmarks keep the full
+browser (CHROMIUM), as their recorded numbers were measured with it.
 """
 from __future__ import annotations
 

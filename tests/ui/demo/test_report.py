@@ -4,13 +4,12 @@ import dataclasses
 import json
 import re
 import time
-from pathlib import Path
 
 import plotly.utils
 import pytest
 
 import engine
-from tests.browser.appdriver import browser_under_test
+from tests.browser import appdriver
 from ui.demo import report
 from ui.figures import fig_attention, fig_timing, theme
 
@@ -44,15 +43,12 @@ def test_report_shows_trace_text_as_text(html):
 
 
 def test_report_opens_offline_in_chromium_and_draws_its_charts(html, tmp_path):
-    if not Path(browser_under_test()).exists():
-        pytest.skip(f"{browser_under_test()} is missing; the browser check is skipped")
-    sync_api = pytest.importorskip("playwright.sync_api")
+    sync_api = appdriver.need_browser()
     path = tmp_path / "report.html"
     path.write_text(html, encoding="utf-8")
     requested = []
     with sync_api.sync_playwright() as pw:
-        browser = pw.chromium.launch(executable_path=browser_under_test(),
-                                     args=["--no-sandbox", "--disable-gpu", "--disable-background-networking"])
+        browser = appdriver.launch(pw)
         try:
             page = browser.new_page(viewport={"width": 1280, "height": 900})
             page.route("**/*", lambda route: (requested.append(route.request.url), route.abort())
