@@ -29,6 +29,7 @@ from engine.core.trace_file import describe, load_trace, save_trace
 from engine.host.run_watch import RunWatch
 from engine.loading.loader import load_model
 from engine.loading.model_store import DEFAULT_MODEL
+from engine.serving.scheduling.model_pool import ModelPool
 from engine.serving.scheduling.scheduler import Scheduler
 from engine.serving.scheduling.work import ModelSpec, Request, result_of
 from ui.text import prompts
@@ -66,9 +67,8 @@ def long_prompt_short_answer(lm, device: str):
 def batch_four_riders(lm, device: str):
     """Four requests through the scheduler in batch mode, 0.4 s apart; the first one's trace is kept."""
     spec = ModelSpec(MODEL, device, "float32")
-    scheduler = Scheduler("batch", max_batch=4)
-    scheduler.pool._models[spec] = lm  # the model this script already loaded
-    scheduler.start()
+    already_loaded = ModelPool(loader=lambda *args, **kwargs: lm)  # the model this script loaded, not a second one
+    scheduler = Scheduler("batch", max_batch=4, pool=already_loaded).start()
     texts = [prompts.example(key).text for key in ("translation", "chat", "code", "summarisation")]
     requests = []
     for i, text in enumerate(texts):
