@@ -47,10 +47,6 @@ def notices() -> None:
         st.warning(line)
 
 
-def _clock(t: float) -> str:
-    return time.strftime("%H:%M", time.localtime(t))
-
-
 def rows() -> tuple[list[dict], list[tuple[str, int, str]]]:
     """One row per member (name, role, page, state, request, queue wait), those with a tab open first, and the
     cancellable work: (session id, work id, words) for each request or job in the engine."""
@@ -66,7 +62,7 @@ def rows() -> tuple[list[dict], list[tuple[str, int, str]]]:
         out.append({"name": m.name, "role": m.role, "page": m.page or "home", "state": state,
                     "request": ", ".join(i.what for i in mine), "queue wait": ", ".join(i.wait for i in mine),
                     "in the room": f"{(time.time() - m.joined) / 60:,.0f} min",
-                    "last seen": "now" if m.connected else _clock(m.last_seen)})
+                    "last seen": "now" if m.connected else time.strftime("%H:%M", time.localtime(m.last_seen))})
     return out, cancellable
 
 

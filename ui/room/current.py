@@ -5,7 +5,6 @@ id and admitted role. Every Streamlit part of the room (gate, console, follow-me
 from __future__ import annotations
 
 import os
-import time
 from dataclasses import dataclass
 
 import streamlit as st
@@ -28,7 +27,6 @@ class Held:
     room: Room
     keeper: Keeper
     saver: RunSaver
-    opened: float  # when this server read or made the room
 
     def close(self) -> None:
         self.saver.stop()
@@ -52,7 +50,7 @@ def held() -> Held:
     saver.read_back()
     if keeper.saving:
         saver.start()
-    return Held(room, keeper, saver, time.time())
+    return Held(room, keeper, saver)
 
 
 def room() -> Room:

@@ -90,9 +90,7 @@ class Keeper:
                 self.problem = problem
                 self.say(f"[room] the room is not being saved: {problem}. It keeps working in memory; fix it and "
                          "restart to save again.")
-            if self.store is not None:
-                self.store.close()
-                self.store = None
+            self.close()
 
     def _do(self, fn, default=None):
         with self._lock:

@@ -16,15 +16,11 @@ from ui.room.keeper import Keeper
 ENV_PROBLEM = "TWO_BENDS_ROOM_PROBLEM"  # the line the launcher printed when the room is not saved (said once)
 
 
-def _say(line: str) -> None:
-    print(line, flush=True)
-
-
 def open_room(url: str, env=None, say=None) -> None:
     """Fix both codes (a chosen one checked, the saved room's kept, a missing one made), write them to the room's
     file and the environment, and print them with the URL and its QR code. SystemExit (one line) for a bad code."""
     env = os.environ if env is None else env
-    say = say or _say
+    say = say or (lambda line: print(line, flush=True))
     given_join, given_teacher = config.normalise(env.get(config.ENV_JOIN, "")), env.get(config.ENV_TEACHER, "")
     for given, what in ((given_join, "join code"), (given_teacher, "teacher code")):
         if given.strip() and (problem := config.problem(given, what)):

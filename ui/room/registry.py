@@ -102,12 +102,6 @@ class Room:
             member = self.members.get(got[0])
             return member if member is not None and member.role == got[1] else None
 
-    def new_join_code(self, code: str | None = None) -> str:
-        with self.lock:
-            self.join_code = config.normalise(code) if code else config.new_code(6)
-            self.keeper.save_room(self)
-            return self.join_code
-
     # --- members --------------------------------------------------------------------------------------------
     def _new_name(self) -> str:
         taken = {m.name for m in self.members.values()}
@@ -142,10 +136,6 @@ class Room:
     def member(self, session_id: str) -> Member | None:
         with self.lock:
             return self.members.get(self.by_session.get(session_id, ""))
-
-    def member_by_id(self, member_id: str) -> Member | None:
-        with self.lock:
-            return self.members.get(member_id)
 
     def touch(self, session_id: str, page: str | None = None, browser: str | None = None) -> None:
         """The session drew a page: its member was seen now (kept on disk when the page or browser changed, or once
@@ -204,14 +194,14 @@ class Room:
             self.keeper.forget_members([member_id])
             return gone
 
-    def clear(self, new_join_code: str | None = None) -> list[str]:
+    def clear(self) -> list[str]:
         """The teacher clears the room: every student is out (they need the code again, a new one), the poll rounds
         are gone; locks, follow-me and the teacher stay. Returns the evicted sessions (the caller cancels their work
         and drops their stores); the keeper deletes the room's file and starts a new one."""
         with self.lock:
             gone = self._evict([mid for mid, m in self.members.items() if m.role != "teacher"])
             self.poll, self.rounds = None, []
-            self.join_code = config.normalise(new_join_code) if new_join_code else config.new_code(6)
+            self.join_code = config.new_code(6)
             self.keeper.restart(self)
             return gone
 

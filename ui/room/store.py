@@ -178,12 +178,9 @@ class RoomStore:
         self.conn: sqlite3.Connection | None = None
         try:
             self._open(busy_timeout_s)
-        except (sqlite3.Error, OSError, ValueError) as exc:
+        except (sqlite3.Error, OSError, ValueError, StoreError) as exc:
             self.close()
             raise StoreError(why(exc, self.path)) from None
-        except StoreError:
-            self.close()
-            raise
 
     def _open(self, busy_timeout_s: float) -> None:
         self.path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)

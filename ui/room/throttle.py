@@ -27,17 +27,9 @@ class _Record:
     until: float = 0.0  # no try is looked at before this time
 
 
-def session_key(session_id: str) -> str:
-    return f"session:{session_id}"
-
-
-def ip_key(address: str | None) -> str | None:
-    return f"ip:{address}" if address else None
-
-
 def client_keys(session_id: str, address: str | None) -> list[str]:
     """The keys of one client: its session, and its address when the server knows it."""
-    return [k for k in (session_key(session_id), ip_key(address)) if k]
+    return [f"session:{session_id}"] + ([f"ip:{address}"] if address else [])
 
 
 class Throttle:

@@ -57,7 +57,7 @@ def test_a_room_comes_back_whole_after_a_restart(tmp_path):
     assert back.join_code == "BRIDGE" and back.role_for("valley9") == "teacher" and back.role_for("other9") is None
     assert {m.member_id: (m.name, m.role) for m in back.snapshot()} == {
         m.member_id: (m.name, m.role) for m in (teacher, a, b)}
-    assert back.present() == [] and back.member_by_id(a.member_id).page == "decode"  # away until a tab comes back
+    assert back.present() == [] and back.members[a.member_id].page == "decode"  # away until a tab comes back
     assert back.returning(token).member_id == a.member_id  # its browser's cookie still signs it in
     assert back.locks.labs == "all" and back.locks.max_output_tokens == 64
     assert back.following() == (1, {"page": "prefill", "params": {"output_tokens": "64"}})
