@@ -25,7 +25,7 @@ if peaks is None and st.button("Measure this machine's peaks (adds it as a card)
         store.labs.setdefault(state.PEAKS, {})[(peaks.device, peaks.dtype)] = peaks
 run = store.last_trace  # the last run, where measured here on the peaks' device and format: the card takes its MFU, MBU
 run = run if cn.run_against_peaks(run, peaks) else None
-cards = list(ft.card_choices(peaks, run))
+cards = list(cn.cards_with(peaks, run))
 
 st.subheader("The traffic and its objectives")
 cols = st.columns(4)

@@ -1,15 +1,13 @@
 """Charts for the Remedies lab: each remedy's measured effect on TTFT (the valley) and TPOT (the bridge)."""
 from __future__ import annotations
 
-import math
-
 import pandas as pd
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from ui.figures.theme import DECODE_COLOR, FONT_SIZE, NEUTRAL_COLOR, PREFILL_COLOR, base_layout
+from ui.figures.theme import DECODE_COLOR, FONT_SIZE, NEUTRAL_COLOR, PREFILL_COLOR, base_layout, error_bars
 from ui.text import crossed_numbers
-from ui.text.remedy_text import HELPS, MARKER_KEY, TITLES, Effect, effects
+from ui.text.remedy_text import HELPS, MARKER_KEY, TITLES, effects
 
 
 def kv_cache_figure(result) -> go.Figure:
@@ -22,15 +20,6 @@ def kv_cache_figure(result) -> go.Figure:
     return fig
 
 
-def _run_bars(medians: list[float], runs: list[list[float]]) -> dict | None:
-    """Error bars from each bar's median (ms) to its fastest and slowest run; None when no row kept two runs."""
-    if not any(len(r) >= 2 for r in runs):
-        return None
-    return dict(type="data", symmetric=False, thickness=2,
-                array=[max(max(r) * 1e3 - m, 0.0) if len(r) >= 2 else 0.0 for m, r in zip(medians, runs)],
-                arrayminus=[max(m - min(r) * 1e3, 0.0) if len(r) >= 2 else 0.0 for m, r in zip(medians, runs)])
-
-
 def phase_pair_figure(rows, title: str) -> go.Figure:
     """Two panels: TTFT (prefill, orange) and TPOT (decode, blue) for each configuration: the median of its runs,
     with a bar from the fastest to the slowest run."""
@@ -39,10 +28,10 @@ def phase_pair_figure(rows, title: str) -> go.Figure:
     ttft, tpot = [r.ttft_s * 1e3 for r in rows], [r.tpot_s * 1e3 for r in rows]
     fig.add_bar(x=labels, y=ttft, marker_color=PREFILL_COLOR, name="TTFT", text=[f"{v:.1f}" for v in ttft],
                 textposition="outside", row=1, col=1,
-                error_y=_run_bars(ttft, [getattr(r, "ttft_runs", []) for r in rows]))
+                error_y=error_bars(ttft, [[t * 1e3 for t in getattr(r, "ttft_runs", [])] for r in rows]))
     fig.add_bar(x=labels, y=tpot, marker_color=DECODE_COLOR, name="TPOT", text=[f"{v:.1f}" for v in tpot],
                 textposition="outside", row=1, col=2,
-                error_y=_run_bars(tpot, [getattr(r, "tpot_runs", []) for r in rows]))
+                error_y=error_bars(tpot, [[t * 1e3 for t in getattr(r, "tpot_runs", [])] for r in rows]))
     fig.update_layout(**base_layout(title, "", "milliseconds", height=440))
     fig.update_layout(showlegend=False)
     fig.update_yaxes(title_text="milliseconds", rangemode="tozero")
@@ -122,14 +111,22 @@ def effects_table(history: dict) -> pd.DataFrame:
     return pd.DataFrame(out, columns=columns)
 
 
-def _cell_color(e: Effect) -> float:
-    """A measured effect on [-1, 1]: 0 (grey) without a verdict (not measured, once, too close to tell); with one, log2
-    of the median speed-up, at least ±0.25 so a measured effect is never painted as grey, -1 = 2x slower (red)."""
-    kind = e.verdict
-    if kind not in ("faster", "slower"):
-        return 0.0
-    z = math.log2(e.median)
-    return max(0.25, min(1.0, z)) if kind == "faster" else min(-0.25, max(-1.0, z))
+LIGHT_SCALE = [[0.0, "#C0392B"], [0.4, "#E8B4AE"], [0.5, "#D9D9D9"], [0.6, "#A9DFBF"], [1.0, "#1E8449"]]
+
+
+def _lights(z, columns: list[str], rows: list[str], text, title: str, empty_title: str) -> go.Figure:
+    """Indicator lights: one row per remedy, each cell coloured by crossed_numbers.light (red slower, grey no verdict,
+    green faster) and marked with its verdict in shape and word. `empty_title` alone when there is no row."""
+    fig = go.Figure()
+    if not rows:
+        fig.update_layout(**base_layout(empty_title, "", "", height=260))
+        return fig
+    fig.add_heatmap(z=z, x=columns, y=rows, text=text, texttemplate="%{text}", textfont=dict(size=FONT_SIZE + 2),
+                    colorscale=LIGHT_SCALE, zmin=-1, zmax=1, showscale=False, xgap=4, ygap=4)
+    fig.update_layout(**base_layout(title, "", "", height=140 + 80 * len(rows)))
+    fig.update_yaxes(autorange="reversed", tickfont=dict(size=FONT_SIZE - 2))
+    fig.update_xaxes(side="top")
+    return fig
 
 
 def indicator_matrix_figure(history: dict) -> go.Figure:
@@ -137,21 +134,10 @@ def indicator_matrix_figure(history: dict) -> go.Figure:
     measurements and marked with it in shape and word (▲ helps, ▼ hurts, ● too close to tell, ○ once): the colour is
     never the only carrier."""
     rows = _effects(history)
-    fig = go.Figure()
-    if not rows:
-        fig.update_layout(**base_layout("Measure some remedies first", "", "", height=260))
-        return fig
-    z = [[_cell_color(r["TTFT"]), _cell_color(r["TPOT"])] for r in rows]
-    text = [[r[phase].marker() for phase in ("TTFT", "TPOT")] for r in rows]
-    ylabels = [f"{r['remedy']}  [{r['meant for']}]" for r in rows]
-    scale = [[0.0, "#C0392B"], [0.4, "#E8B4AE"], [0.5, "#D9D9D9"], [0.6, "#A9DFBF"], [1.0, "#1E8449"]]
-    fig.add_heatmap(z=z, x=["TTFT (prefill)", "TPOT (decode)"], y=ylabels, text=text, texttemplate="%{text}",
-                    textfont=dict(size=FONT_SIZE + 2), colorscale=scale, zmin=-1, zmax=1, showscale=False, xgap=4, ygap=4)
-    fig.update_layout(**base_layout(f"Median speed-up this session: {MARKER_KEY}", "", "",
-                                    height=140 + 80 * len(rows)))
-    fig.update_yaxes(autorange="reversed", tickfont=dict(size=FONT_SIZE - 2))
-    fig.update_xaxes(side="top")
-    return fig
+    return _lights([[crossed_numbers.light(r["TTFT"]), crossed_numbers.light(r["TPOT"])] for r in rows],
+                   ["TTFT (prefill)", "TPOT (decode)"], [f"{r['remedy']}  [{r['meant for']}]" for r in rows],
+                   [[r[phase].marker() for phase in ("TTFT", "TPOT")] for r in rows],
+                   f"Median speed-up this session: {MARKER_KEY}", "Measure some remedies first")
 
 
 def crossed_figure(result) -> go.Figure:
@@ -159,16 +145,5 @@ def crossed_figure(result) -> go.Figure:
     end-to-end speed-up measured here with its verdict in shape and word (▲ faster, ▼ slower, ● no change beyond the
     rounds' spread, ○ too few rounds), coloured only where every round agreed."""
     rows, cols, z, text = crossed_numbers.matrix(result)
-    fig = go.Figure()
-    if not rows:
-        fig.update_layout(**base_layout("Nothing measured yet", "", "", height=260))
-        return fig
-    scale = [[0.0, "#C0392B"], [0.4, "#E8B4AE"], [0.5, "#D9D9D9"], [0.6, "#A9DFBF"], [1.0, "#1E8449"]]
-    fig.add_heatmap(z=z, x=[f"{c} request" for c in cols], y=rows, text=text, texttemplate="%{text}",
-                    textfont=dict(size=FONT_SIZE + 2), colorscale=scale, zmin=-1, zmax=1, showscale=False, xgap=4,
-                    ygap=4)
-    fig.update_layout(**base_layout("End to end, measured here: each remedy on both kinds of request", "", "",
-                                    height=140 + 80 * len(rows)))
-    fig.update_yaxes(autorange="reversed", tickfont=dict(size=FONT_SIZE - 2))
-    fig.update_xaxes(side="top")
-    return fig
+    return _lights(z, [f"{c} request" for c in cols], rows, text,
+                   "End to end, measured here: each remedy on both kinds of request", "Nothing measured yet")

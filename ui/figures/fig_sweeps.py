@@ -11,8 +11,7 @@ import plotly.graph_objects as go
 
 from engine.labs.sweeps import SweepPoint, SweepResult, median_step_by_context
 from engine.perfmodel.fit import TTFTFit
-from ui.figures.theme import DECODE_COLOR, ESTIMATE_DASH, NEUTRAL_COLOR, PREFILL_COLOR, base_layout
-from ui.text import sweep_numbers
+from ui.figures.theme import DECODE_COLOR, ESTIMATE_DASH, NEUTRAL_COLOR, PREFILL_COLOR, base_layout, error_bars
 
 MS = 1000.0
 COLUMNS = {  # SweepPoint field -> table heading (times in ms)
@@ -49,15 +48,6 @@ def sweep_table(points: list[SweepPoint], separate: list[SweepPoint] | None = No
     return pd.DataFrame(rows, columns=[*COLUMNS.values(), *EXTRA]).round(2)
 
 
-def _bars(values: list[float], runs: list[list[float]]) -> dict | None:
-    """Plotly error bars from each point's median to its fastest and slowest run (None with single runs)."""
-    if not any(len(r) >= 2 for r in runs):
-        return None
-    hi = [max(max(r) - v, 0.0) if len(r) >= 2 else 0.0 for v, r in zip(values, runs)]
-    lo = [max(v - min(r), 0.0) if len(r) >= 2 else 0.0 for v, r in zip(values, runs)]
-    return dict(type="data", symmetric=False, array=hi, arrayminus=lo, thickness=2)
-
-
 def sweep_csv(points: list[SweepPoint], separate: list[SweepPoint] | None = None) -> bytes:
     return sweep_table(points, separate).to_csv(index=False).encode()
 
@@ -81,7 +71,7 @@ def ttft_figure(points: list[SweepPoint], fit: TTFTFit | None) -> go.Figure:
     fig = go.Figure()
     fig.add_scatter(x=t, y=y, mode="markers+lines", name="measured TTFT (median; bar: fastest to slowest run)",
                     marker=dict(size=12, color=PREFILL_COLOR), line=dict(color=PREFILL_COLOR, width=2),
-                    error_y=_bars(list(y), [[v * MS for v in p.ttft_runs] for p in points]))
+                    error_y=error_bars(list(y), [[v * MS for v in p.ttft_runs] for p in points]))
     if fit is not None and t.size:
         grid = np.linspace(0, t.max(), 100)
         fig.add_scatter(x=grid, y=fit.predict(grid) * MS, mode="lines", name="fit a + b·T + c·T²",
@@ -92,11 +82,6 @@ def ttft_figure(points: list[SweepPoint], fit: TTFTFit | None) -> go.Figure:
                                     "TTFT (ms)", height=440))
     fig.update_yaxes(rangemode="tozero")
     return fig
-
-
-def fit_text(fit: TTFTFit | None, cfg=None) -> str:
-    """The fit in words (ui/text/sweep_numbers.py: what was fitted, how well, and the FLOP count beside it)."""
-    return sweep_numbers.fit_text(fit, cfg)
 
 
 def decode_latency_figure(points: list[SweepPoint]) -> go.Figure:
@@ -138,9 +123,9 @@ def batch_throughput_figure(points: list[SweepPoint], separate: list[SweepPoint]
     fig = go.Figure()
     pre, dec = [p.prefill_tokens_per_s for p in pts], [p.decode_tokens_per_s for p in pts]
     fig.add_scatter(x=b, y=pre, mode="markers+lines", name="prefill tokens/s", marker=dict(size=12, color=PREFILL_COLOR),
-                    line=dict(color=PREFILL_COLOR, width=3), error_y=_bars(pre, [p.prefill_rates() for p in pts]))
+                    line=dict(color=PREFILL_COLOR, width=3), error_y=error_bars(pre, [p.prefill_rates() for p in pts]))
     fig.add_scatter(x=b, y=dec, mode="markers+lines", name="decode tokens/s", marker=dict(size=12, color=DECODE_COLOR),
-                    line=dict(color=DECODE_COLOR, width=3), error_y=_bars(dec, [p.decode_rates() for p in pts]))
+                    line=dict(color=DECODE_COLOR, width=3), error_y=error_bars(dec, [p.decode_rates() for p in pts]))
     if b:
         ideal = [pts[0].decode_tokens_per_s * x / b[0] for x in b]
         fig.add_scatter(x=b, y=ideal, mode="lines", name="decode if steps stayed flat",
@@ -166,7 +151,7 @@ def batch_latency_figure(points: list[SweepPoint], measured_cross: int | None, p
     steps = [p.itl_p50_s * MS for p in pts]
     fig.add_scatter(x=b, y=steps, mode="markers+lines", name="decode step (median; bar: each run's TPOT)",
                     marker=dict(size=12, color=DECODE_COLOR), line=dict(color=DECODE_COLOR, width=3),
-                    error_y=_bars(steps, [[t * MS for t in p.tpot_runs] for p in pts]))
+                    error_y=error_bars(steps, [[t * MS for t in p.tpot_runs] for p in pts]))
     for p in separate or []:
         fig.add_scatter(x=[p.batch_size], y=[p.itl_p50_s * MS], mode="markers",
                         name=f"{p.decode_path} (a Run's; another program)",

@@ -53,6 +53,16 @@ def base_layout(title: str = "", x_title: str = "", y_title: str = "", height: i
     )
 
 
+def error_bars(values: list[float], runs: list[list[float]]) -> dict | None:
+    """Plotly error bars from each point's median (`values`) to its fastest and slowest run (`runs`, in the same unit);
+    None when no point kept two runs."""
+    if not any(len(r) >= 2 for r in runs):
+        return None
+    hi = [max(max(r) - v, 0.0) if len(r) >= 2 else 0.0 for v, r in zip(values, runs)]
+    lo = [max(v - min(r), 0.0) if len(r) >= 2 else 0.0 for v, r in zip(values, runs)]
+    return dict(type="data", symmetric=False, array=hi, arrayminus=lo, thickness=2)
+
+
 def subtitled(fig, text: str) -> None:
     """`text` under the figure's title, in a smaller font (where its numbers come from, when not measured here: a chart
     saved as a PNG leaves the page's own line behind); the top margin grows to hold it. Nothing when text is ''."""

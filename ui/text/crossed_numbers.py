@@ -71,6 +71,17 @@ def effect_words(e: Effect) -> str:
             repeats.FEW: f"○ ×{e.median:.2f} (too few rounds for a verdict)"}.get(kind, "not measured")
 
 
+def light(e: Effect) -> float:
+    """An indicator light's colour value on [-1, 1]: 0 (grey) without a verdict (not measured, too few rounds, too close
+    to tell); with one, log2 of the median speed-up, at least ±0.25 so a measured effect is never painted as grey,
+    -1 = 2x slower (red)."""
+    kind = e.verdict
+    if kind not in (repeats.FASTER, repeats.SLOWER):
+        return 0.0
+    z = math.log2(e.median)
+    return max(0.25, min(1.0, z)) if kind == repeats.FASTER else min(-0.25, max(-1.0, z))
+
+
 def table(result) -> pd.DataFrame:
     rows = [{"remedy": c.label, "meant for": PHASE[c.meant_for], "request": c.request,
              "prefill share (baseline)": round(c.share * 100, 1), "end to end": effect_words(c.total),
@@ -141,8 +152,6 @@ def matrix(result) -> tuple[list[str], list[str], list[list[float]], list[list[s
     text = [["not measured"] * len(cols) for _ in rows]
     for c in cs:
         i, j = rows.index(f"{c.label} [{PHASE[c.meant_for]}]"), cols.index(c.request)
-        kind = c.total.verdict
-        z[i][j] = (max(0.25, min(1.0, math.log2(c.total.median))) if kind == repeats.FASTER else
-                   min(-0.25, max(-1.0, math.log2(c.total.median))) if kind == repeats.SLOWER else 0.0)
+        z[i][j] = light(c.total)
         text[i][j] = effect_words(c.total).split(",")[0]
     return rows, cols, z, text

@@ -50,12 +50,6 @@ def example_price(card_name: str) -> float:
     return EXAMPLE_PRICES.get(card_name, 0.1 if card_name.startswith("this machine") else 1.0)
 
 
-def card_choices(peaks=None, trace=None) -> dict[str, cd.Card]:
-    """The cards the planner offers: this machine's measured card first (when measured; with `trace`'s MFU and MBU,
-    a run measured here), then the spec sheets."""
-    return cn.cards_with(peaks, trace)
-
-
 def instance(model_name: str, card: cd.Card, dtype: str = "float16") -> cm.Setup:
     """One serving instance: the fewest cards (1, 2, 4, 8) of this kind that hold the model's weights."""
     the_dtype = "float32" if card.device_class == "cpu" else dtype
@@ -151,7 +145,7 @@ def run_planner(workload: Workload, rate: float, n: int, ttft_ms: float, tpot_ms
         if not policies:
             raise EngineError("pick at least one policy to plan")
         slo = SLO(ttft_ms / 1e3, tpot_ms / 1e3)
-        choices = card_choices(peaks, trace)
+        choices = cn.cards_with(peaks, trace)  # this machine's measured card first, then the spec sheets
         if card not in choices:
             raise EngineError(f"unknown card '{card}'; valid: {', '.join(choices)}")
         model = card_model(model_name, choices[card], dtype)
@@ -178,7 +172,7 @@ def stage_cards(model_name: str, workload: Workload, prices: dict[str, float], p
     """Which card for which stage (the card model, no simulation): each card's prefill and decode money per thousand
     requests of the workload's mean lengths, a prefill alone and a decode step among up to 64 riders."""
     return cn.stage_cards(model_name, max(workload.prompt.mean, 1), max(workload.output.mean, 1), prices, 64, dtype,
-                          card_choices(peaks, trace))
+                          cn.cards_with(peaks, trace))
 
 
 def stage_words(table: pd.DataFrame) -> str:

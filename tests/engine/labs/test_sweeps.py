@@ -6,6 +6,7 @@ import engine
 from engine.labs import sweeps
 from engine.perfmodel.fit import fit_ttft
 from ui.figures import fig_sweeps
+from ui.text import sweep_numbers
 
 
 def test_prompt_ids_have_the_exact_length_and_differ_by_offset(tiny_llama):
@@ -120,7 +121,7 @@ def test_fit_recovers_linear_and_quadratic_terms():
     linear = fit_ttft([10, 20], [1.0, 2.0])
     assert linear.c == 0 and linear.b == pytest.approx(0.1)
     assert fit_ttft([10], [1.0]) is None
-    assert "quadratic term" in fig_sweeps.fit_text(fit)
+    assert "quadratic term" in sweep_numbers.fit_text(fit)
 
 
 def test_sweep_figures_show_the_measured_points(tiny_llama):

@@ -2,6 +2,7 @@
 runs disagree), red only when every run was slower by more than their spread, green only when faster."""
 from engine.labs.remedies import KernelsResult, PhaseRow, PrefixResult
 from ui.figures import fig_remedies as fr
+from ui.text import crossed_numbers
 from ui.text.remedy_text import Effect
 
 
@@ -46,9 +47,9 @@ def test_a_single_run_is_grey_and_says_too_few():
 
 
 def test_a_small_measured_gain_is_never_grey():
-    assert fr._cell_color(Effect((1.2, 1.21, 1.2))) >= 0.25
-    assert fr._cell_color(Effect((1 / 1.2, 1 / 1.21, 1 / 1.2))) <= -0.25
-    assert fr._cell_color(Effect(())) == 0.0
+    assert crossed_numbers.light(Effect((1.2, 1.21, 1.2))) >= 0.25
+    assert crossed_numbers.light(Effect((1 / 1.2, 1 / 1.21, 1 / 1.2))) <= -0.25
+    assert crossed_numbers.light(Effect(())) == 0.0
 
 
 def test_effects_table_names_each_verdict_and_spread():

@@ -3,6 +3,7 @@ card for which stage — nothing read from a file recorded on another machine.""
 from types import SimpleNamespace
 
 from engine.perfmodel import cards as cd
+from ui.text import card_numbers as cn
 from ui.text import fleet_text as ft
 
 PEAKS = SimpleNamespace(copy_bytes_per_s=40e9, matmul_flops_per_s=200e9, read_bytes_per_s=25e9, memory_bytes=16e9,
@@ -12,7 +13,7 @@ PEAKS = SimpleNamespace(copy_bytes_per_s=40e9, matmul_flops_per_s=200e9, read_by
 def test_an_instance_is_the_fewest_cards_that_hold_the_model():
     assert ft.instance("Llama-2 70B (GQA, 8 KV heads)", cd.card("h100-sxm")).gpus == 2
     assert ft.instance("Llama-2 7B (MHA, 32 KV heads)", cd.card("h100-sxm")).gpus == 1
-    m = ft.card_model("SmolLM2-135M", ft.card_choices(PEAKS)["this machine (cpu)"])
+    m = ft.card_model("SmolLM2-135M", cn.cards_with(PEAKS)["this machine (cpu)"])
     assert "measured here at 10:42:00" in m.source and m.setup.dtype == "float32"
 
 
@@ -32,7 +33,7 @@ def test_the_planner_prices_instances_and_may_split_the_cards():
 
 def test_which_card_for_which_stage_names_the_cheapest_of_each():
     w = ft.workload_of("custom", 2048, 256)
-    prices = {name: ft.example_price(name) for name in ft.card_choices()}
+    prices = {name: ft.example_price(name) for name in cn.cards_with()}
     table = ft.stage_cards("Llama-3.1 8B (GQA, 8 KV heads)", w, prices)
     words = ft.stage_words(table)
     assert "cheapest valley is" in words and "cheapest bridge" in words
