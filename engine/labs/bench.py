@@ -46,12 +46,6 @@ def hf_reference(lm):
     return model.to(lm.device, lm.dtype).eval()
 
 
-def median_pair(repeats: int, ours, theirs) -> tuple[float, float]:
-    """Alternate the two callables; each returns seconds. Medians of both."""
-    got = medians(repeats, {"a": ours, "b": theirs})
-    return got["a"], got["b"]
-
-
 def prompt_ids(lm, n: int) -> torch.Tensor:
     """(1, n) ids of real text, the same material the sweep lab uses."""
     return torch.tensor([prompt_ids_of_length(lm, n)], device=lm.device)
@@ -123,7 +117,9 @@ def bench_cuda_graphs(lm, contexts, steps: int, reps: int) -> None:
 
     for ctx in contexts:
         ids = prompt_ids(lm, ctx)
-        graphed, eager = median_pair(reps, partial(time_decode_graphed, lm, ids, steps), partial(time_decode_ours, lm, ids, steps))
+        got = medians(reps, {"graphed": partial(time_decode_graphed, lm, ids, steps),
+                             "eager": partial(time_decode_ours, lm, ids, steps)})
+        graphed, eager = got["graphed"], got["eager"]
         print(f"{'CUDA graph decode @ ' + str(ctx):<26}  graphed {graphed * 1000:.2f} ms, eager {eager * 1000:.2f} ms "
               f"-> {eager / graphed:.1f}x")
     a = generate(lm, prompt_ids(lm, 64)[0].tolist(), 32, ignore_eos=True)
@@ -292,14 +288,12 @@ def _rows(args, fast, plain, hf, vllm, peaks, table: dict, llamacpp=None) -> Non
     sizes = (32, 128) if args.quick else (128, 512, 1024)
     contexts = (32, 128) if args.quick else (128, 1024)
     reps, steps = args.repeats, (4 if args.quick else 16)
+    peers = {name: peer for name, peer in (("vLLM", vllm), ("llama.cpp", llamacpp)) if peer}  # the same two calls each
     for n in sizes:
         ids = prompt_ids(fast, n)
         timers = {"fast": partial(time_prefill_ours, fast, ids), "plain": partial(time_prefill_ours, plain, ids),
                   "hf": partial(time_prefill_hf, hf, ids)}
-        if vllm:
-            timers["vLLM"] = partial(vllm.ttft, ids[0].tolist())
-        if llamacpp:
-            timers["llama.cpp"] = partial(llamacpp.ttft, ids[0].tolist())
+        timers.update({name: partial(peer.ttft, ids[0].tolist()) for name, peer in peers.items()})
         floor = prefill_flops(fast.config, n).total / peaks.matmul_flops_per_s
         ms = medians(reps, timers)
         table[f"prefill {n}"] = dict(ms, floor=floor)
@@ -308,10 +302,7 @@ def _rows(args, fast, plain, hf, vllm, peaks, table: dict, llamacpp=None) -> Non
         ids = prompt_ids(fast, ctx)
         timers = {"fast": partial(time_decode_ours, fast, ids, steps), "plain": partial(time_decode_ours, plain, ids, steps),
                   "hf": partial(time_decode_hf, hf, ids, steps)}
-        if vllm:
-            timers["vLLM"] = partial(vllm.decode_step, ids[0].tolist(), steps)
-        if llamacpp:
-            timers["llama.cpp"] = partial(llamacpp.decode_step, ids[0].tolist(), steps)
+        timers.update({name: partial(peer.decode_step, ids[0].tolist(), steps) for name, peer in peers.items()})
         dtype_bytes = fast.dtype.itemsize
         step_bytes = decode_step_bytes(fast.config, ctx + 1, 1, dtype_bytes, dtype_bytes)
         # the floor's streaming read timed in the same rounds as the steps: a busy machine slows both alike

@@ -110,10 +110,7 @@ def compare(engine: EngineRun, arrivals: list[Arrival], fit: StepFit, max_batch:
     """The simulator on the same arrivals (outputs of 0 run as 1, as the engine does) beside the engine."""
     same = [dataclasses.replace(a, output_tokens=max(a.output_tokens, 1)) for a in arrivals]
     sim = simulate(same, fit.model, Fleet("batch", replicas=1, max_batch=max_batch)).outcomes
-    rows = []
-    for metric in METRICS:
-        rows.append(Row(name, metric, _metric(engine.outcomes, metric, slo), _metric(sim, metric, slo)))
-    return rows
+    return [Row(name, metric, _metric(engine.outcomes, metric, slo), _metric(sim, metric, slo)) for metric in METRICS]
 
 
 def _metric(outcomes: list[Outcome], metric: str, slo: SLO) -> float:

@@ -24,9 +24,9 @@ from pathlib import Path
 import torch
 
 import engine
-from engine.core.clock import now
 from engine.core.generate import decode_loop, greedy, new_cache, prefill
 from engine.core.trace_file import load_trace, save_trace
+from engine.labs.bench import prompt_ids, time_prefill_ours
 from engine.labs.sweeps import prompt_ids_of_length
 from engine.loading.model_store import DEFAULT_MODEL, bundled_converted
 from engine.loading.tiny import tiny_hf_model
@@ -56,7 +56,7 @@ class Checks:
                 f.flush()
                 os.fsync(f.fileno())
 
-    def check(self, name: str, run, *args):
+    def check(self, name: str, run, *args) -> None:
         """`run(*args)` returns (passed, detail, numbers): passed True/False, or None for a measurement only."""
         start = time.perf_counter()
         try:
@@ -70,7 +70,6 @@ class Checks:
         self.numbers[name] = numbers
         self.write(f"{verdict} {name}: {detail} ({seconds:.1f} s)",
                    dict(check=name, verdict=verdict, detail=detail, seconds=round(seconds, 3), numbers=numbers))
-        return numbers
 
     def finish(self) -> int:
         """The summary line and gpu_check.json; the exit status (0 only when nothing failed)."""
@@ -108,21 +107,16 @@ def graph_tokens_match(lm, n_tokens: int = 64):
                  f"{same}{where}", dict(same_tokens=same)
 
 
-@torch.inference_mode()
 def time_prefill(lm, n: int, reps: int) -> float:
-    ids = torch.tensor([prompt_ids_of_length(lm, n)], device=lm.device)
-    times = []
-    for _ in range(reps + 1):
-        cache = new_cache(lm, 1, n + 1)
-        start = now(lm.device)
-        prefill(lm, ids, cache)
-        times.append(now(lm.device) - start)
+    """The median of `reps` prefills of `n` tokens, after one untimed warm-up (timed as the bench times them)."""
+    ids = prompt_ids(lm, n)
+    times = [time_prefill_ours(lm, ids) for _ in range(reps + 1)]
     return statistics.median(times[1:])
 
 
 @torch.inference_mode()
 def time_decode(lm, ctx: int, steps: int, graphs: bool) -> float:
-    ids = torch.tensor([prompt_ids_of_length(lm, ctx)], device=lm.device)
+    ids = prompt_ids(lm, ctx)
     cache = new_cache(lm, 1, ctx + steps + 1)
     token = greedy(prefill(lm, ids, cache))
     step = GraphedDecoder(lm, cache).step if graphs else None

@@ -85,19 +85,14 @@ def classify_kind(name: str, shapes: list) -> str:
     return KIND_OTHER
 
 
-def _part_labels(model) -> list[tuple[torch.nn.Module, str]]:
-    labelled = []
-    for block in model.blocks:
-        labelled += [(block.attn, "attention"), (block.mlp, "MLP")]
-    return labelled + [(model.lm_head, "LM head")]
-
-
 class _PartHooks:
-    """Forward hooks that wrap chosen modules in record_function labels while installed."""
+    """Forward hooks that wrap each block's attention and MLP, and the LM head, in record_function labels while
+    installed."""
 
     def __init__(self, model):
         self.handles, self.open = [], []
-        for module, part in _part_labels(model):
+        parts = [pair for block in model.blocks for pair in ((block.attn, "attention"), (block.mlp, "MLP"))]
+        for module, part in parts + [(model.lm_head, "LM head")]:
             self.handles.append(module.register_forward_pre_hook(self._enter(part)))
             self.handles.append(module.register_forward_hook(self._exit))
 

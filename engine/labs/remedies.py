@@ -59,10 +59,6 @@ class PhaseRow:
     path: str = ""  # the decode path its steps ran (engine/labs/decode_paths.py)
 
     @classmethod
-    def from_trace(cls, label: str, trace, matrix_bytes: int = 0) -> PhaseRow:
-        return cls.from_traces(label, [trace], matrix_bytes)
-
-    @classmethod
     def from_traces(cls, label: str, traces: list, matrix_bytes: int = 0) -> PhaseRow:
         sums = [summarize(t) for t in traces]
         ttft, tpot = [s.ttft_s for s in sums], [s.tpot_s for s in sums]

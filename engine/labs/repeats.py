@@ -73,13 +73,7 @@ class Effect:
     @property
     def spread(self) -> float:
         """How far apart the repeats lie, as a fraction: max / min - 1 (NaN with fewer than two)."""
-        xs = self.measured
-        return max(xs) / min(xs) - 1 if len(xs) >= 2 else float("nan")
-
-    @property
-    def size(self) -> float:
-        """How far the median lies from ×1, as a fraction (×1.25 and ×0.8 are both 0.25)."""
-        return math.exp(abs(math.log(self.median))) - 1 if self.measured else float("nan")
+        return Repeated(self.measured).spread
 
     @property
     def weakest(self) -> float:

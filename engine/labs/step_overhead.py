@@ -86,5 +86,5 @@ def measure_cuda_graphs(lm, prompt: str, n_tokens: int = 32, chat: bool = True,
     eager = engine.generate(lm, ids, n_tokens, ignore_eos=True)
     _tick(progress, "decode replayed from a CUDA graph", 0.55)
     graphed = engine.generate(lm, ids, n_tokens, ignore_eos=True, make_step=make_step)
-    return CudaGraphResult(PhaseRow.from_trace("eager", eager), PhaseRow.from_trace("CUDA graph", graphed),
+    return CudaGraphResult(PhaseRow.from_traces("eager", [eager]), PhaseRow.from_traces("CUDA graph", [graphed]),
                            eager.output_ids == graphed.output_ids)

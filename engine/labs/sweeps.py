@@ -163,8 +163,7 @@ class Setting:
 def _run(lm, kind: str, plan: list[Setting], on_point: PointCallback | None, repeats: int = 1) -> SweepResult:
     """Measure every setting of `plan` once per round, `repeats` rounds; the result after each run goes to `on_point`."""
     repeats = max(1, int(repeats))
-    key = {"batch": "batch", "prompt": "prompt", "output": "output"}[kind]
-    result = SweepResult(kind=kind, planned=[getattr(p, key) for p in plan if not p.apart], model=lm.name,
+    result = SweepResult(kind=kind, planned=[getattr(p, kind) for p in plan if not p.apart], model=lm.name,
                          device=str(lm.device), repeats=repeats, kernels=lm.kernels)
     traces: list[list] = [[] for _ in plan]
     for r in range(repeats):
@@ -182,28 +181,26 @@ def _run(lm, kind: str, plan: list[Setting], on_point: PointCallback | None, rep
     return result
 
 
-def _same_path_plan(lm, pairs: list[tuple[int, int]]) -> list[Setting]:
-    """Batch-1 settings (prompt, output) on the path a Run at batch 1 takes."""
+def _same_path_plan(lm, prompt_lengths: list[int], output_tokens: list[int] | int, what: str) -> list[Setting]:
+    """Batch-1 settings on the path a Run at batch 1 takes, for the (prompt, output) pairs that fit the context."""
+    allowed, refused = split_allowed(lm, prompt_lengths, output_tokens)
+    if not allowed:
+        raise EngineError(refused[0] if refused else f"no {what} to measure")
     path = decode_path(lm, 1)
-    return [Setting(1, t, n, lm, path) for t, n in pairs]
+    return [Setting(1, t, n, lm, path) for t, n in allowed]
 
 
 def sweep_prompt_lengths(lm, prompt_lengths: list[int], output_tokens: int = 8,
                          on_point: PointCallback | None = None, repeats: int = REPEATS) -> SweepResult:
     """TTFT (and decode latency at that context) for each prompt length, same short output each time."""
-    allowed, refused = split_allowed(lm, list(prompt_lengths), output_tokens)
-    if not allowed:
-        raise EngineError(refused[0] if refused else "no prompt lengths to measure")
-    return _run(lm, "prompt", _same_path_plan(lm, allowed), on_point, repeats)
+    return _run(lm, "prompt", _same_path_plan(lm, list(prompt_lengths), output_tokens, "prompt lengths"), on_point, repeats)
 
 
 def sweep_output_lengths(lm, output_lengths: list[int], prompt_tokens: int = 32,
                          on_point: PointCallback | None = None, repeats: int = REPEATS) -> SweepResult:
     """Decode cost for each output length, same prompt each time: total time grows with the bridge."""
-    allowed, refused = split_allowed(lm, [prompt_tokens] * len(output_lengths), [int(n) for n in output_lengths])
-    if not allowed:
-        raise EngineError(refused[0] if refused else "no output lengths to measure")
-    return _run(lm, "output", _same_path_plan(lm, allowed), on_point, repeats)
+    plan = _same_path_plan(lm, [prompt_tokens] * len(output_lengths), [int(n) for n in output_lengths], "output lengths")
+    return _run(lm, "output", plan, on_point, repeats)
 
 
 # ---- batch lab: memory guard and sweep ------------------------------------------------------------

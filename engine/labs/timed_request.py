@@ -16,7 +16,7 @@ from engine.core.clock import now
 from engine.core.generate import decode_loop, greedy, new_cache, prefill, warm_up
 from engine.errors import EngineError
 from engine.host.run_watch import RunWatch
-from engine.labs.repeats import CpuWait
+from engine.labs.repeats import CpuWait, add_waits
 
 
 @dataclass
@@ -82,10 +82,5 @@ def timed_request(lm, prompt_ids: list[int], output_tokens: int, reused: int = 0
 
 def cpu_wait_of_timings(timings: list[Timing]) -> CpuWait:
     """The CPU wait of several timed requests together (not measured when any was not)."""
-    if not timings:
-        return CpuWait(0.0, 0.0, 0, False, "no runs")
-    missing = next((t for t in timings if not t.wait_measured), None)
-    if missing is not None:
-        return CpuWait(0.0, 0.0, len(timings), False, missing.wait_note)
-    return CpuWait(sum(t.prefill_wait_s + t.decode_wait_s for t in timings), sum(t.total_s for t in timings),
-                   len(timings), True)
+    return add_waits(CpuWait(t.prefill_wait_s + t.decode_wait_s, t.total_s, 1, t.wait_measured, t.wait_note)
+                     for t in timings)

@@ -109,9 +109,6 @@ class _Instance:
         self.after_admit = False  # batch: the engine's loop steps once after every admit
         self.held = 0  # requests routed here and not yet finished or handed over
 
-    def load(self) -> int:
-        return self.held
-
     def kick(self, now: float) -> None:
         if self.busy:
             return
@@ -216,7 +213,7 @@ class _Sim:
         members = self.pools[pool]
         if not members:
             raise EngineError(f"a request needs the {pool} pool, which has 0 instances: give it at least one")
-        inst = min(members, key=_Instance.load)
+        inst = min(members, key=lambda member: member.held)  # the fewest requests in hand
         inst.held += 1
         req.where = inst
         inst.waiting.append(req)

@@ -6,6 +6,8 @@ card says when its peaks were measured here.
 """
 from __future__ import annotations
 
+from dataclasses import asdict
+
 from engine.perfmodel import card_model as cm
 from engine.perfmodel import cards as cd
 
@@ -33,12 +35,8 @@ def report(plan: cm.RequestPlan, price_per_hour: float | None = None) -> dict:
     s = plan.setup
     c = s.card
     seq = plan.prompt + plan.output
-    params = {name: {"value": p.value, "low": p.low, "high": p.high, "source": p.source}
-              for name, p in c.klass.params().items()}
-    for name, p in c.efficiency.items():
-        params[name] = {"value": p.value, "low": p.low, "high": p.high, "source": p.source}
-    params["overlap"] = {"value": cd.OVERLAP.value, "low": cd.OVERLAP.low, "high": cd.OVERLAP.high,
-                         "source": cd.OVERLAP.source}
+    # the class's values, those measured on this machine in their place, and the roofline's overlap
+    params = {name: asdict(p) for name, p in {**c.klass.params(), **c.efficiency, "overlap": cd.OVERLAP}.items()}
     fmt = s.fmt.compute
     cross_b = cm.crossover_batch(s, plan.context)
     costs = []

@@ -34,7 +34,6 @@ class Plan:
     cost_per_million: float  # currency per million tokens (prompt + output)
     money: dict  # "prefill" / "decode" -> share of the bill (sums to 1)
     meets: bool  # attainment >= target
-    tried: int  # fleets simulated in the search
 
 
 def check_price(price_per_hour: float) -> None:
@@ -62,23 +61,22 @@ def bill(result: SimResult, price_per_hour: float, decode_price_per_hour: float 
         p = result.instances["prefill"] * price_per_hour
         d = result.instances["decode"] * decode_price
         dollars = (p + d) * span / 3600.0
-        per_million = dollars / tokens * 1e6 if tokens else math.nan
-        return per_million, ({"prefill": p / (p + d), "decode": d / (p + d)} if p + d > 0
-                             else {"prefill": 0.0, "decode": 0.0})
-    dollars = result.fleet.cards * span / 3600.0 * price_per_hour
-    per_million = dollars / tokens * 1e6 if tokens else math.nan
-    total = result.stage_s["prefill"] + result.stage_s["decode"]
-    share = result.stage_s["prefill"] / total if total > 0 else 0.0  # idle time split like busy time
-    return per_million, {"prefill": share, "decode": 1.0 - share}
+        money = {"prefill": p / (p + d), "decode": d / (p + d)} if p + d > 0 else {"prefill": 0.0, "decode": 0.0}
+    else:
+        dollars = result.fleet.cards * span / 3600.0 * price_per_hour
+        total = result.stage_s["prefill"] + result.stage_s["decode"]
+        share = result.stage_s["prefill"] / total if total > 0 else 0.0  # idle time split like busy time
+        money = {"prefill": share, "decode": 1.0 - share}
+    return (dollars / tokens * 1e6 if tokens else math.nan), money
 
 
 def evaluate(arrivals: list[Arrival], model: StepModel, fleet: Fleet, slo: SLO, price_per_hour: float,
-             target: float = TARGET, tried: int = 1, decode_model: StepModel | None = None,
+             target: float = TARGET, decode_model: StepModel | None = None,
              decode_price_per_hour: float | None = None) -> Plan:
     result = simulate(arrivals, model, fleet, decode_model if fleet.policy == "disagg" else None)
     per_million, money = bill(result, price_per_hour, decode_price_per_hour if fleet.policy == "disagg" else None)
     share = attainment(result, slo)
-    return Plan(fleet, result, share, goodput(result.outcomes, slo), per_million, money, share >= target, tried)
+    return Plan(fleet, result, share, goodput(result.outcomes, slo), per_million, money, share >= target)
 
 
 def plan(arrivals: list[Arrival], model: StepModel, slo: SLO, price_per_hour: float, policy: str = "batch",
@@ -100,13 +98,10 @@ def plan(arrivals: list[Arrival], model: StepModel, slo: SLO, price_per_hour: fl
                                     decode_price_per_hour=decode_price_per_hour)
         return cache[fleet]
 
-    def done(p: Plan) -> Plan:
-        return dataclasses.replace(p, tried=len(cache))
-
     if policy != "disagg":
         make = lambda n: Fleet(policy, replicas=n, **fleet_args)  # noqa: E731
         n = smallest(lambda n: run(make(n)).meets, 1, max_cards)
-        return done(run(make(n if n is not None else max_cards)))
+        return run(make(n if n is not None else max_cards))
     needs_prefill = any(a.prompt_tokens > 1 for a in arrivals)  # a one-token prompt goes straight to decode
     needs_decode = any(a.output_tokens > (1 if a.prompt_tokens > 1 else 0) for a in arrivals)
     make = lambda p, d: Fleet("disagg", prefill=p, decode=d, **fleet_args)  # noqa: E731
@@ -118,9 +113,9 @@ def plan(arrivals: list[Arrival], model: StepModel, slo: SLO, price_per_hour: fl
     while p + (1 if needs_decode else 0) <= max_cards:
         d = smallest(lambda d, p=p: run(make(p, d)).meets, d_probe, max_cards - p) if needs_decode else 0
         if d is not None and run(make(p, d)).meets:
-            return done(run(make(p, d)))
+            return run(make(p, d))
         best = run(make(p, max_cards - p if needs_decode else 0))
         if p >= max_cards - 1 or not needs_prefill:
             break
         p += max(1, p // 4)  # the decode pool alone could not do it: the TPOT misses came with the TTFT misses
-    return done(best if best is not None else run(make(max(p_low, 1), d_probe)))
+    return best if best is not None else run(make(max(p_low, 1), d_probe))
