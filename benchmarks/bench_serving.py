@@ -15,6 +15,7 @@ process (engine/serving/api_server/__init__.py's WORKER_DEFAULT was chosen this 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import platform
 import statistics
@@ -22,40 +23,27 @@ import sys
 import time
 from pathlib import Path
 
+from benchmarks._servers import started
 from engine.serving.client.server_benchmark import Plan, run
-from tests.browser.appdriver import ServerDidNotStart, start_server, stop_server
-
-ROOT = Path(__file__).resolve().parent.parent
 
 
-class Server:
-    """One server under test, started in its own process group and always stopped."""
-
-    def __init__(self, kind: str, port: int, args):
-        self.kind, self.url = kind, f"http://127.0.0.1:{port}"
-        env = dict(os.environ)
-        if kind == "vllm":
-            env.setdefault("VLLM_CPU_OMP_THREADS_BIND", f"0-{args.threads - 1}" if args.threads > 1 else "0")
-            if args.vllm_mode == "compiled":
-                env["TWO_BENDS_VLLM_COMPILE"] = "1"
-            cmd = ["bash", "scripts/start_vllm.sh", str(port), "--foreground"]
-        else:
-            cmd = [sys.executable, "-m", "engine", "serve", "--port", str(port), "--mode", args.mode,
-                   "--threads", str(args.threads), "--worker", "process" if kind == "ours-process" else "thread"]
-        log, started = Path(f"/tmp/bench_serving_{kind}_{port}.log"), time.monotonic()
-        try:
-            self.proc = start_server(cmd, port, log, args.start_timeout, env)
-        except ServerDidNotStart as exc:
-            sys.exit(f"{kind} did not start: {exc} (see {log})")
-        self.start_seconds = time.monotonic() - started
-
-    def stop(self) -> None:
-        stop_server(self.proc)
+def start(kind: str, port: int, args):
+    """One server under test, started in its own process group (a `with`: always stopped)."""
+    env = dict(os.environ)
+    if kind == "vllm":
+        env.setdefault("VLLM_CPU_OMP_THREADS_BIND", f"0-{args.threads - 1}" if args.threads > 1 else "0")
+        if args.vllm_mode == "compiled":
+            env["TWO_BENDS_VLLM_COMPILE"] = "1"
+        cmd = ["bash", "scripts/start_vllm.sh", str(port), "--foreground"]
+    else:
+        cmd = [sys.executable, "-m", "engine", "serve", "--port", str(port), "--mode", args.mode,
+               "--threads", str(args.threads), "--worker", "process" if kind == "ours-process" else "thread"]
+    return started(kind, cmd, port, Path(f"/tmp/bench_serving_{kind}_{port}.log"), args.start_timeout, env)
 
 
-def measure(server: Server, prompt_tokens: int, args) -> tuple[list[float], list[float], dict]:
+def measure(url: str, prompt_tokens: int, args) -> tuple[list[float], list[float], dict]:
     """(TTFTs, ITLs, the server's own means) of `args.requests` requests."""
-    records, facts = run(Plan(server.url, prompt_tokens, args.output_tokens, requests=args.requests,
+    records, facts = run(Plan(url, prompt_tokens, args.output_tokens, requests=args.requests,
                               concurrency=args.concurrency, warmup=0))
     ttft = [r["prefill_seconds"] for r in records]
     itl = [s["seconds"] for r in records for s in r["steps"]]
@@ -84,26 +72,25 @@ def main() -> None:
     kinds = [k.strip() for k in args.servers.split(",")]
     lengths = [int(n) for n in args.prompt_tokens.split(",")]
     load_before = os.getloadavg()
-    servers: list[Server] = []
-    try:
+    servers: list[tuple[str, str]] = []  # (kind, URL)
+    with contextlib.ExitStack() as running:  # every server stopped, however this ends
         for i, kind in enumerate(kinds):
-            servers.append(Server(kind, args.base_port + i, args))
-            print(f"# {kind} up after {servers[-1].start_seconds:.0f} s at {servers[-1].url}", flush=True)
-        for s in servers:  # warm-up: first requests pay one-time costs on every engine
-            measure(s, max(lengths), argparse.Namespace(**{**vars(args), "requests": 1}))
-        got = {(s.kind, n): ([], [], []) for s in servers for n in lengths}
+            began, port = time.monotonic(), args.base_port + i
+            running.enter_context(start(kind, port, args))
+            servers.append((kind, f"http://127.0.0.1:{port}"))
+            print(f"# {kind} up after {time.monotonic() - began:.0f} s at {servers[-1][1]}", flush=True)
+        for _, url in servers:  # warm-up: first requests pay one-time costs on every engine
+            measure(url, max(lengths), argparse.Namespace(**{**vars(args), "requests": 1}))
+        got = {(kind, n): ([], [], []) for kind, _ in servers for n in lengths}
         for r in range(args.rounds):
             for n in lengths:
-                for s in (servers if r % 2 == 0 else servers[::-1]):
-                    ttft, itl, server_side = measure(s, n, args)
+                for kind, url in (servers if r % 2 == 0 else servers[::-1]):
+                    ttft, itl, server_side = measure(url, n, args)
                     time.sleep(args.settle)  # untimed: vLLM's threads keep spinning ~2 s after a request
-                    got[(s.kind, n)][0].extend(ttft)
-                    got[(s.kind, n)][1].extend(itl)
-                    got[(s.kind, n)][2].append(server_side)
+                    got[(kind, n)][0].extend(ttft)
+                    got[(kind, n)][1].extend(itl)
+                    got[(kind, n)][2].append(server_side)
             print(f"# round {r + 1}/{args.rounds} done, load average {os.getloadavg()[0]:.1f}", flush=True)
-    finally:
-        for s in servers:
-            s.stop()
     report(kinds, lengths, got, args, load_before, os.getloadavg())
 
 

@@ -13,16 +13,13 @@ from __future__ import annotations
 
 import argparse
 import os
-import subprocess
 import sys
 from pathlib import Path
 
+from benchmarks._servers import started
 from engine.perfmodel.goodput import SLO
 from engine.perfmodel.workload import shaped
 from engine.serving.client.traffic_benchmark import TrafficPlan, run_traffic, traffic_summary
-from tests.browser.appdriver import ServerDidNotStart, start_server, stop_server
-
-ROOT = Path(__file__).resolve().parent.parent
 
 CHUNK = 256  # tokens per step with chunked prefill: ours (--max-num-batched-tokens) and vLLM's (start_vllm.sh)
 SERVERS = {"ours-queue": "our engine, queue", "ours-batch": "our engine, continuous batching",
@@ -31,7 +28,8 @@ SERVERS = {"ours-queue": "our engine, queue", "ours-batch": "our engine, continu
            "vllm-chunked": "vLLM CPU, chunked prefill on", "vllm-unchunked": "vLLM CPU, chunked prefill off"}
 
 
-def start(kind: str, port: int, args) -> subprocess.Popen:
+def start(kind: str, port: int, args):
+    """One server, ours or vLLM (a `with`: stopped on leaving)."""
     env = dict(os.environ)
     if kind.startswith("vllm"):
         env.setdefault("VLLM_CPU_OMP_THREADS_BIND", f"0-{args.threads - 1}" if args.threads > 1 else "0")
@@ -43,11 +41,7 @@ def start(kind: str, port: int, args) -> subprocess.Popen:
         cmd = [sys.executable, "-m", "engine", "serve", "--port", str(port), "--mode", mode, "--threads", str(threads)]
         if kind == "ours-chunked":
             cmd += ["--max-num-batched-tokens", str(CHUNK)]
-    log = Path(f"/tmp/bench_traffic_{kind}_{port}.log")
-    try:
-        return start_server(cmd, port, log, args.start_timeout, env)
-    except ServerDidNotStart as exc:
-        sys.exit(f"{kind} did not start: {exc} (see {log})")
+    return started(kind, cmd, port, Path(f"/tmp/bench_traffic_{kind}_{port}.log"), args.start_timeout, env)
 
 
 def main() -> None:
@@ -70,11 +64,8 @@ def main() -> None:
     slo = SLO(args.slo_ttft_ms / 1000, args.slo_tpot_ms / 1000)
     rows = []
     for kind in args.servers.split(","):
-        proc = start(kind, args.port, args)
-        try:
+        with start(kind, args.port, args):
             records, facts = run_traffic(TrafficPlan(f"http://127.0.0.1:{args.port}", workload, args.seed, slo=slo))
-        finally:
-            stop_server(proc)
         s = traffic_summary(records, slo)
         rows.append(f"| {SERVERS[kind]} | {s['ttft_p50'] * 1e3:,.0f} | {s['ttft_p99'] * 1e3:,.0f} | {s['itl_p50'] * 1e3:,.0f} "
                     f"| {s['itl_p99'] * 1e3:,.0f} | {s['throughput']:.2f} | {s['goodput']:.2f} ({s['good']}/{s['requests']}) |")

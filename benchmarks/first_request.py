@@ -28,7 +28,6 @@ from pathlib import Path
 
 from benchmarks._servers import serve
 from engine.serving.client.openai_client import Client
-from tests.browser.appdriver import stop_server
 
 ROOT = Path(__file__).resolve().parent.parent
 IMPORT_LIKE_A_CLIENT = "import torch, transformers"  # what a Python benchmark client loads as it starts
@@ -36,11 +35,10 @@ CHAT = "/v1/chat/completions"
 WORDS = ("bend", "valley", "bridge", "token", "prefill", "decode", "cache", "road", "river", "lamp", "teacher", "class")
 
 
-def start_server(port: int, args, checkout: Path) -> tuple[subprocess.Popen, Client]:
-    """`engine serve` from `checkout`, once it has said it serves."""
-    proc = serve(["--port", str(port), "--mode", args.mode, "--threads", str(args.threads), *args.serve_args],
+def start_server(port: int, args, checkout: Path):
+    """`engine serve` from `checkout`, once it has said it serves (a `with`: stopped on leaving)."""
+    return serve(["--port", str(port), "--mode", args.mode, "--threads", str(args.threads), *args.serve_args],
                  Path(f"/tmp/first_request_{port}.log"), cwd=checkout)
-    return proc, Client(f"http://127.0.0.1:{port}", timeout=120)
 
 
 def tokenize_ms(client: Client, n: int = 3) -> list[float]:
@@ -92,8 +90,9 @@ def main() -> None:
     load_before = os.getloadavg()[0]
     for s in range(args.starts):
         for k, (name, checkout) in enumerate(checkouts.items()):  # the checkouts take turns, start by start
-            proc, client = start_server(args.port + 2 * s + k, args, checkout)
-            try:
+            port = args.port + 2 * s + k
+            with start_server(port, args, checkout):
+                client = Client(f"http://127.0.0.1:{port}", timeout=120)
                 tokenize[name].append(tokenize_ms(client))
                 for burst_name in ("after start", "after idle"):
                     if burst_name == "after idle":
@@ -102,8 +101,6 @@ def main() -> None:
                     rest = got[1:]
                     rows.setdefault((name, burst_name), []).append(
                         (got[0][0], statistics.median(t for t, _ in rest), got[0][1], statistics.median(g for _, g in rest)))
-            finally:
-                stop_server(proc)
         print(f"start {s + 1}/{args.starts} done", file=sys.stderr, flush=True)
     print(f"\nchat prompts of {args.prompt_words} words, {args.max_new_tokens} new tokens, mode {args.mode}, "
           f"threads {args.threads or 'every core'}, beside: {args.beside}, {args.starts} starts x {args.requests} "

@@ -20,7 +20,6 @@ import sys
 from pathlib import Path
 
 from benchmarks._servers import serve
-from tests.browser.appdriver import stop_server
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -81,11 +80,8 @@ def main() -> None:
         ttft["in process"].append(first)
         itl["in process"] += steps
         for i, worker in enumerate(workers):  # one server at a time: an idle one must not stand beside the other
-            server = start(worker, args.port + i, args)
-            try:
+            with start(worker, args.port + i, args):
                 firsts, gaps = measure(args.port + i, args)
-            finally:
-                stop_server(server)
             ttft[worker] += firsts
             itl[worker] += gaps
         print(f"round {rnd + 1}/{args.rounds} done", file=sys.stderr, flush=True)

@@ -30,7 +30,6 @@ from benchmarks._servers import serve
 from engine.loading.cache_folder import cache_root
 from engine.loading.model_store import bundled_folder
 from engine.serving.client.openai_client import Client, parse_metrics
-from tests.browser.appdriver import stop_server
 
 CLIENTS = ("guidellm", "aiperf")
 VERSIONS = {"guidellm": "0.8.1", "aiperf": "0.13.0"}
@@ -110,37 +109,24 @@ def server_means(before: dict, after: dict) -> dict:
     return out
 
 
-class Server:
-    """`python -m engine serve` in its own session, once it says it serves; always stopped."""
-
-    def __init__(self, mode: str, port: int):
-        self.url = f"http://127.0.0.1:{port}"
-        log = Path(tempfile.mkstemp(prefix=f"serving-clients-{mode}-", suffix=".log")[1])
-        self.proc = serve(["--port", str(port), "--mode", mode], log)
-
-    def metrics(self) -> dict:
-        return parse_metrics(Client(self.url).call("GET", "/metrics")[1].decode())
-
-    def model(self) -> str:
-        return Client(self.url).json("GET", "/v1/models")["data"][0]["id"]
+def metrics(url: str) -> dict:
+    return parse_metrics(Client(url).call("GET", "/metrics")[1].decode())
 
 
 def run(client: str, mode: str, load: Load, port: int, timeout: float = 900.0) -> dict:
-    """One client against a fresh server: {"client": its means, "server": the server's, "seconds": wall time}."""
-    server = Server(mode, port)
-    try:
-        with tempfile.TemporaryDirectory(prefix=f"{client}-") as folder:
-            out = Path(folder)
-            argv, env = command(client, server.url, server.model(), load, out)
-            before, start = server.metrics(), time.monotonic()
-            done = subprocess.run(argv, env=env, cwd=folder, capture_output=True, text=True, timeout=timeout)
-            seconds = time.monotonic() - start
-            if done.returncode != 0:
-                raise RuntimeError(f"{client} exited {done.returncode}:\n{(done.stdout + done.stderr)[-3000:]}")
-            return {"client": client_means(client, out), "server": server_means(before, server.metrics()),
-                    "seconds": seconds}
-    finally:
-        stop_server(server.proc)
+    """One client against a fresh server (`python -m engine serve` in its own session, once it says it serves; always
+    stopped): {"client": its means, "server": the server's, "seconds": wall time}."""
+    url = f"http://127.0.0.1:{port}"
+    log = Path(tempfile.mkstemp(prefix=f"serving-clients-{mode}-", suffix=".log")[1])
+    with serve(["--port", str(port), "--mode", mode], log), tempfile.TemporaryDirectory(prefix=f"{client}-") as folder:
+        out = Path(folder)
+        argv, env = command(client, url, Client(url).json("GET", "/v1/models")["data"][0]["id"], load, out)
+        before, start = metrics(url), time.monotonic()
+        done = subprocess.run(argv, env=env, cwd=folder, capture_output=True, text=True, timeout=timeout)
+        seconds = time.monotonic() - start
+        if done.returncode != 0:
+            raise RuntimeError(f"{client} exited {done.returncode}:\n{(done.stdout + done.stderr)[-3000:]}")
+        return {"client": client_means(client, out), "server": server_means(before, metrics(url)), "seconds": seconds}
 
 
 def pair(client: dict, server: dict, key: str, scale: float, digits: int) -> str:
