@@ -21,10 +21,9 @@ from engine.errors import EngineError
 
 MAX_STOP_STRINGS = 8
 MAX_PROMPTS = 64  # prompts in one completions request (each is a request of its own in the scheduler's queue)
-# fields that would change the answer in ways this server does not do: refused unless left at the default
-UNSUPPORTED = {"n": (None, 1), "best_of": (None, 1), "echo": (None, False), "logprobs": (None, False),
-               "top_logprobs": (None, 0), "suffix": (None, ""), "presence_penalty": (None, 0), "frequency_penalty": (None, 0),
-               "logit_bias": (None, {}), "tools": (None, []), "response_format": (None, {"type": "text"})}
+# fields that would change the answer in ways this server does not do: refused unless left out or at this default
+UNSUPPORTED = {"n": 1, "best_of": 1, "echo": False, "logprobs": False, "top_logprobs": 0, "suffix": "", "presence_penalty": 0,
+               "frequency_penalty": 0, "logit_bias": {}, "tools": [], "response_format": {"type": "text"}}
 
 
 class ApiError(Exception):
@@ -176,7 +175,7 @@ def parse_request(body, kind: str) -> Ask:
     if not isinstance(body, dict):
         raise _bad("the request body must be a JSON object")
     model = model_field(body.get("model"))
-    for name, (_, default) in UNSUPPORTED.items():
+    for name, default in UNSUPPORTED.items():
         value = body.get(name)
         if value is not None and (type(value) is not type(default) or value != default):  # true is not n=1
             raise _bad(f"{name}={value!r} is not supported by this server", name)

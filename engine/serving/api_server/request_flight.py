@@ -145,7 +145,6 @@ class Flight:
                 self.finish = FINISH.get(event.result.stop_reason, "length")
                 return Piece(self.stream.finish(), -1, self.finish)
             elif isinstance(event, Failed):
-                self._closed = True
                 self._release()
                 self.metrics.finished("abort" if event.cancelled else "error")
                 raise ApiError(503 if event.cancelled else 500, f"the engine could not finish this request: {event.message}")
@@ -186,11 +185,12 @@ class Flight:
             self.metrics.kv_tokens += tokens
 
     def _release(self) -> None:
+        """The request is over: what it held leaves the KV-cache usage gauge, and nothing more is added."""
+        self._closed = True
         self.metrics.kv_tokens -= self._kv_tokens
         self._kv_tokens = 0
 
     def _complete(self, now: float) -> None:
-        self._closed = True
         self._release()
         if self.stream.stopped:  # a stop string ended it before the engine did: free its sequence
             self.service.cancel(self.request)
@@ -205,7 +205,6 @@ class Flight:
     def close(self) -> None:
         """The consumer is done (normally or gone): an unfinished request is cancelled and counted as aborted."""
         if not self._closed:
-            self._closed = True
             self._release()
             self.service.cancel(self.request)
             self.metrics.finished("abort")

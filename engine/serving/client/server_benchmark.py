@@ -62,6 +62,31 @@ class Prompts:
         return self.texts[i] if self.texts else self.ids[i]
 
 
+class Sender:
+    """Streams request i with vLLM's extensions (ignore_eos, return_token_ids) until the server refuses them: the first
+    refusal (a warm-up's, or a measured request's when there is none) turns them off for the rest of the run."""
+
+    def __init__(self, client: Client, model: str, prompts: Prompts):
+        self.client, self.model, self.prompts = client, model, prompts
+        self.extensions = True
+
+    def body(self, i: int, max_tokens: int, extensions: bool) -> dict:
+        b = {"model": self.model, "prompt": self.prompts.body(i), "max_tokens": max_tokens, "temperature": 0.0,
+             "stream": True, "stream_options": {"include_usage": True}}
+        return dict(b, ignore_eos=True, return_token_ids=True) if extensions else b
+
+    def send(self, i: int, max_tokens: int) -> tuple[Streamed, bool]:
+        """Request i, and whether it asked for ignore_eos."""
+        asked = self.extensions
+        try:
+            return self.client.stream_completion(self.body(i, max_tokens, asked)), asked
+        except EngineError as exc:  # a server that refuses vLLM's extensions: go on without them
+            if not asked or not any(w in str(exc) for w in REFUSALS):
+                raise
+            self.extensions = False
+            return self.client.stream_completion(self.body(i, max_tokens, False)), False
+
+
 def discover(client: Client, model: str | None) -> str:
     """The model to ask for: `model` if the server lists it, else the server's first one."""
     try:
@@ -176,28 +201,9 @@ def run(plan: Plan, on_record=None) -> tuple[list[dict], dict]:
     client = Client(plan.url, plan.timeout, plan.api_key)
     model = discover(client, plan.model)
     prompts = build_prompts(client, model, plan.prompt_tokens, plan.warmup + plan.requests, plan.shared_prefix)
-
-    def body(i: int, extensions: bool = True) -> dict:
-        b = {"model": model, "prompt": prompts.body(i), "max_tokens": plan.max_new_tokens, "temperature": 0.0,
-             "stream": True, "stream_options": {"include_usage": True}}
-        return dict(b, ignore_eos=True, return_token_ids=True) if extensions else b  # vLLM's extensions
-
-    extensions = [True]  # vLLM's ignore_eos and return_token_ids: on until the server refuses them
-
-    def send(i: int) -> tuple[Streamed, bool]:
-        """Request i, and whether it asked for ignore_eos. The first refusal (a warm-up's, or a measured
-        request's when there is none) turns the extensions off for the rest of the run."""
-        asked = extensions[0]
-        try:
-            return client.stream_completion(body(i, asked)), asked
-        except EngineError as exc:  # a server that refuses vLLM's extensions: go on without them
-            if not asked or not any(w in str(exc) for w in REFUSALS):
-                raise
-            extensions[0] = False
-            return client.stream_completion(body(i, False)), False
-
+    sender = Sender(client, model, prompts)
     for i in range(plan.warmup):
-        send(i)
+        sender.send(i, plan.max_new_tokens)
     first = plan.warmup
     per_request = plan.concurrency == 1
     records: list[dict | None] = [None] * plan.requests
@@ -205,7 +211,7 @@ def run(plan: Plan, on_record=None) -> tuple[list[dict], dict]:
 
     def one(i: int) -> dict:
         before = scrape(client, model) if per_request else None
-        got, asked = send(i)
+        got, asked = sender.send(i, plan.max_new_tokens)
         server = server_deltas(before, scrape(client, model), "request", 1) if per_request else None
         rec = record(plan, client, model, prompts, i, got, server, asked)
         records[i - first] = rec
@@ -222,6 +228,6 @@ def run(plan: Plan, on_record=None) -> tuple[list[dict], dict]:
             rec["server_metrics"] = run_metrics
             if on_record is not None:
                 on_record(rec)
-    facts = {"url": client.target.url, "model": model, "tokenizer": prompts.tokenizer, "ignore_eos": extensions[0],
+    facts = {"url": client.target.url, "model": model, "tokenizer": prompts.tokenizer, "ignore_eos": sender.extensions,
              "server_metrics": run_metrics, "warmup": plan.warmup, "concurrency": plan.concurrency}
     return records, facts

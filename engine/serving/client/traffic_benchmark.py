@@ -18,7 +18,7 @@ from engine.errors import EngineError
 from engine.perfmodel.goodput import SLO, Outcome, goodput, percentile, throughput
 from engine.perfmodel.workload import Arrival, Workload, arrivals
 from engine.serving.client.openai_client import Client, scrape
-from engine.serving.client.server_benchmark import REFUSALS, Plan, Prompts, build_prompts, discover, record, server_deltas
+from engine.serving.client.server_benchmark import Plan, Prompts, Sender, build_prompts, discover, record, server_deltas
 
 MAX_TRAFFIC_REQUESTS = 1000
 MS = 1000.0
@@ -73,24 +73,9 @@ def run_traffic(tplan: TrafficPlan, on_record=None) -> tuple[list[dict], dict]:
     model = discover(client, tplan.model)
     plan = arrivals(tplan.workload, tplan.seed)
     prompts = _prompts(client, model, plan, tplan.warmup)
-    extensions = [True]  # vLLM's ignore_eos and return_token_ids, until the server refuses them
-
-    def send(i: int, max_tokens: int):
-        def body(ext: bool) -> dict:
-            b = {"model": model, "prompt": prompts.body(i), "max_tokens": max_tokens, "temperature": 0.0,
-                 "stream": True, "stream_options": {"include_usage": True}}
-            return dict(b, ignore_eos=True, return_token_ids=True) if ext else b
-        asked = extensions[0]
-        try:
-            return client.stream_completion(body(asked)), asked
-        except EngineError as exc:
-            if not asked or not any(w in str(exc) for w in REFUSALS):
-                raise
-            extensions[0] = False
-            return client.stream_completion(body(False)), False
-
+    sender = Sender(client, model, prompts)
     for i in range(tplan.warmup):
-        send(i, min(plan[0].output_tokens, 4))
+        sender.send(i, min(plan[0].output_tokens, 4))
     n = len(plan)
     records: list[dict | None] = [None] * n
     errors: list[str] = []
@@ -102,7 +87,7 @@ def run_traffic(tplan: TrafficPlan, on_record=None) -> tuple[list[dict], dict]:
         a, i = plan[k], tplan.warmup + k
         time.sleep(max(0.0, t0 + a.at_s - time.perf_counter()))
         try:
-            got, asked = send(i, a.output_tokens)
+            got, asked = sender.send(i, a.output_tokens)
         except EngineError as exc:
             with lock:
                 errors.append(f"request {k + 1}: {exc}")
@@ -126,7 +111,7 @@ def run_traffic(tplan: TrafficPlan, on_record=None) -> tuple[list[dict], dict]:
     run_metrics = server_deltas(start_metrics, scrape(client, model), "run", n)
     for rec in records:
         rec["server_metrics"] = run_metrics
-    facts = {"url": client.target.url, "model": model, "tokenizer": prompts.tokenizer, "ignore_eos": extensions[0],
+    facts = {"url": client.target.url, "model": model, "tokenizer": prompts.tokenizer, "ignore_eos": sender.extensions,
              "server_metrics": run_metrics, "warmup": tplan.warmup, "concurrency": n, "workload": tplan.workload,
              "seed": tplan.seed, "slo": tplan.slo}
     return records, facts

@@ -108,9 +108,6 @@ class DisaggregatedScheduler:
         return {role: side.pid if side is not None and side.alive() else None for role, side in self._sides.items()}
 
     # --- the coordinator's thread: hand the next prompt to the valley when it is free and the bridge has room ---
-    def _announce(self) -> None:
-        self._waiting.announce(self._works.values())
-
     def _room(self) -> bool:
         riders = sum(1 for where in self._where.values() if where != PREFILL)
         return riders < self.max_batch
@@ -123,7 +120,7 @@ class DisaggregatedScheduler:
                 if self._stop:
                     return
                 work = self._waiting.popleft()
-                self._announce()
+                self._waiting.announce(self._works.values())
                 self._valley_busy = True
                 self._works[work.id], self._where[work.id] = work, PREFILL
             try:

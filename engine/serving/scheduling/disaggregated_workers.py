@@ -5,7 +5,7 @@ packs its KV cache into a shared block (engine/serving/scheduling/kv_handover.py
 worker (the bridge) takes the handed-over sequences into one continuously batched KV cache and steps them together;
 a prefill never runs there, so its riders' gaps hold only decode steps and the short copy of each joining cart.
 Both report every step (start, end, who) to the coordinator (engine/serving/scheduling/disaggregated.py), which
-keeps the timeline. Started as `python -m engine.serving.scheduling.disaggregated_workers ROLE ADDRESS`.
+keeps the timeline. Started as `python -m engine.serving.scheduling.disaggregated_workers ADDRESS ROLE`.
 """
 from __future__ import annotations
 
@@ -22,7 +22,6 @@ import torch
 
 from engine.core.clock import now
 from engine.core.kv_cache import KVCache
-from engine.core.prompting import check_context, encode_prompt
 from engine.core.recorder import add_attention, finish_trace, start_trace
 from engine.core.sampling import make_generator, sample_with
 from engine.core.sequence import Sequence
@@ -32,6 +31,7 @@ from engine.serving.scheduling.continuous_batch import Batch, Rider
 from engine.serving.scheduling.job_runner import run_lab_job
 from engine.serving.scheduling.kv_handover import Handover, block_path, discard_path, pack, unpack
 from engine.serving.scheduling.model_pool import ModelPool
+from engine.serving.scheduling.waiting_queue import check_with_model
 from engine.serving.scheduling.work import Done, Failed, Job, Request, Started, Work, failure_message, token_event
 from engine.serving.scheduling.worker_side import DECODE, PREFILL
 
@@ -123,9 +123,7 @@ def _prefill(link: _Link, pool: ModelPool, req: Request, session: str) -> None:
         req.emit(Failed("cancelled", cancelled=True))
         return
     lm = pool.get(req.model)
-    req.prompt_ids = encode_prompt(lm, req.prompt_ids)  # the checks generate and batch mode make with the model at hand
-    check_context(lm, len(req.prompt_ids), req.max_new_tokens)
-    req.params.checked(lm.config.vocab_size)
+    check_with_model(req, lm)  # as batch mode does
     trace = start_trace(lm, req.prompt_ids, dict(req.params.as_dict(), max_new_tokens=req.max_new_tokens,
                                                  chat=req.chat, scheduler="disaggregated"))
     trace.prompt_text, trace.queue_seconds = req.prompt_text, started - req.arrival
@@ -251,7 +249,7 @@ def _step(link: _Link, batch: HandedBatch) -> None:
     link.log(DECODE, "step", start, time.perf_counter(), ids, riders=len(ids))
 
 
-def main(role: str, address: str) -> None:
+def main(address: str, role: str) -> None:
     conn = Client(address, family="AF_UNIX", authkey=bytes.fromhex(os.environ.pop("TWO_BENDS_WORKER_KEY")))
     options = conn.recv()
     set_threads(options["threads"])

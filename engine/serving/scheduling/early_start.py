@@ -34,16 +34,16 @@ class Spawned:
         return self.accepted[0] if self.accepted else None
 
 
-def spawn(*extra: str) -> Spawned:
-    """Start `python -m engine.serving.scheduling.worker ADDRESS [extra]`; it connects back with a one-time key.
+def spawn(*extra: str, module: str = "engine.serving.scheduling.worker") -> Spawned:
+    """Start `python -m MODULE ADDRESS [extra]` (the engine worker, or a worker of disaggregated serving); it connects
+    back with a one-time key.
 
     A plain subprocess, not multiprocessing's spawn: that would re-import the caller's main script
     (Streamlit's, pytest's) in the child."""
     key = os.urandom(32)
     listener = Listener(family="AF_UNIX", authkey=key)
     env = dict(os.environ, TWO_BENDS_WORKER_KEY=key.hex())
-    proc = subprocess.Popen([sys.executable, "-m", "engine.serving.scheduling.worker", listener.address, *extra],
-                            cwd=ROOT, env=env)
+    proc = subprocess.Popen([sys.executable, "-m", module, listener.address, *extra], cwd=ROOT, env=env)
     spawned = Spawned(proc, listener)
 
     def accept() -> None:
@@ -91,10 +91,26 @@ def adopt(early: Spawned, wanted) -> object | None:
         return conn
     if conn is not None:
         conn.close()
-    if early.proc.poll() is None:
-        early.proc.kill()
-    early.proc.wait()
+    end_process(early.proc)
     return None
+
+
+def end_process(proc: subprocess.Popen, wait_s: float = 0.0) -> None:
+    """Make sure a worker process is gone and reaped (no zombie left behind): wait up to wait_s, then kill."""
+    try:
+        proc.wait(wait_s)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+
+
+def exit_reason(proc: subprocess.Popen) -> str:
+    """How a worker whose pipe closed ended, reaping it: its exit code or signal, or that it still runs, mute."""
+    try:
+        code = proc.wait(5)
+    except subprocess.TimeoutExpired:
+        return "it no longer answers"
+    return f"killed by signal {-code}" if code < 0 else f"exit code {code}"
 
 
 def int_env(name: str, default: int, env=os.environ) -> int:

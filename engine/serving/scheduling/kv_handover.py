@@ -8,6 +8,7 @@ number the trace calls kv_bytes_per_token x T; the two copies are timed on each 
 """
 from __future__ import annotations
 
+import math
 import mmap
 import os
 import tempfile
@@ -52,9 +53,7 @@ def pack(cache: KVCache, row: int, path: Path) -> Handover:
     start = time.perf_counter()
     n = int(cache.lengths[row])
     shape = (2, len(cache.keys), cache.cfg.n_kv_heads, n, cache.cfg.head_dim)  # (2, L, K, T, D)
-    nbytes = cache.dtype.itemsize
-    for size in shape:
-        nbytes *= size
+    nbytes = math.prod(shape) * cache.dtype.itemsize
     fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_RDWR, 0o600)
     try:
         os.ftruncate(fd, nbytes)

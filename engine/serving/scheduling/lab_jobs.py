@@ -70,14 +70,14 @@ class LabJob:
 
     def function(self):
         """The target, imported (in the worker: it imports torch)."""
-        module_name, _, attr = self.target.partition(":")
-        if not module_name.startswith(JOB_MODULES):
+        if not self.target.partition(":")[0].startswith(JOB_MODULES):
             raise EngineError(f"lab job '{self.name}' points outside the lab modules ({self.target})")
-        return getattr(importlib.import_module(module_name), attr)
+        return _resolve(self.target)
 
 
-def _resolve(tp: str) -> type:
-    module_name, _, attr = tp.partition(":")
+def _resolve(path: str):
+    """The attribute a "module:name" path names, its module imported."""
+    module_name, _, attr = path.partition(":")
     return getattr(importlib.import_module(module_name), attr)
 
 

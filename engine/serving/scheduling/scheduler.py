@@ -17,7 +17,6 @@ from collections import deque
 
 from engine.core.capture import layers_within_budget
 from engine.core.generate import generate
-from engine.core.prompting import check_context, encode_prompt
 from engine.errors import EngineError
 from engine.host.machine_load import WATCH
 from engine.host.run_watch import RunWatch
@@ -28,7 +27,7 @@ from engine.serving.scheduling.model_pool import ModelPool
 from engine.serving.scheduling.os_memory import release_free_memory
 from engine.serving.scheduling.slices import Slices
 from engine.serving.scheduling.token_budget import check_token_budget
-from engine.serving.scheduling.waiting_queue import WaitingQueue, check_request
+from engine.serving.scheduling.waiting_queue import WaitingQueue, check_request, check_with_model
 from engine.serving.scheduling.work import (
     Done,
     Failed,
@@ -162,7 +161,8 @@ class Scheduler:
                     self._done(work)  # update
                 if batch is not None and batch.size:
                     batch.cancel_marked()
-                    self._step(batch)  # update: _reap takes the finished riders off the running list
+                    batch.step_or_fail()
+                    self._reap(batch)  # update: the finished riders leave the running list
             except Exception as exc:  # one request's failure never stops the server
                 if work is not None:
                     work.emit(Failed(failure_message(exc)))
@@ -218,17 +218,11 @@ class Scheduler:
             self.finished += 1
 
     def _admit(self, batch: Batch, req: Request) -> None:
-        try:  # what submit could not check without the model: the same checks generate makes
-            req.prompt_ids = encode_prompt(batch.lm, req.prompt_ids)
-            check_context(batch.lm, len(req.prompt_ids), req.max_new_tokens)
-            req.params.checked(batch.lm.config.vocab_size)  # top_k against this vocabulary
+        try:
+            check_with_model(req, batch.lm)
             batch.admit(req, time.perf_counter())
         except Exception as exc:
             req.emit(Failed(failure_message(exc)))
-        self._reap(batch)
-
-    def _step(self, batch: Batch) -> None:
-        batch.step_or_fail()
         self._reap(batch)
 
     def _reap(self, batch: Batch) -> None:
@@ -238,10 +232,12 @@ class Scheduler:
             self._done(work)
 
     def _run_alone(self, work: Work) -> None:
+        """Queue mode's request, or a registered lab job (engine/serving/scheduling/job_runner.py; a sliced one yields at
+        its points)."""
         if isinstance(work, Request):
             self._generate(work)
-        else:
-            self._job(work)
+        elif (seconds := run_lab_job(work, self.pool, self.slices)) is not None:
+            self._waiting.estimates.learn_job(seconds)
 
     def _generate(self, req: Request) -> None:
         """Queue mode: the request alone, through exactly the path `python -m engine generate` takes."""
@@ -275,12 +271,6 @@ class Scheduler:
             return
         self._waiting.estimates.learn(trace)
         req.emit(Done(trace))
-
-    def _job(self, job: Job) -> None:
-        """A registered lab job (engine/serving/scheduling/job_runner.py); a sliced one yields at its points."""
-        seconds = run_lab_job(job, self.pool, self.slices)
-        if seconds is not None:
-            self._waiting.estimates.learn_job(seconds)
 
     # --- between two points of a sliced job (engine/serving/scheduling/slices.py) ----------------------------
     def _serve_waiting(self, job: Job) -> None:

@@ -11,7 +11,7 @@ from collections import deque
 from collections.abc import Iterable, Iterator
 
 from engine.core.metrics import summarize
-from engine.core.prompting import check_max_new_tokens
+from engine.core.prompting import check_context, check_max_new_tokens, encode_prompt
 from engine.errors import EngineError
 from engine.serving.scheduling.work import Failed, Queued, QueueFull, Request, Work
 
@@ -46,6 +46,14 @@ def check_request(work: Work, max_new_tokens_cap: int) -> None:
     if isinstance(work, Request):
         check_max_new_tokens(work.max_new_tokens, max_new_tokens_cap)
         work.params.checked()
+
+
+def check_with_model(req: Request, lm) -> None:
+    """What the door could not check, once the model is at hand (the checks generate makes): the prompt encoded
+    (its ids against the vocabulary), prompt + max_new_tokens against the context, top_k against the vocabulary."""
+    req.prompt_ids = encode_prompt(lm, req.prompt_ids)
+    check_context(lm, len(req.prompt_ids), req.max_new_tokens)
+    req.params.checked(lm.config.vocab_size)
 
 
 class WaitingQueue:

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import itertools
 import os
-import subprocess
 import sys
 import threading
 from multiprocessing.connection import Client
@@ -151,30 +150,22 @@ class ProcessService:
             self._proc = spawned.proc
             conn = spawned.connection(60)
             if conn is None:
-                self._end_child()
+                early_start.end_process(self._proc)
                 raise EngineError("the engine worker process did not connect within 60 s")
             conn.send(self.options)
         if not conn.poll(self._start_timeout):
             conn.close()
-            self._end_child()
+            early_start.end_process(self._proc)
             raise EngineError(f"the engine worker did not get ready within {self._start_timeout:.0f} s")
         kind, _, payload = conn.recv()
         if kind == "fatal":
             conn.close()
-            self._end_child(wait_s=10)  # it exits by itself after saying why: reap it
+            early_start.end_process(self._proc, wait_s=10)  # it exits by itself after saying why: reap it
             raise EngineError(payload)
         self.pid, self._conn, self._works = payload, conn, {}  # a fresh dict: the old worker's reader drains its own
         self._reader = threading.Thread(target=self._read, args=(conn, self._works, self._proc),
                                         name="two-bends-engine-reader", daemon=True)
         self._reader.start()
-
-    def _end_child(self, wait_s: float = 0.0) -> None:
-        """Make sure the child is gone and reaped (no zombie left behind): wait up to wait_s, then kill."""
-        try:
-            self._proc.wait(wait_s)
-        except subprocess.TimeoutExpired:
-            self._proc.kill()
-            self._proc.wait()
 
     def _read(self, conn, works: dict, proc) -> None:
         """Route every message from the worker: events to their work item, replies to their caller."""
@@ -194,11 +185,7 @@ class ProcessService:
                 if box is not None:
                     box.append(payload)
                     box[0].set()
-        try:
-            code = proc.wait(5)  # reaps it; its exit code says how it ended
-        except subprocess.TimeoutExpired:
-            code = None
-        why = ("it no longer answers" if code is None else f"killed by signal {-code}" if code < 0 else f"exit code {code}")
+        why = early_start.exit_reason(proc)
         for work in list(works.values()):  # the worker died: nobody will answer these
             work.emit(Failed(f"the engine worker stopped unexpectedly ({why}); run again to start a new one"))
         works.clear()
@@ -220,9 +207,8 @@ class ProcessService:
             if not self.alive():
                 if work is None:
                     raise EngineError("the engine worker is not running; the next run starts a new one")
-                if self._proc is not None and self._proc.poll() is None:
-                    self._proc.kill()  # its link is broken: a new worker replaces it
-                    self._proc.wait()
+                if self._proc is not None:
+                    early_start.end_process(self._proc)  # its link is broken: a new worker replaces it
                 self._start()  # restart after a crash: the next request gets a fresh worker
             conn, works = self._conn, self._works
             if work is not None:
@@ -277,8 +263,8 @@ class ProcessService:
                     self._conn.send(("stop", 0, None))
             except OSError:
                 pass
-        if self._proc is not None and self._proc.poll() is None:
-            self._end_child(wait_s=5)
+        if self._proc is not None:
+            early_start.end_process(self._proc, wait_s=5)
 
 
 def make_service(options: ServiceOptions, transport: str = "process"):

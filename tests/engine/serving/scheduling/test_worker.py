@@ -15,7 +15,6 @@ import engine
 from engine.errors import EngineError
 from engine.serving.api_server.openai_server import create_app, prepare
 from engine.serving.scheduling import lab_jobs
-from engine.serving.scheduling import worker as worker_module
 from engine.serving.scheduling.model_pool import ModelPool
 from engine.serving.scheduling.work import Failed, Job, ModelSpec, Progress, Request, Started, drain, result_of
 from engine.serving.scheduling.worker import LocalService, ProcessService, ServiceOptions
@@ -103,7 +102,7 @@ def test_a_fatal_start_reaps_the_child(monkeypatch):
         started.append(real_popen(*args, **kwargs))
         return started[-1]
 
-    monkeypatch.setattr(worker_module.subprocess, "Popen", popen)
+    monkeypatch.setattr(subprocess, "Popen", popen)
     with pytest.raises(EngineError, match="threads must be 0"):
         ProcessService(ServiceOptions(threads=-1))
     assert len(started) == 1 and started[0].returncode is not None  # waited for: no zombie left behind
