@@ -103,7 +103,9 @@ def main() -> None:
         raise SystemExit("this Streamlit has no PagesManager.uses_pages_directory; see ui/controls/launch.py")
     PagesManager.uses_pages_directory = False  # app.py routes every page itself (st.navigation)
     if os.environ.get(config.ENV_ROOM) == "1":  # room mode: both codes fixed before any session reads them
-        open_room(sys.argv[1:])
+        from ui.room import opening  # the room's file read or made, the codes printed with the URL and its QR code
+
+        opening.open_room(room_url(sys.argv[1:]))
     sys.argv = ["streamlit", "run", str(APP), *sys.argv[1:]]
     sys.exit(cli.main())
 
@@ -135,13 +137,6 @@ def room_url(args: list[str]) -> str:
     host = lan_address() if address in ("0.0.0.0", "::", "") else address
     host = f"[{host}]" if ":" in host else host
     return f"http://{host}:{_option(args, '--server.port') or 8501}"
-
-
-def open_room(args: list[str]) -> None:
-    """The room's file read or made, both codes fixed and printed with the URL and its QR code (ui/room/opening.py)."""
-    from ui.room import opening
-
-    opening.open_room(room_url(args))
 
 
 if __name__ == "__main__":  # run under its import name, so app.py's `launch` is this same module and its thread

@@ -165,13 +165,13 @@ def keyboard(next_key: str, prev_key: str, autoplay_key: str) -> None:
         st.html(KEYS_SCRIPT.format(next=next_key, prev=prev_key, play=autoplay_key), unsafe_allow_javascript=True)
 
 
-def chart(fig, key: str, name: str, width: str = "stretch", box=None, present_height: int | None = None) -> None:
+def chart(fig, key: str, name: str, present_height: int | None = None) -> None:
     """A Plotly figure with a PNG download in its modebar (named `two_bends_<name>.png`), in the session's theme,
-    larger when presenting. `box`: the container to draw in (a column), else where the page is. `present_height`:
-    the figure's height in pixels when presenting (a page whose charts sit below its captions, on a 720 px projector)."""
+    larger when presenting. `present_height`: the figure's height in pixels when presenting (a page whose charts sit
+    below its captions, on a 720 px projector)."""
     fig = theme_toggle.styled(fig)
     if active():
         fig = theme.enlarged(fig, FONT_SCALE)
         if present_height is not None:
             fig.update_layout(height=present_height)
-    (box or st).plotly_chart(fig, width=width, key=key, theme=None, config=theme.export_config(name))
+    st.plotly_chart(fig, width="stretch", key=key, theme=None, config=theme.export_config(name))

@@ -166,12 +166,11 @@ def _follow_live(live: LiveRun, live_chart: bool, quiet: bool = False, start=Non
 
         while not live.finished:  # events already received on an earlier script run are in `live`
             worker_link.follow(live.work, show)
-        if live.trace is not None and live.trace.source == "server":
-            trace = live.trace
+        trace = live.trace
+        if trace is not None and trace.source == "server":
             status.update(label=f"Run finished on {trace.settings.get('url')}: TTFT {trace.prefill_seconds * 1000:,.0f}"
                                 " ms from outside (queue, network and HTTP included)", state="complete", expanded=False)
-        elif live.trace is not None:
-            trace = live.trace
+        elif trace is not None:
             status.update(label=run_numbers.finished_label(trace), state="complete", expanded=False)
         elif live.cancelled:
             status.update(label="Run cancelled; the previous results stay.", state="error", expanded=False)

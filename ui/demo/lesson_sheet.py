@@ -57,17 +57,13 @@ def poll_name(file_name: str) -> str:
     return re.sub(r"^\d+-", "", file_name).replace("-", " ").replace("_", " ")
 
 
-def _where(step: lessons_mod.Step, titles: dict[str, str]) -> str:
-    return titles.get(step.page, step.page)
-
-
 def step_markdown(lesson: lessons_mod.Lesson, number: int, titles: dict[str, str] | None = None) -> str:
     """One step's notes as Markdown (the Notes popover). Model text is never inside: only the lesson's own words."""
     titles = page_titles() if titles is None else titles
     step = lesson.steps[number - 1]
     lines = [f"**Step {number} of {len(lesson.steps)} — {step.title}**"
              + (f" ({step.minutes:g} min)" if step.minutes else ""),
-             f"*Page:* {_where(step, titles)}" + (f" · {settings_words(step)}" if step.settings else "")]
+             f"*Page:* {titles.get(step.page, step.page)}" + (f" · {settings_words(step)}" if step.settings else "")]
     if step.poll:
         lines.append(f"*Poll:* {step.poll_question} (`{step.poll}`: open it on *Predict, then measure*)")
     lines += [f"*{label}:* {getattr(step, name)}" for name, label in lessons_mod.NOTES.items() if getattr(step, name)]
@@ -108,7 +104,7 @@ def html(lesson: lessons_mod.Lesson) -> str:
     titles = page_titles()
     rows = []
     for i, step in enumerate(lesson.steps, start=1):
-        where = f"<b>{esc(step.title)}</b><br>{esc(_where(step, titles))}"
+        where = f"<b>{esc(step.title)}</b><br>{esc(titles.get(step.page, step.page))}"
         if step.settings:
             where += f"<br>{esc(settings_words(step))}"
         if step.poll:

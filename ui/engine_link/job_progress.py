@@ -84,12 +84,6 @@ def run_job(key: str, spec: ModelSpec, lab: LabJob | str, args: tuple = (), kwar
     return None
 
 
-def cancel_job(key: str) -> None:
-    job = worker_link.store().jobs.pop(key, None)
-    if job is not None:
-        worker_link.cancel(job)
-
-
 def lab_notice() -> bool:
     """A lab page's first line: shows why its measurements are closed to this session; True when they are open."""
     refused = worker_link.lab_refusal()
@@ -107,19 +101,19 @@ def lab_run(key: str, start: bool, lab: LabJob | str, args: tuple = (), kwargs: 
     which may return (message, fraction) for the bar. A click on `cancel_key` cancels the job in the worker
     (what it measured so far stays with the caller). Returns None while nothing finished on this run.
     """
-    if cancel_key and st.session_state.get(cancel_key):
-        cancel_job(key)
-        return None
     jobs = worker_link.store().jobs
-    if not start and key not in jobs:
-        return None
-    if key not in jobs and worker_link.lab_refusal():  # the page's lab_notice said why; the engine never sees it
+    if cancel_key and st.session_state.get(cancel_key):
+        if (job := jobs.pop(key, None)) is not None:
+            worker_link.cancel(job)
         return None
     starting = key not in jobs
-    bar = st.progress(0.0, text=QUIET_TEXT if starting else label or "Waiting for the engine…")
+    if starting and (not start or worker_link.lab_refusal()):  # refused: the page's lab_notice said why; the engine never sees it
+        return None
+    waiting = label or "Waiting for the engine…"
+    bar = st.progress(0.0, text=QUIET_TEXT if starting else waiting)
     if starting:
         wait_for_quiet(QUIET_FIRST_S, QUIET_MOST_S)
-        bar.progress(0.0, text=label or "Waiting for the engine…")
+        bar.progress(0.0, text=waiting)
 
     def on_progress(event) -> None:
         if isinstance(event, Queued):

@@ -13,7 +13,7 @@ from dataclasses import replace
 
 from engine.errors import EngineError
 from engine.serving.client.server_benchmark import trace_from_record
-from engine.serving.scheduling.work import Done, Failed, ModelSpec, Progress, Request, Started, Work
+from engine.serving.scheduling.work import Done, Failed, Progress, Request, Started, Work
 from ui.engine_link import server_measurement
 from ui.engine_link.remote_measure import command
 
@@ -30,9 +30,8 @@ class RemoteEngine:
     def submit(self, work: Work) -> Work:
         if not isinstance(work, Request):
             raise EngineError(f"the room's serving engine at {self.url} takes Runs only; lab measurements run here")
-        cmd = command(self.url, work, work.model.name)
-        threading.Thread(target=_run, args=(work, cmd, self.url, work.model), name="two-bends-remote-run",
-                         daemon=True).start()
+        cmd = command(self.url, work)
+        threading.Thread(target=_run, args=(work, cmd, self.url), name="two-bends-remote-run", daemon=True).start()
         return work
 
     def cancel(self, work: Work) -> None:
@@ -76,7 +75,7 @@ def with_local_insides(server, local):
                    settings=dict(server.settings, replayed_locally=replayed), source="server")
 
 
-def _run(work: Request, cmd: list[str], url: str, local_spec: ModelSpec) -> None:
+def _run(work: Request, cmd: list[str], url: str) -> None:
     work.emit(Progress(f"Sent to the room's serving engine at {url}: timed from outside, tokens arrive at the end", -1))
     procs, finished = [], threading.Event()
 
@@ -108,5 +107,5 @@ def _run(work: Request, cmd: list[str], url: str, local_spec: ModelSpec) -> None
         return
     rec = records[-1]
     work.emit(Started(queue_seconds(rec)))
-    spec = [local_spec.name, local_spec.device, local_spec.dtype, local_spec.kernels]
-    work.emit(Done(to_trace(rec, spec)))
+    local = work.model  # the local engine's model, on which this run can be replayed for its insides
+    work.emit(Done(to_trace(rec, [local.name, local.device, local.dtype, local.kernels])))

@@ -67,12 +67,12 @@ def measure_one(url: str, local_model: str, prompt_ids: list[int], prompt_text: 
     return dict(rec, local_model=local_model, same_model=same, sampling=sampling, prompt_text=prompt_text)
 
 
-def command(url: str, work: Request, local_model: str) -> list[str]:
+def command(url: str, work: Request) -> list[str]:
     """`python -m ui.engine_link.remote_measure ...` for this request (the prompt's ids travel as JSON)."""
     p = work.params
     ask = {"prompt_ids": list(work.prompt_ids), "prompt_text": work.prompt_text, "max_new_tokens": work.max_new_tokens,
            "sampling": {"temperature": p.temperature, "top_p": p.top_p, "top_k": p.top_k, "seed": p.seed},
-           "local_model": local_model}
+           "local_model": work.model.name}
     return [sys.executable, "-m", "ui.engine_link.remote_measure", "--url", url, "--request", json.dumps(ask)]
 
 

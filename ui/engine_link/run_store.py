@@ -151,9 +151,8 @@ class RunStore:
     recorded = _shared("recorded")
 
     def __init__(self, last_trace: Trace | None = None, history: list[Trace] | None = None, live: LiveRun | None = None,
-                 labs: dict | None = None, jobs: dict | None = None, recorded: str | None = None,
-                 runs: Runs | None = None):
-        self.runs = runs if runs is not None else Runs(last_trace, history or [], labs or {}, recorded)
+                 labs: dict | None = None, jobs: dict | None = None, runs: Runs | None = None):
+        self.runs = runs if runs is not None else Runs(last_trace, history or [], labs or {})
         self.live = live  # the request in flight
         self.jobs = jobs or {}  # lab jobs in flight, by the lab's state key
 
@@ -243,7 +242,7 @@ class Browsers:
                         browser.runs.shrink(KEPT_BYTES)
                         browser.shrunk, freed = True, True
                     idle.append((browser.seen, token))
-            total = sum(self._by_token[t].runs.nbytes() for _, t in idle) if idle else 0
+            total = sum(self._by_token[t].runs.nbytes() for _, t in idle)
             for _, token in sorted(idle):
                 if total <= KEPT_TOTAL_BYTES:
                     break
