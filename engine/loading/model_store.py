@@ -171,13 +171,6 @@ def hub_reachable(timeout: float = 3.0) -> bool:
         return False
 
 
-def _offline_error(hf_id: str, why: str) -> EngineError:
-    return EngineError(
-        f"could not load '{hf_id}' from the Hugging Face Hub ({why}); it needs internet on first use. "
-        f"Offline, use '{BUNDLED}' (bundled) or a local checkpoint folder."
-    )
-
-
 def load_checkpoint(name_or_path: str, progress: Progress | None = None) -> Checkpoint:
     """Resolve a model name, Hugging Face id or local directory to weights + config + tokenizer."""
     progress = _quiet(progress)
@@ -220,4 +213,8 @@ def load_checkpoint(name_or_path: str, progress: Progress | None = None) -> Chec
     except EngineError:
         raise
     except (OSError, ValueError) as exc:
-        raise _offline_error(hf_id, "no network and not in the local cache" if offline else type(exc).__name__) from None
+        why = "no network and not in the local cache" if offline else type(exc).__name__
+        raise EngineError(
+            f"could not load '{hf_id}' from the Hugging Face Hub ({why}); it needs internet on first use. "
+            f"Offline, use '{BUNDLED}' (bundled) or a local checkpoint folder."
+        ) from None

@@ -39,7 +39,7 @@ DECODE_STEP_WORDS = {"C": "decode step in C (hand-written, one OpenMP region)",
 
 def label(backends: Backends) -> str:
     """What a fast model's passes run, in words (the sidebar and the Trace), from its backends."""
-    matmuls = backends.ops.words() if isinstance(backends.ops, MatmulKernels) else "plain F.linear"
+    matmuls = backends.ops.choice.label() if isinstance(backends.ops, MatmulKernels) else "plain F.linear"
     parts = [matmuls if matmuls.startswith("fast") else f"fast: {matmuls}"]
     if backends.prompt_pass is not None:
         parts.append("prompts in float32 (widened copy)")

@@ -52,9 +52,6 @@ class MatmulKernels(TorchOps):
         return {"decode": self.choice.decode, "decode_batch": self.choice.batch, "prefill": self.choice.prefill,
                 "prefill_long": self.choice.long}
 
-    def words(self) -> str:
-        return self.choice.label()
-
     def linear(self, m, x: torch.Tensor) -> torch.Tensor:
         prepared = self.table.get(m)
         if prepared is None:  # plain F.linear won every phase (or a layer the model did not have then)

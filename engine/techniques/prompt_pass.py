@@ -11,7 +11,6 @@ BF16, AMX) the bfloat16 pass is expected to win, and then no copy is kept (docs/
 from __future__ import annotations
 
 import copy
-import math
 import time
 from dataclasses import replace
 from pathlib import Path
@@ -22,7 +21,7 @@ from torch import nn
 from engine.core.backends import Backends, run_pass
 from engine.core.free_memory import available_memory_bytes
 from engine.core.kv_cache import KVCache, Plan
-from engine.techniques.fast_paths import Fit
+from engine.techniques.fast_paths import Fit, take_turns
 from engine.techniques.kernel_choice import PREFILL_ROWS, choose
 from engine.techniques.matmul_kernels import MatmulKernels
 
@@ -126,11 +125,9 @@ class Float32Prompts:
                 run_pass(lm.model, backends, ids, cache)
             return time.perf_counter() - start
 
-        best = {"half": math.inf, "wide": math.inf}
-        for r in range(ROUNDS + 1):  # round 0 warms both up
-            for name in (("half", "wide") if r % 2 else ("wide", "half")):
-                seconds = once(name == "wide")
-                best[name] = min(best[name], seconds) if r else best[name]
+        once(True)  # one untimed warm-up of each
+        once(False)
+        best = take_turns({"wide": lambda: once(True), "half": lambda: once(False)}, ROUNDS)
         return 1000 * best["wide"], 1000 * best["half"]
 
     def attach(self, backends: Backends, passes: PromptPass) -> Backends:

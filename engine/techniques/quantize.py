@@ -11,8 +11,7 @@ dequantise the weight on the fly and run an ordinary float GEMM.
 from __future__ import annotations
 
 import copy
-import dataclasses
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import torch
 from torch import nn
@@ -120,7 +119,7 @@ def quantize_model(lm, include_lm_head: bool = True):
     kernel = (f"aten._weight_int8pack_mm ({str(kernel_dtype).removeprefix('torch.')} activations) for up to "
               f"{KERNEL_MAX_ROWS} rows (decode), dequantise + float GEMM above"
               if use_kernel else "dequantise on the fly + float GEMM (no int8-weight kernel for this device/dtype)")
-    qlm = dataclasses.replace(lm, model=model, name=f"{lm.name} int8", kernels="int8 weights")
+    qlm = replace(lm, model=model, name=f"{lm.name} int8", kernels="int8 weights")
     return qlm, kernel
 
 
