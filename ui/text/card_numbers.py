@@ -252,15 +252,14 @@ def stage_cards(model: str, prompt: int, output: int, prices: dict[str, float], 
     for name, c in (cards or cards_with()).items():
         price = prices.get(name)
         the_dtype = "float32" if c.device_class == "cpu" else dtype
-        try:
-            s = setup(model, c, the_dtype).check()
+        try:  # cost_split checks the setup: the model fits on the card in this format
             (pre,) = cost_split(model, c, prompt, output, (1,), the_dtype)
             dec = cost_split(model, c, prompt, output, (decode_batch,), the_dtype)[0]
         except EngineError as e:
             rows.append({"card": name, "note": str(e)})
             continue
         row = {"card": name, "prefill device-ms": round(pre.prefill_s * 1e3, 2),
-               f"decode device-ms (B = {dec.batch})": round(dec.decode_s * 1e3, 2), "note": where_from(s.card)}
+               f"decode device-ms (B = {dec.batch})": round(dec.decode_s * 1e3, 2), "note": where_from(c)}
         if price is not None:
             row["prefill per 1k requests"] = round(pre.prefill_s / 3600 * price * 1000, 4)
             row["decode per 1k requests"] = round(dec.decode_s / 3600 * price * 1000, 4)

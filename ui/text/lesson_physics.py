@@ -64,15 +64,10 @@ class Card:
     source: str
 
 
-def _ridge(hw) -> float:
-    ridge = getattr(hw, "ridge", None)
-    return float(ridge) if ridge else hw.flops_per_s / hw.bytes_per_s
-
-
 def cards() -> list[Card]:
     """The accelerator presets of engine/perfmodel/roofline.py (CPUs left out; each names its source), lowest ridge
     first."""
-    found = [Card(getattr(h, "name", key), _ridge(h), getattr(h, "source", "")) for key, h in HARDWARE_PRESETS.items()]
+    found = [Card(h.name, h.ridge, h.source) for h in HARDWARE_PRESETS.values()]
     return sorted((c for c in found if "CPU" not in c.name.upper()), key=lambda c: c.ridge)
 
 

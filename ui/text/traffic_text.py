@@ -104,7 +104,7 @@ def findings(result: TrafficRun, slo: SLO) -> str:
     if missing:
         lines.append(f"Not in this engine yet: {', '.join(missing)}.")
     lines += [f"{p.label} could not run: {p.note}" for p in result.policies if not p.available and not p.note.endswith(NOT_YET)]
-    if any(p.policy == "disaggregated" and p.available and p.requests for p in result.policies):
+    if "disaggregated" in ran_policies(result):
         lines.append(DISAGGREGATION_NOTE)
     for p in result.policies:
         if p.handovers:
