@@ -175,18 +175,15 @@ def dashboard(args: list[str]) -> int:
     os.execve(cmd[0], cmd, env)  # the launcher takes this process over, as a shell's `exec` does
 
 
-def engine_help() -> str:
-    """`python -m engine --help`, as the engine's parser writes it (so commands added there are listed here too)."""
+def engine_commands() -> str:
+    """The command list of `python -m engine --help`, as the engine's parser writes it (so commands added there are
+    listed here too): the lines under its `{generate,show,...}` line, or all of it."""
     from engine.cli import main as engine_main
 
     text = io.StringIO()
     with contextlib.redirect_stdout(text), contextlib.suppress(SystemExit):
         engine_main(["--help"])
-    return text.getvalue()
-
-
-def engine_commands(help_text: str) -> str:
-    """The command list of the engine's help (the lines under its `{generate,show,...}` line), or all of it."""
+    help_text = text.getvalue()
     lines = help_text.splitlines()
     start = next((i + 1 for i, line in enumerate(lines) if line.strip().startswith("{")), None)
     if start is None:
@@ -200,26 +197,23 @@ def usage() -> str:
             "Two Bends: prefill and decode, seen and measured.\n\n"
             "    dashboard           serve the teaching dashboard in the browser\n\n"
             "Every other COMMAND is the engine's, exactly `python -m engine COMMAND`:\n"
-            + engine_commands(engine_help()) + "\n")
+            + engine_commands() + "\n")
 
 
 def main(argv: list[str] | None = None) -> int:
+    args = sys.argv[1:] if argv is None else list(argv)
     try:
-        return _main(sys.argv[1:] if argv is None else list(argv))
+        if not args or args[0] in ("-h", "--help"):
+            print(usage())
+            return 0 if args else 2
+        if args[0] == "dashboard":
+            return dashboard(args[1:])
+        from engine.cli import main as engine_main
+
+        return engine_main(args)
     except BrokenPipeError:  # `two-bends show FILE | head`: the reader left; say nothing more (no traceback)
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 141
-
-
-def _main(args: list[str]) -> int:
-    if not args or args[0] in ("-h", "--help"):
-        print(usage())
-        return 0 if args else 2
-    if args[0] == "dashboard":
-        return dashboard(args[1:])
-    from engine.cli import main as engine_main
-
-    return engine_main(args)
 
 
 if __name__ == "__main__":

@@ -198,32 +198,9 @@ def cmd_plan(args) -> int:
     return 0
 
 
-def _add_serve_args(s: argparse.ArgumentParser) -> None:
+def main(argv: list[str] | None = None) -> int:
     from engine.serving.api_server import WORKER_DEFAULT
 
-    s.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1: this machine only)")
-    s.add_argument("--port", type=int, default=8000)
-    s.add_argument("--api-key", default=None, help="clients must send 'Authorization: Bearer KEY' (vLLM's flag; "
-                   "default: the environment's TWO_BENDS_API_KEY, else no key); /health and /metrics stay open")
-    s.add_argument("--served-model-name", nargs="+", default=None, metavar="NAME",
-                   help="the names clients may use, the first in answers and metrics (vLLM's flag; default: the "
-                   "model's Hugging Face id, then --model)")
-    s.add_argument("--mode", default="queue", choices=["queue", "batch", "disaggregated"],
-                   help="queue: one request at a time (default); batch: continuous batching; disaggregated: "
-                   "a prefill worker and a decode worker, the KV cache handed over")
-    s.add_argument("--max-queue", type=int, default=64, help="waiting requests before new ones get 429")
-    s.add_argument("--max-batch", type=int, default=8, help="sequences sharing a decode step in batch mode")
-    s.add_argument("--max-num-batched-tokens", type=int, default=None,
-                   help="batch mode: tokens per engine step (vLLM's name); a joining prompt is prefilled in chunks that "
-                   "share steps with the riders' decode tokens (chunked prefill). Default: whole prefills")
-    s.add_argument("--max-new-tokens", type=int, default=4096, help="most new tokens one request may ask for")
-    s.add_argument("--threads", type=int, default=0, help="torch threads for the model (default 0: every core)")
-    s.add_argument("--worker", default=WORKER_DEFAULT, choices=["process", "thread"],
-                   help=f"run the scheduler in a child process or a thread of the server (default {WORKER_DEFAULT})")
-    _add_model_args(s)
-
-
-def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m engine", description="Two Bends inference engine")
     sub = parser.add_subparsers(dest="command", required=True)
 
@@ -271,7 +248,26 @@ def main(argv: list[str] | None = None) -> int:
     b.set_defaults(func=cmd_bench)
 
     s = sub.add_parser("serve", help="serve the engine over the OpenAI API (FastAPI + uvicorn, vLLM's metric names)")
-    _add_serve_args(s)
+    s.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1: this machine only)")
+    s.add_argument("--port", type=int, default=8000)
+    s.add_argument("--api-key", default=None, help="clients must send 'Authorization: Bearer KEY' (vLLM's flag; "
+                   "default: the environment's TWO_BENDS_API_KEY, else no key); /health and /metrics stay open")
+    s.add_argument("--served-model-name", nargs="+", default=None, metavar="NAME",
+                   help="the names clients may use, the first in answers and metrics (vLLM's flag; default: the "
+                   "model's Hugging Face id, then --model)")
+    s.add_argument("--mode", default="queue", choices=["queue", "batch", "disaggregated"],
+                   help="queue: one request at a time (default); batch: continuous batching; disaggregated: "
+                   "a prefill worker and a decode worker, the KV cache handed over")
+    s.add_argument("--max-queue", type=int, default=64, help="waiting requests before new ones get 429")
+    s.add_argument("--max-batch", type=int, default=8, help="sequences sharing a decode step in batch mode")
+    s.add_argument("--max-num-batched-tokens", type=int, default=None,
+                   help="batch mode: tokens per engine step (vLLM's name); a joining prompt is prefilled in chunks that "
+                   "share steps with the riders' decode tokens (chunked prefill). Default: whole prefills")
+    s.add_argument("--max-new-tokens", type=int, default=4096, help="most new tokens one request may ask for")
+    s.add_argument("--threads", type=int, default=0, help="torch threads for the model (default 0: every core)")
+    s.add_argument("--worker", default=WORKER_DEFAULT, choices=["process", "thread"],
+                   help=f"run the scheduler in a child process or a thread of the server (default {WORKER_DEFAULT})")
+    _add_model_args(s)
     s.set_defaults(func=cmd_serve)
 
     m = sub.add_parser("measure", help="time any OpenAI-compatible server (vLLM, llama.cpp, SGLang, TGI, Ollama, ours)")

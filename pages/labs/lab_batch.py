@@ -28,9 +28,9 @@ if lm is None:
 if sizes:
     st.caption(sweep_numbers.batch_memory_caption(lm, sizes[-1], n_prompt, n_out))
 
-buttons = [st.container(horizontal=True)] * 2  # one row, each button as wide as its label
-run = buttons[0].button("▶ Run batch sweep", type="primary", key=state.BATCH_RUN, disabled=not sizes or not labs_open)
-buttons[1].button("■ Cancel", key=state.BATCH_CANCEL, help=lab_text.CANCEL_HELP, disabled=not labs_open)
+row = st.container(horizontal=True)  # one row, each button as wide as its label
+run = row.button("▶ Run batch sweep", type="primary", key=state.BATCH_RUN, disabled=not sizes or not labs_open)
+row.button("■ Cancel", key=state.BATCH_CANCEL, help=lab_text.CANCEL_HELP, disabled=not labs_open)
 if st.session_state.get(state.BATCH_CANCEL) and result is not None:
     result.cancelled = result.done < len(result.planned)  # the points measured so far stay
 

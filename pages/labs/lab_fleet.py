@@ -92,7 +92,7 @@ if result:
 st.subheader("Which card for which stage (the card model, no simulation)")
 prices = {name: ft.example_price(name) for name in cards}
 prices[card] = price
-if decode_card != ft.SAME and decode_price is not None:
+if decode_price is not None:  # a split fleet's own decode cards
     prices[decode_card] = decode_price
 stages = ft.stage_cards(model_name, workload, prices, peaks, trace=run)
 st.dataframe(stages, hide_index=True, width="stretch")

@@ -31,9 +31,9 @@ else:
     fixed = cols[1].number_input("Prompt tokens per run", 4, 1024, 32, key=state.SWEEP_FIXED_PROMPT)
 lengths = sorted(lengths)
 
-buttons = [st.container(horizontal=True)] * 2  # one row, each button as wide as its label
-run = buttons[0].button("▶ Run sweep", type="primary", key=state.SWEEP_RUN, disabled=not lengths or not labs_open)
-buttons[1].button("■ Cancel", key=state.SWEEP_CANCEL, help=lab_text.CANCEL_HELP, disabled=not labs_open)
+row = st.container(horizontal=True)  # one row, each button as wide as its label
+run = row.button("▶ Run sweep", type="primary", key=state.SWEEP_RUN, disabled=not lengths or not labs_open)
+row.button("■ Cancel", key=state.SWEEP_CANCEL, help=lab_text.CANCEL_HELP, disabled=not labs_open)
 
 lm = widgets.current_model()
 running_kind = store.labs.get(state.SWEEP_RUNNING)
@@ -74,10 +74,9 @@ if result is not None and result.points:
         fit = sweep_numbers.ttft_fit(points)
         theme_toggle.plotly_chart(fig_sweeps.ttft_figure(points, fit))
         st.markdown(sweep_numbers.fit_text(fit, lm.config if lm is not None else None))
-        theme_toggle.plotly_chart(fig_sweeps.decode_latency_figure(points))
     else:
         theme_toggle.plotly_chart(fig_sweeps.phase_split_figure(points, "output_tokens"))
-        theme_toggle.plotly_chart(fig_sweeps.decode_latency_figure(points))
+    theme_toggle.plotly_chart(fig_sweeps.decode_latency_figure(points))
     if lm is not None:
         st.markdown(sweep_numbers.decode_context_note(lm, points))
     if kind == "prompt":

@@ -81,8 +81,7 @@ for run in tt.handover_runs(result):
     st.subheader("The KV cart crossing (disaggregated)")
     st.caption(tt.HANDOVER_HELP)
     st.dataframe(tt.handover_table(run), hide_index=True, width="stretch")
-ran = tt.ran_policies(result)
-if ran:
+if ran := tt.ran_policies(result):
     shown = st.radio("Step timeline of", ran, key=state.TRAFFIC_TIMELINE, horizontal=True, format_func=tt.POLICY_CHOICES.get)
     run = tt.policy_run(result, shown)
     st.caption(tt.timeline_help(run))
