@@ -12,7 +12,9 @@ from ui.demo import recorded
 from ui.engine_link import job_progress, worker_link
 from ui.text import preset_lengths, prompts
 
-PROMPT_TOKENS_MAX, OUTPUT_TOKENS_MAX = 1024, 512  # the sidebar sliders' ranges (ui/controls/widgets.py)
+# the sidebar sliders' ranges (ui/controls/widgets.py imports this module, so it cannot be read from there; a test
+# in tests/ui/demo/test_links.py keeps them equal)
+PROMPT_TOKENS_MAX, OUTPUT_TOKENS_MAX = 1024, 512
 
 
 def _limits(lm) -> tuple[int, int]:
