@@ -157,7 +157,7 @@ def _side_rows(traces, summaries) -> str:
         ("Decode speed", [_rate(s.decode_tokens_per_s, "tok/s") for s in summaries]),
         ("Queue before start", [_ms(s.queue_s) for s in summaries]),
         ("Model · device", [f"{t.model} · {t.device} · {t.dtype}" for t in traces]),
-        ("Source", [runs.where_from(t) for t in traces]),
+        ("Source", [runs.origin_words(t) for t in traces]),
     ]
     body = "".join(f"<tr><td>{html.escape(k)}</td>{''.join(f'<td>{html.escape(v)}</td>' for v in vs)}</tr>"
                    for k, vs in rows)

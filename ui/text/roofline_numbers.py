@@ -90,7 +90,7 @@ def measured_share(trace) -> tuple[float, str] | None:
     if trace is None or trace.total_seconds <= 0:
         return None
     s = summarize(trace)
-    return s.prefill_share, (f"{runs.where_from(trace)}: TTFT {s.ttft_s * 1e3:.0f} ms of {s.total_s * 1e3:.0f} ms end to end "
+    return s.prefill_share, (f"{runs.origin_words(trace)}: TTFT {s.ttft_s * 1e3:.0f} ms of {s.total_s * 1e3:.0f} ms end to end "
                              f"({trace.n_prompt} in / {trace.n_output} out, {trace.model})")
 
 

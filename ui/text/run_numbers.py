@@ -22,7 +22,9 @@ def summary(trace: Trace) -> PhaseSummary:
 def provenance(trace: Trace, recorded_label: str = "") -> str:
     """Where the run's numbers come from, for its heading: a run measured by this dashboard's engine in this session,
     a recording read from a file (`recorded_label`: its title, machine and date), or a server measured over HTTP."""
-    kind = "server" if origin(trace) == "server" else "recording" if recorded_label else origin(trace)
+    kind = origin(trace)
+    if recorded_label and kind != "server":  # a run read back from a file, whichever engine measured it
+        kind = "recording"
     words = ORIGIN_WORDS[kind]
     label = f": {escape_markdown(recorded_label)}" if kind == "recording" and recorded_label else ""
     return f"{words[0].upper()}{words[1:]}{label}."

@@ -39,7 +39,7 @@ ORIGIN_WORDS = {"local": "measured on this machine in this session",
                 "recording": "a recording, not measured in this session"}
 
 
-def where_from(trace) -> str:
+def origin_words(trace) -> str:
     """ORIGIN_WORDS for this run."""
     return ORIGIN_WORDS[origin(trace)]
 

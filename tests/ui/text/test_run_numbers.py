@@ -114,7 +114,7 @@ def test_a_run_says_where_its_numbers_come_from():
         "A recording, not measured in this session: Long prompt")
     assert run_numbers.provenance(N(source="server", settings={})) == "Measured over HTTP from a server in this session."
     # the same words as the labs and the report use for each kind (runs.ORIGIN_WORDS)
-    assert run_numbers.provenance(here) == runs.where_from(here)[0].upper() + runs.where_from(here)[1:] + "."
+    assert run_numbers.provenance(here) == runs.origin_words(here)[0].upper() + runs.origin_words(here)[1:] + "."
 
 
 def test_no_unmeasured_ratio_is_shown_as_measured():
