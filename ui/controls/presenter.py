@@ -138,10 +138,10 @@ def _request_controls(request) -> None:
         st.selectbox("Example prompt", list(labels), format_func=labels.get, key=state.PRESENTER_EXAMPLE,
                      on_change=_copy, args=(state.PRESENTER_EXAMPLE,))
         fit = bool(ss.get(state.FIT_PROMPT, True))
-        st.number_input("Prompt length N (tokens)", 1, widgets.PROMPT_TOKENS_MAX, key=state.PRESENTER_PROMPT_TOKENS,
+        st.number_input("Prompt length N (tokens)", 1, prompts.PROMPT_TOKENS_MAX, key=state.PRESENTER_PROMPT_TOKENS,
                   on_change=_copy, args=(state.PRESENTER_PROMPT_TOKENS,), disabled=not fit,
                   help=None if fit else "The sidebar sends the prompt as typed; switch 'exactly N tokens' on there.")
-        st.number_input("Output length (max new tokens)", 1, widgets.OUTPUT_TOKENS_MAX,
+        st.number_input("Output length (max new tokens)", 1, prompts.OUTPUT_TOKENS_MAX,
                   key=state.PRESENTER_OUTPUT_TOKENS, on_change=_copy, args=(state.PRESENTER_OUTPUT_TOKENS,))
         st.checkbox(widgets.EXACT_OUTPUT_LABEL, key=state.PRESENTER_IGNORE_EOS, on_change=_copy,
                     args=(state.PRESENTER_IGNORE_EOS,), help=widgets.EXACT_OUTPUT_HELP)

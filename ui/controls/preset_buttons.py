@@ -12,15 +12,11 @@ from ui.demo import recorded
 from ui.engine_link import job_progress, worker_link
 from ui.text import preset_lengths, prompts
 
-# the sidebar sliders' ranges (ui/controls/widgets.py imports this module, so it cannot be read from there; a test
-# in tests/ui/demo/test_links.py keeps them equal)
-PROMPT_TOKENS_MAX, OUTPUT_TOKENS_MAX = 1024, 512
-
 
 def _limits(lm) -> tuple[int, int]:
     """The longest prompt and output the presets may use: the sliders' ranges, inside the model's context."""
     context = lm.config.max_seq_len
-    return min(PROMPT_TOKENS_MAX, context - 32), min(OUTPUT_TOKENS_MAX, context - preset_lengths.SHORT_PROMPT)
+    return min(prompts.PROMPT_TOKENS_MAX, context - 32), min(prompts.OUTPUT_TOKENS_MAX, context - preset_lengths.SHORT_PROMPT)
 
 
 def _rates():

@@ -43,8 +43,6 @@ def current_model():
 # --- The shared sidebar: model, prompt (fitted to N tokens), output length, sampling, Run --------------------------
 DEFAULT_EXAMPLE = "summarisation"
 DEFAULT_PROMPT_TOKENS = 64
-PROMPT_TOKENS_MAX = 1024
-OUTPUT_TOKENS_MAX = 512
 EXACT_OUTPUT_LABEL = "Exact output length (go on past the model's end-of-text)"
 EXACT_OUTPUT_HELP = ("On: the run writes exactly the output length above, as serving benchmarks do (vLLM's ignore_eos), "
                      "so the bridge is measured at the length you chose; the page says where the model's own answer "
@@ -90,7 +88,7 @@ def sidebar() -> RunRequest:
                    help="Model, prompt, lengths and sampling back to what a fresh session has. Your runs are kept.")
         locked = follow.locked_keys()  # room mode: the teacher's choices, shown but not changeable by a student
         caps = follow.length_caps()  # room mode: the teacher's maximum prompt and output lengths (None: no cap)
-        prompt_max, output_max = (min(cap or high, high) for cap, high in zip(caps, (PROMPT_TOKENS_MAX, OUTPUT_TOKENS_MAX)))
+        prompt_max, output_max = (min(cap or high, high) for cap, high in zip(caps, (prompts.PROMPT_TOKENS_MAX, prompts.OUTPUT_TOKENS_MAX)))
         st.selectbox("Model", list(MODEL_CHOICES), format_func=MODEL_CHOICES.get, key=state.MODEL,
                      disabled=state.MODEL in locked)
         cols = st.columns(2)

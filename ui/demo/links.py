@@ -33,9 +33,9 @@ class Param:
 # the sidebar's defaults (ui/controls/widgets.py) and ranges, by parameter name in the URL
 PARAMS = {
     "example": Param(state.EXAMPLE, "example", "summarisation"),
-    "prompt_tokens": Param(state.PROMPT_TOKENS, "int", 64, 1, 1024),
+    "prompt_tokens": Param(state.PROMPT_TOKENS, "int", 64, 1, prompts.PROMPT_TOKENS_MAX),
     "fit": Param(state.FIT_PROMPT, "flag", True),
-    "output_tokens": Param(state.MAX_NEW_TOKENS, "int", 32, 1, 512),
+    "output_tokens": Param(state.MAX_NEW_TOKENS, "int", 32, 1, prompts.OUTPUT_TOKENS_MAX),
     "ignore_eos": Param(state.IGNORE_EOS, "flag", True),  # exactly output_tokens, past an end-of-text token
     "chat": Param(state.CHAT, "flag", False),
     "temperature": Param(state.TEMPERATURE, "float", 0.0, 0.0, 2.0, 0.05),

@@ -15,6 +15,7 @@ from pathlib import Path
 from engine.core.prompting import FittedPrompt, fit_prompt_to_tokens  # noqa: F401 (the sidebar's fitting, in the engine)
 
 PROMPTS_FILE = Path(__file__).resolve().parents[2] / "assets" / "prompts.json"
+PROMPT_TOKENS_MAX, OUTPUT_TOKENS_MAX = 1024, 512  # the sidebar's ranges: prompt length N, output length (and links')
 
 
 @dataclass(frozen=True)

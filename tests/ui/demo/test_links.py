@@ -6,8 +6,9 @@ from streamlit.testing.v1 import AppTest
 
 from tests import ROOT, navigation_only
 from ui import state
-from ui.controls import preset_buttons, widgets
+from ui.controls import widgets
 from ui.demo import links
+from ui.text import prompts
 
 APP = str(ROOT / "app.py")
 PAGES = {"home", "prefill", "decode", "timing"}
@@ -59,8 +60,8 @@ def test_build_leaves_defaults_out_and_round_trips():
 
 
 def test_link_ranges_are_the_sidebar_ranges():
-    assert links.PARAMS["prompt_tokens"].high == widgets.PROMPT_TOKENS_MAX == preset_buttons.PROMPT_TOKENS_MAX
-    assert links.PARAMS["output_tokens"].high == widgets.OUTPUT_TOKENS_MAX == preset_buttons.OUTPUT_TOKENS_MAX
+    assert links.PARAMS["prompt_tokens"].high == prompts.PROMPT_TOKENS_MAX
+    assert links.PARAMS["output_tokens"].high == prompts.OUTPUT_TOKENS_MAX
     assert links.PARAMS["prompt_tokens"].default == widgets.DEFAULT_PROMPT_TOKENS
     assert links.PARAMS["output_tokens"].default == widgets.DEFAULT_OUTPUT_TOKENS
     assert links.PARAMS["example"].default == widgets.DEFAULT_EXAMPLE
