@@ -1,4 +1,6 @@
 """Choosing the presets from measured rates: each aims at its verdict, inside the sliders and the context."""
+from types import SimpleNamespace
+
 import pytest
 
 from ui.text import diagnosis, preset_lengths
@@ -25,7 +27,23 @@ def test_cpu_presets_are_short_runs():
 
 def test_how_chosen_states_the_measured_rates():
     text = preset_lengths.how_chosen(CPU)
-    assert "TTFT 96 ms at 16, 500 ms at 256, 2,184 ms at 1,024 prompt tokens; a decode step 65.0 ms" in text
+    assert "TTFT 96 ms at 16, 500 ms at 256, 2,184 ms at 1,024 prompt tokens; a decode step 65.0 ms on average" in text
+
+
+def _probe_run(n_prompt: int, prefill_s: float, steps_s: list[float]):
+    return SimpleNamespace(n_prompt=n_prompt, prefill_seconds=prefill_s, model="m",
+                           steps=[SimpleNamespace(seconds=s) for s in steps_s])
+
+
+def test_the_probes_step_is_the_mean_so_a_stall_counts_as_the_run_will_count_it():
+    """A request's decode time is the sum of its steps: one step in four stalled at 90 ms among 30 ms steps makes the
+    mean 45 ms (the median would say 30 ms and the even preset would come out decode-heavy)."""
+    stalled = [0.030, 0.030, 0.030, 0.090] * 2
+    rates = preset_lengths.rates_from_traces([_probe_run(16, 0.2, stalled), _probe_run(16, 0.1, stalled),
+                                              _probe_run(256, 0.6, stalled)])
+    assert rates.tpot_s == pytest.approx(0.045)
+    assert rates.points == ((16, 0.1), (256, 0.6))  # the fastest of each length: a first request's cold start left out
+    assert preset_lengths.rates_from_traces([_probe_run(16, 0.0, stalled)]) is None  # nothing measured
 
 
 def test_labels_do_not_promise_lengths_the_slider_decides():
