@@ -62,9 +62,8 @@ def rates_from_traces(traces) -> Rates | None:
     """Rates from a few measured runs (engine Traces of one model); None when they measured nothing usable.
 
     The decode step is the mean of the runs' steps, not their median: a request's decode time is the sum of its
-    steps, and a loaded machine's steps have a long tail. With one of the 2 cores busy with another program, SmolLM2's
-    probe steps had a median of 40-47 ms and a mean of 71-92 ms; the close-to-even preset chosen from the median
-    measured 63-75 % decode, three times out of three, and from the mean 40-50 %."""
+    steps, and a busy machine's steps have a long tail (measured: docs/teacher-guide.md, "When this machine's numbers
+    differ")."""
     runs = [t for t in traces if t.prefill_seconds > 0]
     steps = [s.seconds for t in runs for s in t.steps if s.seconds > 0]
     if not runs or not steps:
