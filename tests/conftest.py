@@ -63,6 +63,34 @@ def _lighter_app_tests() -> None:
     local_script_runner.require_widgets_deltas = wait_for_the_script
 
 
+def _c_libraries_compiled_once(keep: Path) -> None:
+    """Each C library compiled once per test process, as a user's machine compiles it once: many tests load a model
+    into a fresh cache folder of their own, and each such load compiled the C kernels again (28 compiles, ~20 s of
+    CPU in the parallel part). A library's file name is the hash of all that makes it (source, flags, compiler, CPU,
+    instruction-set caps: c_build.build), so a later build of the same name gets a copy of the first, kept in `keep`
+    (not in the test's folder, which a test may damage on purpose); a new name, or another compiler, compiles."""
+    import shutil
+
+    from engine.techniques import c_build
+
+    compile_for_real = c_build._compile
+
+    def compile_once(cc: str, source: Path, path: Path) -> Path:
+        kept = keep / Path(cc).name / path.name
+        if not kept.is_file():
+            compile_for_real(cc, source, path)
+            kept.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(path, kept)
+            return path
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(f".{path.name}.{os.getpid()}.copy")
+        shutil.copyfile(kept, tmp)
+        os.replace(tmp, path)  # whole or not at all, as a compile writes it
+        return path
+
+    c_build._compile = compile_once
+
+
 def pytest_addoption(parser):
     parser.addoption("--backends", choices=("default", "plain"), default="default",
                      help="plain: every model on the eager reference (TWO_BENDS_BACKENDS=plain), not the fast paths "
@@ -74,6 +102,13 @@ def pytest_addoption(parser):
 def pytest_configure(config):
     if not config.getoption("--alone-only"):  # the browser, vLLM and timed parts run no AppTest: no Streamlit import
         _lighter_app_tests()
+    import atexit
+    import shutil
+    import tempfile
+
+    keep = Path(tempfile.mkdtemp(prefix="two-bends-c-once-"))
+    atexit.register(shutil.rmtree, keep, ignore_errors=True)
+    _c_libraries_compiled_once(keep)
     if config.getoption("--backends") == "plain":
         os.environ["TWO_BENDS_BACKENDS"] = "plain"  # read at each load (engine/techniques/fast_paths.py)
 

@@ -1,6 +1,7 @@
 """The shared fixtures and hooks in tests/conftest.py do what they say: `navigation_only` keeps every AppTest run off
 Streamlit's old pages-directory path (script_runner._mpa_v1), a page switch and reruns included; AppTest's lighter
-wait still ends a run when it ends and still stops one that outlasts its timeout."""
+wait still ends a run when it ends and still stops one that outlasts its timeout; a C library is compiled once per
+test process, and a test that damages its copy damages no other test's."""
 import time
 from pathlib import Path
 
@@ -127,3 +128,18 @@ def test_a_unit_whose_tool_is_not_installed_counts_as_no_work(monkeypatch):
         monkeypatch.setitem(c.NEEDS_TOOL, llamacpp, lambda installed=installed: installed)
         assert c.next_unit([fast_start, llamacpp]) == first  # installed: its 25 s go first; missing: it skips at once
     c.expected_seconds.cache_clear()
+
+
+def test_a_c_library_is_compiled_once_and_a_damaged_copy_stays_where_it_was(tmp_path, monkeypatch):
+    from engine.techniques import c_build, c_decode
+
+    if not c_build.toolchain_fit().ok:
+        pytest.skip("the C kernels cannot be built here")
+    assert c_build._compile.__name__ == "compile_once"  # tests/conftest.py's memo
+    first = c_build.build(tmp_path / "a", c_decode.SOURCE)  # compiled now, or copied from an earlier test's compile
+    first.write_bytes(b"damaged on purpose")
+    compiles = []
+    monkeypatch.setattr(c_build.subprocess, "run", lambda *a, **k: compiles.append(a) or pytest.fail("compiled"))
+    second = c_build.build(tmp_path / "b", c_decode.SOURCE)
+    assert compiles == [] and second.name == first.name and second.parent != first.parent
+    assert c_decode.load(second).decode_step_abi() == c_decode.ABI  # the first compile's library, not the damage
