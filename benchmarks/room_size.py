@@ -227,7 +227,7 @@ async def crowd_async(url: str, pid: int, mode: str, size: int, args) -> Room:
     students = [Student(i) for i in range(size)]
     timeout_ms = int(args.timeout * 1000)
     async with async_playwright() as pw:
-        browser = await pw.chromium.launch(executable_path=appdriver.CHROMIUM, args=appdriver.BROWSER_ARGS)
+        browser = await pw.chromium.launch(executable_path=args.browser, args=appdriver.BROWSER_ARGS)
         appdriver.keep_normal_priority()
         try:
             teacher = await teacher_opens_poll(browser, url, timeout_ms)
@@ -276,6 +276,7 @@ def parser() -> argparse.ArgumentParser:
     ap.add_argument("--timeout", type=float, default=600.0, help="seconds any one step may take before it fails")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--model", default=DEFAULT_MODEL)
+    ap.add_argument("--browser", default=appdriver.CHROMIUM, help="the Chromium the students use (default: the full browser)")
     ap.add_argument("--no-save", action="store_true", help="print only; keep nothing in the data folder")
     return ap
 

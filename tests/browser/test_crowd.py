@@ -18,7 +18,8 @@ def test_four_students_join_run_together_and_answer_in_batch_mode():
     appdriver.need_browser()
     from benchmarks import room_size
 
-    args = room_size.defaults(join_over=4.0, idle=1.0, run_over=1.0, timeout=120.0, model="tiny-llama")
+    args = room_size.defaults(join_over=4.0, idle=1.0, run_over=1.0, timeout=120.0, model="tiny-llama",
+                              browser=appdriver.browser_under_test())  # the headless shell, as every browser test
     log = ROOT / "artifacts" / "streamlit-crowd.log"
     log.parent.mkdir(exist_ok=True)
     room = room_size.crowd("batch", 4, args, log)
