@@ -6,6 +6,14 @@ same hue, so orange is still the valley and blue the bridge (WCAG contrast, test
 """
 from __future__ import annotations
 
+import plotly.io as pio
+
+# Every figure on Plotly's white template, set as the process's default rather than in each figure's layout: Plotly
+# applies its default without checking it again, where `template="plotly_white"` deep-copied and re-validated the
+# whole template in each figure (the labs' and story pages' sample figures, built and turned into JSON: 20.0 ms each
+# that way, 11.0 ms this way, the same JSON). The dark look (`styled`) still names its template.
+pio.templates.default = "plotly_white"
+
 PREFILL_COLOR = "#E07A1F"  # the valley: warm orange, everywhere prefill appears
 DECODE_COLOR = "#1F6FB4"  # the bridge: deep blue, everywhere decode appears
 NEUTRAL_COLOR = "#7A7A7A"  # things that belong to neither phase (warm-up, overhead, floors)
@@ -46,8 +54,7 @@ def base_layout(title: str = "", x_title: str = "", y_title: str = "", height: i
         xaxis=dict(title=dict(text=x_title), automargin=True),
         yaxis=dict(title=dict(text=y_title), automargin=True),
         height=height + 60,  # room for the legend under the x-axis
-        margin=dict(l=70, r=30, t=70, b=130),
-        template="plotly_white",
+        margin=dict(l=70, r=30, t=70, b=130),  # the white template: the process's default (above)
         # under the x-axis title, so a legend never covers a long chart title
         legend=dict(orientation="h", yanchor="top", y=-0.28, xanchor="left", x=0, traceorder="normal"),
     )

@@ -63,6 +63,17 @@ def test_every_data_colour_stands_out_on_the_dark_background(name):
         assert contrast(colour, dark.layout.plot_bgcolor or theme.DARK_BACKGROUND) >= 3, (name, colour)
 
 
+def test_every_figure_is_drawn_on_the_white_template_which_no_layout_names():
+    """The white template is the process's default (cheap: Plotly does not check its default again), not a key of
+    each figure's layout (a deep copy and a check of the whole template, per figure)."""
+    import plotly.io as pio
+
+    white = pio.templates["plotly_white"].layout.plot_bgcolor
+    assert white != pio.templates["plotly"].layout.plot_bgcolor and "template" not in theme.base_layout()
+    for name, fig in figures().items():
+        assert fig.layout.template.layout.plot_bgcolor == white, name
+
+
 def test_the_light_colours_would_not_all_pass_on_dark():
     """The swap matters: the light theme's deep blue (the bridge) would sink into the dark background."""
     assert contrast(theme.DECODE_COLOR, theme.DARK_BACKGROUND) < 4
