@@ -96,9 +96,13 @@ def enlarged(fig, factor: float):
         return node
 
     layout = fig.to_plotly_json()["layout"]
+    template = layout.pop("template", None)  # Plotly's templates set no font size; a copy of one is checked again
     layout = scale(layout)
     layout.setdefault("font", {}).setdefault("size", FONT_SIZE * factor)
-    return go.Figure(data=fig.data, layout=layout, frames=fig.frames)
+    big = go.Figure(data=fig.data, layout=layout, frames=fig.frames)  # on the default template, at no cost
+    if template is not None and big.layout.template.to_plotly_json() != template:  # another one: the dark look
+        big.layout.template = fig.layout.template
+    return big
 
 
 def _recolour(node):

@@ -81,6 +81,10 @@ def test_enlarged_scales_every_font_and_leaves_the_original(trace):
     assert big.layout.title.font.size == pytest.approx(theme.TITLE_SIZE * 1.5)
     assert fig.layout.font.size == theme.FONT_SIZE  # a copy
     assert len(big.data) == len(fig.data)
+    dark = theme.styled(fig, theme.DARK)  # each keeps its template: the default one (white) and a named one (dark)
+    for before, after in ((fig, big), (dark, theme.enlarged(dark, 1.5))):
+        assert after.layout.template.to_plotly_json() == before.layout.template.to_plotly_json()
+    assert big.layout.template.layout.plot_bgcolor != dark.layout.template.layout.plot_bgcolor
 
 
 def test_phase_step_figure_adds_one_decode_row_per_step(trace):
