@@ -1,6 +1,7 @@
 """The dark theme keeps every chart readable: dark background, light text, each data colour at WCAG contrast >= 3
 against the background, and the two phases still two different colours."""
 import colorsys
+import json
 
 import pytest
 
@@ -112,3 +113,30 @@ def test_dark_keeps_animation_frames():
     dark = theme.styled(anim, theme.DARK)
     assert [f.name for f in dark.frames] == [f.name for f in anim.frames]
     assert dark.data[0].colorscale[0][1] == theme.DARK_BACKGROUND and dark.layout.updatemenus  # play button kept
+
+
+def _checked(fig) -> dict:
+    """`fig` as Plotly gives it once every property is checked again (a ValueError where one is not valid)."""
+    import plotly.graph_objects as go
+    import plotly.io as pio
+
+    return json.loads(pio.to_json(go.Figure(fig.to_plotly_json()), validate=False))
+
+
+@pytest.mark.parametrize("name", [*figures(), "animation"])
+def test_dark_and_enlarged_figures_are_what_a_checked_rebuild_gives(name):
+    """`styled` and `enlarged` rebuild a checked figure without Plotly's checks (they swap colours, scale font sizes):
+    each result is the figure a checked rebuild of it gives, dark, enlarged, or both."""
+    import plotly.io as pio
+
+    fig = fig_attention.phase_animation(long_prompt_trace(T=30, n=4), 0, None) if name == "animation" else figures()[name]
+    dark = theme.styled(fig, theme.DARK)
+    for made in (dark, theme.enlarged(fig, 1.4), theme.enlarged(dark, 1.4)):
+        assert json.loads(pio.to_json(made, validate=False)) == _checked(made)
+
+
+def test_a_colour_plotly_would_refuse_is_still_caught(monkeypatch):
+    """What the unchecked rebuild lets through, the check above refuses: a dark colour that is no colour."""
+    monkeypatch.setitem(theme.DARK_COLORS, theme.DECODE_COLOR, "bridge-blue")
+    with pytest.raises(ValueError, match="color"):
+        _checked(theme.styled(fig_timing.itl_figure(0.3, [0.06, 0.07]), theme.DARK))
