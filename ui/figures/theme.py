@@ -127,7 +127,9 @@ def styled(fig, mode: str = LIGHT):
     import plotly.graph_objects as go
     import plotly.io as pio
 
-    spec = _recolour(fig.to_plotly_json())
+    spec = fig.to_plotly_json()
+    spec.get("layout", {}).pop("template", None)  # replaced below: not walked
+    spec = _recolour(spec)
     layout = spec.get("layout", {})
     layout["template"] = pio.templates["plotly_dark"]
     layout["paper_bgcolor"] = DARK_BACKGROUND
