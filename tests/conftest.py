@@ -1,6 +1,9 @@
 """Shared fixtures: tiny random models (fast, offline) and the real bundled SmolLM2 (session-wide)."""
+import atexit
 import functools
 import os
+import shutil
+import tempfile
 import time
 from pathlib import Path
 
@@ -37,8 +40,6 @@ def _lighter_app_tests() -> None:
       the same timeout and error: the original takes over for whatever time is left).
     The page tests of tests/pages/labs, tests/pages/room and Home/Timing, one process: 68 s before, 57 s with the
     first, 52 s with both (55, 44, 38 s of user CPU)."""
-    import functools
-
     from streamlit.components.v2 import manifest_scanner
     from streamlit.testing.v1 import local_script_runner
 
@@ -69,8 +70,6 @@ def _c_libraries_compiled_once(keep: Path) -> None:
     CPU in the parallel part). A library's file name is the hash of all that makes it (source, flags, compiler, CPU,
     instruction-set caps: c_build.build), so a later build of the same name gets a copy of the first, kept in `keep`
     (not in the test's folder, which a test may damage on purpose); a new name, or another compiler, compiles."""
-    import shutil
-
     from engine.techniques import c_build
 
     compile_for_real = c_build._compile
@@ -102,10 +101,6 @@ def pytest_addoption(parser):
 def pytest_configure(config):
     if not config.getoption("--alone-only"):  # the browser, vLLM and timed parts run no AppTest: no Streamlit import
         _lighter_app_tests()
-    import atexit
-    import shutil
-    import tempfile
-
     keep = Path(tempfile.mkdtemp(prefix="two-bends-c-once-"))
     atexit.register(shutil.rmtree, keep, ignore_errors=True)
     _c_libraries_compiled_once(keep)
