@@ -35,7 +35,8 @@ fi
 # paths a user's run takes: the model against transformers, queue and batch, the story pages' runs. Its ~20 s of work
 # fills cores the parallel part leaves idle while its tests wait on servers and timers; its threads sleep at barriers
 # (OMP_WAIT_POLICY=PASSIVE, as the xdist workers' do) and its report follows the parallel part's. Then the tests marked
-# `alone` (a real browser or vLLM); last, alone, the `timed` ones. Timings of each part: docs/performance.md, "The test
+# `alone` (a real browser or vLLM), and last among them the `timed` ones, which set up beside the other worker's last
+# unit and measure once it has ended and the cores are quiet. Timings of each part: docs/performance.md, "The test
 # suite".
 WORKERS=$(( $(nproc) < 4 ? $(nproc) : 4 ))
 status=0
@@ -55,9 +56,8 @@ rm -f "$fallbacks_log"
 status=$(( status ? status : fallbacks_status ))
 # The real browsers and vLLM, a file per worker (its dashboard, or the one shared vLLM, starts once), as many workers
 # as cores and nothing beside them: with a third worker on 2 cores,
-# vLLM's TTFT as our client saw it drifted 21 % from vLLM's own histogram.
-.venv/bin/python -m pytest -q -rs -n "$WORKERS" --dist loadfile --alone-only -m "alone and not timed" \
+# vLLM's TTFT as our client saw it drifted 21 % from vLLM's own histogram. The tests that measure against the
+# machine's own quiet numbers (`timed`) come last and wait for the machine to themselves (tests/other_workers.py).
+.venv/bin/python -m pytest -q -rs -n "$WORKERS" --dist loadfile --alone-only -m alone \
   || status=$(( status ? status : $? ))
-# Last, alone: the tests that measure against the machine's own quiet numbers.
-.venv/bin/python -m pytest -q -rs --alone-only -m timed || status=$(( status ? status : $? ))
 exit "$status"

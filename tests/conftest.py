@@ -11,15 +11,17 @@ from pathlib import Path
 # the servers its tests start: a thread that reaches a barrier first spins there while its partner waits for a core
 # another worker holds, burning that core (the C step's SmolLM2 test took 3 s of CPU alone, 23 s beside another worker).
 # There, waiting threads sleep instead (read when torch loads, so set before it); the same code and fast paths run,
-# and the timed tests, run alone, keep a user's default (scripts/test.sh).
-if int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1")) > 1:
-    os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+# and the timed tests, which have the machine to themselves, keep a user's default (`machine_to_itself`).
+PASSIVE_SET_HERE = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1")) > 1 and "OMP_WAIT_POLICY" not in os.environ
+if PASSIVE_SET_HERE:
+    os.environ["OMP_WAIT_POLICY"] = "PASSIVE"
 
 import pytest  # noqa: E402
 import torch  # noqa: E402
 
-import engine
-from tests import navigation_only as keep_navigation
+import engine  # noqa: E402
+from tests import navigation_only as keep_navigation  # noqa: E402
+from tests import other_workers  # noqa: E402
 
 os.environ.setdefault("TWO_BENDS_MODEL", "tiny-llama")  # AppTests use the tiny model unless a test says otherwise
 # AppTests run the scheduler in a thread; a browser test's dashboard inherits this unless it sets its own
@@ -106,6 +108,37 @@ def pytest_configure(config):
     _c_libraries_compiled_once(keep)
     if config.getoption("--backends") == "plain":
         os.environ["TWO_BENDS_BACKENDS"] = "plain"  # read at each load (engine/techniques/fast_paths.py)
+    if (folder := other_workers.folder_of(config)) is not None:
+        other_workers.started(folder, config.workerinput["workerid"])
+
+
+def pytest_configure_node(node):
+    """xdist's controller, for each worker it starts: the folder where the session's workers say they have ended."""
+    if not hasattr(node.config, "_two_bends_workers_folder"):
+        node.config._two_bends_workers_folder = Path(tempfile.mkdtemp(prefix="two-bends-workers-"))
+        atexit.register(shutil.rmtree, node.config._two_bends_workers_folder, ignore_errors=True)
+    other_workers.give_folder(node.workerinput, node.config._two_bends_workers_folder)
+
+
+@pytest.fixture
+def machine_to_itself(request, monkeypatch):
+    """For a `timed` test, which runs last in the browser part's session (`next_unit`): call the returned function
+    once set up (a dashboard started, a room joined, the model loaded: work done beside the other workers' last
+    units), and it returns once every other worker has ended and the cores are quiet, saying how long that took.
+    The test's own servers keep a user's default threads (no OMP_WAIT_POLICY from this suite)."""
+    from engine.host.proc_stat import wait_for_quiet
+
+    if PASSIVE_SET_HERE:
+        monkeypatch.delenv("OMP_WAIT_POLICY")
+    folder, me = other_workers.folder_of(request.config), os.environ.get("PYTEST_XDIST_WORKER", "")
+
+    def wait() -> str:
+        others_s = other_workers.wait_for_the_others(folder, me, most_s=1200)
+        quiet_s, quiet = wait_for_quiet(0.0, 30.0)
+        return (f"# waited {others_s:.1f} s for {len(other_workers.others(folder, me))} other worker(s) to end, "
+                f"then {quiet_s:.1f} s for quiet cores"
+                + ("" if quiet is not False else " (not quiet after 30 s: measuring anyway)"))
+    return wait
 
 
 @pytest.fixture(autouse=True)
@@ -194,6 +227,10 @@ def pytest_collection_modifyitems(items):
         if (item.get_closest_marker("alone") or item.get_closest_marker("timed")) and not _in_alone_paths(item.path):
             raise pytest.UsageError(f"{item.nodeid} runs alone, outside ALONE_PATHS (tests/conftest.py): name its "
                                     "file or folder there, or `--alone-only` never collects it")
+        if item.get_closest_marker("timed") and (unit_of(item.nodeid) != TIMED
+                                                 or "machine_to_itself" not in item.fixturenames):
+            raise pytest.UsageError(f"{item.nodeid} is timed: its file belongs in TIMED_FILES (tests/conftest.py), so "
+                                    "xdist runs it last, and it waits for `machine_to_itself` before it measures")
     users = [item for item in items if _uses_vllm(item)]
     if users:
         first, others = items.index(users[0]), [item for item in items if not _uses_vllm(item)]
@@ -208,9 +245,11 @@ def pytest_collection_modifyitems(items):
 # `item._nodeid` no longer reaches the node id.) vLLM's unit goes first: its tests compare what our client saw with
 # vLLM's own histograms, and beside a room of browsers starting up (or aiperf and llama.cpp's bench) our client's TTFT
 # read 45-80 % above vLLM's, so it runs beside the longest unit, one page at a time on a tiny model. Then the longest
-# units go first, so no worker is left with a long one at the end while the others idle. SECONDS: each unit's setup
-# and calls as measured on 2 cores, a file not named counting 5.
-VLLM = "vllm"
+# units go first, so no worker is left with a long one at the end while the others idle. The timed files go last, as
+# one unit: their tests set up beside the other workers' last units, then wait until those have ended
+# (`machine_to_itself`). SECONDS: each unit's setup and calls as measured on 2 cores, a file not named counting 5.
+VLLM, TIMED = "vllm", "timed"
+TIMED_FILES = ("tests/browser/test_room_fairness_bound.py",)
 SHARED_UNITS = {
     "tiny and replay dashboards": ("presenter", "fit_1280", "dark_theme", "lab_traffic", "run_history",
                                    "crowd_blank_tab"),
@@ -232,9 +271,11 @@ SECONDS = {
 
 
 def unit_of(nodeid: str) -> str:
-    """The unit of work a test belongs to: 'vllm' for every file with vLLM in its name, its group's name for a file in
-    SHARED_UNITS, else its file."""
+    """The unit of work a test belongs to: 'vllm' for every file with vLLM in its name, 'timed' for TIMED_FILES, its
+    group's name for a file in SHARED_UNITS, else its file."""
     path = nodeid.split("::", 1)[0]
+    if path in TIMED_FILES:
+        return TIMED
     return VLLM if "vllm" in path.rsplit("/", 1)[-1] else SHARED_FILES.get(path, path)
 
 
@@ -265,10 +306,12 @@ def expected_seconds(unit: str) -> float:
 
 def next_unit(waiting: list[str]) -> str:
     """Which of the waiting units (in collection order) a free worker takes: vLLM's first, then the longest (the first
-    of equals)."""
+    of equals), the timed unit only when nothing else waits."""
     if VLLM in waiting:
         return VLLM
-    return max((expected_seconds(unit), -i, unit) for i, unit in enumerate(waiting))[2]
+    if waiting == [TIMED]:
+        return TIMED
+    return max((expected_seconds(unit), -i, unit) for i, unit in enumerate(waiting) if unit != TIMED)[2]
 
 
 def pytest_xdist_make_scheduler(config, log):
@@ -347,3 +390,5 @@ def pytest_runtest_teardown(item, nextitem):
 def pytest_sessionfinish(session, exitstatus):
     _stop_shared_vllm()  # an interrupted run (Ctrl-C, -x) never reaches the teardown after its last vLLM test
     _stop_shared_dashboards()
+    if (folder := other_workers.folder_of(session.config)) is not None:
+        other_workers.ended(folder, session.config.workerinput["workerid"])  # all of this worker's servers stopped

@@ -119,6 +119,58 @@ def test_vllm_goes_first_beside_the_longest_unit_then_the_longest_first():
     assert max((s, u) for u, s in SECONDS.items() if u != VLLM)[1] == "tiny and replay dashboards"
 
 
+def test_the_timed_unit_goes_last_and_only_with_its_wait(monkeypatch):
+    """The timed test sets up beside the other workers' last units and measures once they have ended: handed out
+    before other units, a worker would sit waiting while the rest queued behind it."""
+    import pytest
+
+    from tests.conftest import TIMED, TIMED_FILES, VLLM, next_unit, pytest_collection_modifyitems, unit_of
+
+    assert unit_of(f"{TIMED_FILES[0]}::test_a") == TIMED
+    small = "tests/x/test_small.py"
+    assert next_unit([TIMED, small]) == small and next_unit([TIMED, VLLM]) == VLLM and next_unit([TIMED]) == TIMED
+
+    class Item:
+        def __init__(self, nodeid: str, fixtures=("machine_to_itself",)):
+            self.nodeid, self.path, self.fixturenames = nodeid, ROOT / nodeid.split("::")[0], fixtures
+
+        def add_marker(self, mark):
+            pass
+
+        def get_closest_marker(self, name):
+            return pytest.mark.timed.mark if name == "timed" else None
+
+    pytest_collection_modifyitems([Item(f"{TIMED_FILES[0]}::test_a")])  # in place: accepted
+    for wrong in (Item("tests/browser/test_other.py::test_b"), Item(f"{TIMED_FILES[0]}::test_a", ())):
+        with pytest.raises(pytest.UsageError, match="is timed"):
+            pytest_collection_modifyitems([wrong])
+
+
+def test_a_timed_test_waits_until_every_other_worker_ended_or_died(tmp_path):
+    import subprocess
+    import sys
+
+    from tests import other_workers
+
+    assert other_workers.wait_for_the_others(None, "gw0", most_s=0) == 0.0  # outside xdist: no one to wait for
+    other_workers.started(tmp_path, "gw0")  # this process: never waited for by itself
+    sleeper = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        (tmp_path / "gw1.pid").write_text(str(sleeper.pid))
+        clock = iter(range(100))
+        with pytest.raises(TimeoutError, match="still running: gw1"):
+            other_workers.wait_for_the_others(tmp_path, "gw0", most_s=3, clock=lambda: next(clock), sleep=lambda s: None)
+        other_workers.ended(tmp_path, "gw1")  # said it ended
+        assert other_workers.still_running(tmp_path, "gw0") == []
+        (tmp_path / "gw1.done").unlink()
+        assert other_workers.still_running(tmp_path, "gw0") == ["gw1"]
+    finally:
+        sleeper.kill()
+        sleeper.wait()
+    assert other_workers.still_running(tmp_path, "gw0") == []  # died without a word (a crashed worker)
+    assert other_workers.wait_for_the_others(tmp_path, "gw0", most_s=0) >= 0
+
+
 def test_a_unit_whose_tool_is_not_installed_counts_as_no_work(monkeypatch):
     import tests.conftest as c
 
