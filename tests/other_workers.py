@@ -38,9 +38,7 @@ def ended(folder: Path, worker: str) -> None:
 def _alive(pid: int) -> bool:
     try:
         os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:  # someone else's process took the number: ours is gone
+    except (ProcessLookupError, PermissionError):  # gone (or its number taken by someone else's process)
         return False
     return True
 

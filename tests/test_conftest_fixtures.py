@@ -119,11 +119,9 @@ def test_vllm_goes_first_beside_the_longest_unit_then_the_longest_first():
     assert max((s, u) for u, s in SECONDS.items() if u != VLLM)[1] == "tiny and replay dashboards"
 
 
-def test_the_timed_unit_goes_last_and_only_with_its_wait(monkeypatch):
+def test_the_timed_unit_goes_last_and_only_with_its_wait():
     """The timed test sets up beside the other workers' last units and measures once they have ended: handed out
     before other units, a worker would sit waiting while the rest queued behind it."""
-    import pytest
-
     from tests.conftest import TIMED, TIMED_FILES, VLLM, next_unit, pytest_collection_modifyitems, unit_of
 
     assert unit_of(f"{TIMED_FILES[0]}::test_a") == TIMED
