@@ -108,8 +108,8 @@ def pytest_configure(config):
     _c_libraries_compiled_once(keep)
     if config.getoption("--backends") == "plain":
         os.environ["TWO_BENDS_BACKENDS"] = "plain"  # read at each load (engine/techniques/fast_paths.py)
-    if (folder := other_workers.folder_of(config)) is not None:
-        other_workers.started(folder, config.workerinput["workerid"])
+    if (worker := other_workers.this_worker(config)) is not None:
+        other_workers.started(*worker)
 
 
 def pytest_configure_node(node):
@@ -130,7 +130,7 @@ def machine_to_itself(request, monkeypatch):
 
     if PASSIVE_SET_HERE:
         monkeypatch.delenv("OMP_WAIT_POLICY")
-    folder, me = other_workers.folder_of(request.config), os.environ.get("PYTEST_XDIST_WORKER", "")
+    folder, me = other_workers.this_worker(request.config) or (None, "")
 
     def wait() -> str:
         others_s = other_workers.wait_for_the_others(folder, me, most_s=1200)
@@ -390,5 +390,5 @@ def pytest_runtest_teardown(item, nextitem):
 def pytest_sessionfinish(session, exitstatus):
     _stop_shared_vllm()  # an interrupted run (Ctrl-C, -x) never reaches the teardown after its last vLLM test
     _stop_shared_dashboards()
-    if (folder := other_workers.folder_of(session.config)) is not None:
-        other_workers.ended(folder, session.config.workerinput["workerid"])  # all of this worker's servers stopped
+    if (worker := other_workers.this_worker(session.config)) is not None:
+        other_workers.ended(*worker)  # all of this worker's servers stopped

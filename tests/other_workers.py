@@ -4,7 +4,7 @@ quiet. Before that wait it may set up beside them (start a dashboard, join a roo
 suite would otherwise do after the browser part, alone.
 
 Each worker writes `<pid>` to `<folder>/<worker id>.pid` when it starts and `<folder>/<worker id>.done` when its session
-ends; the controller hands every worker the same folder (`workerinput`, below). A worker counts as ended once its
+ends; the controller hands every worker the same folder (`workerinput`: `this_worker`). A worker counts as ended once its
 `.done` is there or its process is gone (a crashed worker writes nothing). Outside xdist there is no one to wait for.
 """
 from __future__ import annotations
@@ -21,10 +21,12 @@ def give_folder(workerinput: dict, folder: Path) -> None:
     workerinput[FOLDER_KEY] = str(folder)
 
 
-def folder_of(config) -> Path | None:
-    """This worker's shared folder, None outside xdist (or where the controller gave none)."""
+def this_worker(config) -> tuple[Path, str] | None:
+    """(the session's shared folder, this worker's id); None outside xdist (or where the controller gave no folder)."""
     workerinput = getattr(config, "workerinput", None)
-    return Path(workerinput[FOLDER_KEY]) if workerinput and FOLDER_KEY in workerinput else None
+    if not workerinput or FOLDER_KEY not in workerinput:
+        return None
+    return Path(workerinput[FOLDER_KEY]), workerinput["workerid"]
 
 
 def started(folder: Path, worker: str) -> None:
