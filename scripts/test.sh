@@ -40,42 +40,14 @@ fi
 # suite".
 WORKERS=$(( $(nproc) < 4 ? $(nproc) : 4 ))
 status=0
-# The shared vLLM of the browser part's vLLM tests starts once part 1 has handed out its last unit (tests/conftest.py
-# touches $queue_emptied), in its own process group: its start (~30 CPU-seconds) then runs in the seconds part 1's last
-# units leave idle, not in the browser part, where every core is busy (started before part 1 instead, it only moved
-# its time: docs/performance.md). Its tests wait for its /health (tests/serving_helpers.vllm_started_early) and stop it
-# after the last of them; this script's end stops it at the latest. Idle, it takes ~1 % of a core.
-vllm_pid=""
-stop_vllm() {  # SIGTERM to its group, SIGKILL after 30 s
-  [ -n "$vllm_pid" ] || return 0
-  kill -- -"$vllm_pid" 2>/dev/null || true
-  for _ in $(seq 300); do kill -0 "$vllm_pid" 2>/dev/null || break; sleep 0.1; done
-  kill -KILL -- -"$vllm_pid" 2>/dev/null || true
-  wait "$vllm_pid" 2>/dev/null || true
-  vllm_pid=""
-}
-queue_emptied=$(mktemp -u)
-if [ "${TWO_BENDS_SKIP_VLLM:-0}" != 1 ]; then
-  vllm_log=$(mktemp --suffix=.log)
-  vllm_port=$(.venv/bin/python -c "from tests.browser.appdriver import SCRIPT_RANGE, free_port; print(free_port(SCRIPT_RANGE))")
-  # threads that sleep at barriers, as the browser part's servers' (tests/conftest.py)
-  OMP_WAIT_POLICY=PASSIVE setsid bash -c 'while [ ! -e "$1" ]; do sleep 0.5; done; shift; exec "$@"' _ \
-    "$queue_emptied" bash scripts/start_vllm.sh "$vllm_port" --foreground --chunked-prefill on > "$vllm_log" 2>&1 &
-  vllm_pid=$!
-fi
 fallbacks_log=$(mktemp)
 OMP_WAIT_POLICY=PASSIVE .venv/bin/python -m pytest -q -rs -n 0 --backends=plain -m "not alone" \
   tests/engine/core/test_model_parity.py tests/engine/core/test_reference.py tests/pages/story/test_prefill_decode.py \
   tests/engine/test_smollm_end_to_end.py::test_greedy_tokens_are_the_same_alone_queued_and_batched \
   > "$fallbacks_log" 2>&1 &
 fallbacks=$!
-trap 'kill "$fallbacks" 2>/dev/null || true; stop_vllm; rm -f "$queue_emptied"' EXIT  # interrupted: those stop too
-TWO_BENDS_QUEUE_EMPTIED="$queue_emptied" .venv/bin/python -m pytest -q -rs -n "$WORKERS" --dist loadfile -m "not alone" \
-  || status=$?
-if [ -e "$queue_emptied" ] && [ -n "$vllm_pid" ]; then
-  echo "[test] vLLM began its start $(( $(date +%s) - $(stat -c %Y "$queue_emptied") )) s before part 1 ended"
-fi
-touch "$queue_emptied"  # (where part 1 stopped before its last unit: vLLM starts now)
+trap 'kill "$fallbacks" 2>/dev/null || true' EXIT  # interrupted: the fallbacks' run stops too
+.venv/bin/python -m pytest -q -rs -n "$WORKERS" --dist loadfile -m "not alone" || status=$?
 fallbacks_status=0
 wait "$fallbacks" || fallbacks_status=$?
 echo "[test] the fallbacks forced (--backends=plain), run beside the part above:"
@@ -86,7 +58,6 @@ status=$(( status ? status : fallbacks_status ))
 # as cores and nothing beside them: with a third worker on 2 cores,
 # vLLM's TTFT as our client saw it drifted 21 % from vLLM's own histogram. The tests that measure against the
 # machine's own quiet numbers (`timed`) come last and wait for the machine to themselves (tests/other_workers.py).
-TWO_BENDS_SHARED_VLLM="${vllm_pid:+$vllm_port $vllm_pid $vllm_log}" \
-  .venv/bin/python -m pytest -q -rs -n "$WORKERS" --dist loadfile --alone-only -m alone \
+.venv/bin/python -m pytest -q -rs -n "$WORKERS" --dist loadfile --alone-only -m alone \
   || status=$(( status ? status : $? ))
 exit "$status"

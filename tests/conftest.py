@@ -187,8 +187,6 @@ def navigation_only(monkeypatch):
 # --- one real vLLM (chunked prefill on) for every test that asks for it, stopped after the last of them ---------
 # Starting vLLM costs 25-30 s on 2 cores: its tests run one after another (collection order below), share one
 # server, and it stops as soon as the next test does not need it (idle, it would still take CPU from later tests).
-# scripts/test.sh starts it once part 1 has handed out its last unit (TWO_BENDS_QUEUE_EMPTIED, TWO_BENDS_SHARED_VLLM):
-# its start runs in the seconds part 1's last units leave idle, not in the browser part, where every core is busy.
 VLLM_FIXTURES = ("vllm_chunked", "vllm_url")
 _shared_vllm: dict = {}  # "server": the open context manager, "value": (url, log); "failed": why it did not start
 
@@ -328,8 +326,6 @@ def pytest_xdist_make_scheduler(config, log):
         def _assign_work_unit(self, node) -> None:
             self.workqueue.move_to_end(next_unit(list(self.workqueue)), last=False)
             super()._assign_work_unit(node)
-            if not self.workqueue and (flag := os.environ.get("TWO_BENDS_QUEUE_EMPTIED")):
-                Path(flag).touch()  # the last unit is handed out: scripts/test.sh starts the shared vLLM now
 
         def _reschedule(self, node) -> None:
             """A node's next unit is chosen when its last pending test is about to run, not two tests before (xdist's
@@ -349,15 +345,13 @@ def pytest_xdist_make_scheduler(config, log):
 
 @pytest.fixture
 def vllm_chunked():
-    """(url, log path) of the shared vLLM with chunked prefill on (tests/serving_helpers: vllm_server, or
-    vllm_started_early where scripts/test.sh started it)."""
+    """(url, log path) of the shared vLLM with chunked prefill on (tests/serving_helpers.vllm_server)."""
     if "failed" in _shared_vllm:  # did not start for an earlier test: the same outcome, not another 10-minute wait
         raise _shared_vllm["failed"]
     if "server" not in _shared_vllm:
-        from tests.serving_helpers import vllm_server, vllm_started_early
+        from tests.serving_helpers import vllm_server
 
-        early = os.environ.get("TWO_BENDS_SHARED_VLLM")  # started by scripts/test.sh during part 1, or started here
-        server = vllm_started_early(early) if early else vllm_server("on")
+        server = vllm_server("on")
         try:
             _shared_vllm["value"] = server.__enter__()  # skips (pytest.skip) when vLLM is not installed
         except BaseException as exc:  # skipped, or failed to start

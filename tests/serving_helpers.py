@@ -5,7 +5,6 @@ import contextlib
 import http.client
 import json
 import os
-import signal
 import subprocess
 import sys
 import tempfile
@@ -154,51 +153,6 @@ def vllm_server(chunked_prefill: str):
         yield f"http://127.0.0.1:{port}", log
     finally:
         appdriver.stop_server(proc)
-
-
-def _running(pid: int) -> bool:
-    """True while process `pid` runs (not exited, not a zombie waiting for its parent to read its status)."""
-    try:
-        with open(f"/proc/{pid}/stat") as stat:
-            return stat.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except (FileNotFoundError, ProcessLookupError, IndexError):
-        return False
-
-
-def _stop_group(leader: int, grace_s: float = 30.0) -> None:
-    """SIGTERM to the process group `leader` leads, SIGKILL after `grace_s` seconds (it is not this process's child:
-    its parent, scripts/test.sh, reads its exit status)."""
-    for sig, wait_s in ((signal.SIGTERM, grace_s), (signal.SIGKILL, 10.0)):
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(leader, sig)
-        end = time.monotonic() + wait_s
-        while _running(leader) and time.monotonic() < end:
-            time.sleep(0.1)
-        if not _running(leader):
-            return
-
-
-@contextlib.contextmanager
-def vllm_started_early(spec: str):
-    """(url, log path) of the vLLM scripts/test.sh started at the end of part 1 (chunked prefill on, in its own process
-    group; `spec`: "PORT PID LOG", from TWO_BENDS_SHARED_VLLM): waits for its /health as vllm_server does and stops it
-    the same way after the last test that uses it."""
-    require_vllm_venv()
-    port, pid, log = spec.split(" ", 2)
-    port, pid, log = int(port), int(pid), Path(log)
-    timeout, began = float(os.environ.get("VLLM_START_TIMEOUT", 600)), time.monotonic()
-    while not appdriver.healthy(port):
-        if not _running(pid):
-            pytest.fail(f"vLLM (started by scripts/test.sh) exited during start-up; its log {log} ends:\n{_tail(log)}")
-        if time.monotonic() - began > timeout:
-            _stop_group(pid)
-            pytest.fail(f"vLLM (started by scripts/test.sh) did not answer /health within {timeout:.0f} s "
-                        f"(VLLM_START_TIMEOUT); log {log}:\n{_tail(log)}")
-        time.sleep(0.25)
-    try:
-        yield f"http://127.0.0.1:{port}", log
-    finally:
-        _stop_group(pid)
 
 
 QUIET_MOST_S = 15.0  # how long a try waits for quiet cores before it measures anyway

@@ -144,37 +144,6 @@ def test_the_timed_unit_goes_last_and_only_with_its_wait():
             pytest_collection_modifyitems([wrong])
 
 
-def test_the_controller_says_when_it_has_handed_out_the_last_unit(tmp_path, monkeypatch):
-    """scripts/test.sh starts the browser part's vLLM when part 1's queue empties (TWO_BENDS_QUEUE_EMPTIED): not
-    before the last unit is handed out, at once when it is."""
-    from collections import OrderedDict
-
-    import xdist.scheduler.loadscope as loadscope
-
-    from tests.conftest import pytest_xdist_make_scheduler
-
-    class Config:
-        def getoption(self, name):
-            return "loadfile"
-
-    class Node:
-        shutting_down, sent = False, []
-
-        def send_runtest_some(self, indexes):
-            self.sent.append(indexes)
-
-    flag = tmp_path / "emptied"
-    monkeypatch.setenv("TWO_BENDS_QUEUE_EMPTIED", str(flag))
-    monkeypatch.setattr(loadscope, "parse_tx_spec_config", lambda config: ["popen", "popen"])
-    scheduler, node = pytest_xdist_make_scheduler(Config(), None), Node()
-    scheduler.registered_collections[node] = ["a.py::t1", "b.py::t2"]
-    scheduler.workqueue = OrderedDict([("a.py", {"a.py::t1": False}), ("b.py", {"b.py::t2": False})])
-    scheduler._assign_work_unit(node)
-    assert not flag.exists() and len(scheduler.workqueue) == 1
-    scheduler._assign_work_unit(node)
-    assert flag.exists() and node.sent == [[0], [1]]
-
-
 def test_a_timed_test_waits_until_every_other_worker_ended_or_died(tmp_path):
     import subprocess
     import sys
@@ -224,58 +193,3 @@ def test_a_c_library_is_compiled_once_and_a_damaged_copy_stays_where_it_was(tmp_
     second = c_build.build(tmp_path / "b", c_decode.SOURCE)
     assert compiles == [] and second.name == first.name and second.parent != first.parent
     assert c_decode.load(second).decode_step_abi() == c_decode.ABI  # the first compile's library, not the damage
-
-
-FAKE_VLLM = """
-import http.server, sys, time
-print("starting", flush=True)
-time.sleep(float(sys.argv[2]))
-class Health(http.server.BaseHTTPRequestHandler):
-    def do_GET(self):
-        self.send_response(200 if self.path == "/health" else 404)
-        self.end_headers()
-    def log_message(self, *args):
-        pass
-http.server.HTTPServer(("127.0.0.1", int(sys.argv[1])), Health).serve_forever()
-"""
-
-
-def _early_server(tmp_path, port: int, delay_s: float, code: str = FAKE_VLLM):
-    """A stand-in for the vLLM scripts/test.sh starts (its own process group, output to a log) and its spec."""
-    import subprocess
-    import sys
-
-    log = tmp_path / "vllm.log"
-    with open(log, "w") as out:
-        proc = subprocess.Popen([sys.executable, "-c", code, str(port), str(delay_s)], stdout=out,
-                                stderr=subprocess.STDOUT, start_new_session=True)
-    return proc, f"{port} {proc.pid} {log}"
-
-
-def test_a_vllm_started_early_is_waited_for_then_stopped_with_its_group(tmp_path, monkeypatch):
-    from tests.serving_helpers import free_port, vllm_started_early
-
-    monkeypatch.setenv("TWO_BENDS_REQUIRE_VLLM", "1")
-    monkeypatch.delenv("TWO_BENDS_SKIP_VLLM", raising=False)
-    port = free_port()
-    proc, spec = _early_server(tmp_path, port, 1.0)  # answers /health a second after it starts
-    try:
-        began = time.monotonic()
-        with vllm_started_early(spec) as (url, log):
-            assert time.monotonic() - began >= 0.5 and url == f"http://127.0.0.1:{port}"
-            assert log.read_text().startswith("starting") and proc.poll() is None
-        assert proc.wait(5) is not None  # stopped after the last test that used it
-    finally:
-        proc.kill()
-
-
-def test_a_vllm_started_early_that_exits_fails_with_its_log(tmp_path, monkeypatch):
-    from tests.serving_helpers import free_port, vllm_started_early
-
-    monkeypatch.setenv("TWO_BENDS_REQUIRE_VLLM", "1")
-    monkeypatch.delenv("TWO_BENDS_SKIP_VLLM", raising=False)
-    proc, spec = _early_server(tmp_path, free_port(), 0, code="print('no model here'); raise SystemExit(1)")
-    proc.wait(10)
-    with pytest.raises(pytest.fail.Exception, match="exited during start-up(.|\n)*no model here"):
-        with vllm_started_early(spec):
-            pass

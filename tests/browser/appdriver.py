@@ -44,20 +44,16 @@ BROWSER_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networkin
 # a port came from the kernel's ephemeral range, which another test process choosing at the same time could be handed
 # too: a fresh clone's vLLM found its port taken by the other worker's dashboard. So each test process takes its ports
 # from a range of its own below the ephemeral range (32768 up, where bind(0) and outgoing connections draw from): the
-# xdist workers gw0, gw1, ... and a process outside xdist (the fallbacks' run beside part 1) never share one. The last
-# range is scripts/test.sh's own: the shared vLLM it starts at the end of part 1.
-PORT_BASE, PORT_SPAN, PORT_RANGES = 20_000, 2_000, 6
-SCRIPT_RANGE = PORT_RANGES - 1
+# xdist workers gw0, gw1, ... and a process outside xdist (the fallbacks' run beside part 1) never share one.
+PORT_BASE, PORT_SPAN, PORT_RANGES = 20_000, 2_400, 5
 _given: set[int] = set()  # the ports this process handed out already
 
 
-def free_port(range_index: int | None = None) -> int:
-    """A port on 127.0.0.1 that nothing listens on, from this test process's own range (or `range_index`), not handed
-    out before."""
-    if range_index is None:
-        worker = os.environ.get("PYTEST_XDIST_WORKER", "")  # "gw0", "gw1", ...; "" outside xdist
-        range_index = (int(worker[2:]) + 1 if worker[2:].isdigit() else 0) % SCRIPT_RANGE
-    start = PORT_BASE + range_index * PORT_SPAN
+def free_port() -> int:
+    """A port on 127.0.0.1 that nothing listens on, from this test process's own range, not handed out before."""
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "")  # "gw0", "gw1", ...; "" outside xdist
+    index = int(worker[2:]) + 1 if worker[2:].isdigit() else 0
+    start = PORT_BASE + (index % PORT_RANGES) * PORT_SPAN
     for port in random.sample(range(start, start + PORT_SPAN), PORT_SPAN):
         if port in _given:
             continue
