@@ -9,9 +9,8 @@ way for each, on this machine, against the model's backends so far (what would r
      says the path lost means it is never built again.
   3. `build` (compile it, load it), then `check` (its outputs beside the rival's, on a short input).
   4. `race`: the path and its rival timed taking turns, best of a few rounds each (other programs only ever add
-     time). Kept only if faster by more than MARGIN: ties go to what runs without it. A race whose threads waited
-     for a CPU a noticeable share of its time (engine/host/cpu_wait.py) is used but kept as disturbed: the next
-     loads race again, up to MAX_TRIES in all, and the least disturbed race stands (as the matmul choice does).
+     time). Kept only if faster by more than MARGIN: ties go to what runs without it. A disturbed race is raced
+     again at the next loads, as measured_cache.py says for every measurement (the matmul choice's too).
 
 A path that cannot be built or checked here is not used, and the verdict says why in one line. TWO_BENDS_BACKENDS=plain
 (or `pytest --backends=plain`) loads every model on the eager reference: the one switch that forces the fallbacks.
@@ -29,7 +28,8 @@ from typing import Protocol
 
 from engine.core.backends import Backends
 from engine.techniques import kernel_choice, measured_cache
-from engine.techniques.kernel_choice import DISTURBED_MIN_S, DISTURBED_SHARE, MARGIN, MAX_TRIES
+from engine.techniques.kernel_choice import MARGIN
+from engine.techniques.measured_cache import MAX_TRIES
 
 SWITCH = "TWO_BENDS_BACKENDS"  # "plain": every model on the eager reference (engine/techniques/kernels.py)
 
@@ -73,9 +73,12 @@ class Verdict:
     tries: int = 1  # races of this key so far (more than one only after disturbed ones)
 
     @property
+    def wait_share(self) -> float:
+        return measured_cache.wait_share(self.wait_s, self.race_s)
+
+    @property
     def disturbed(self) -> bool:
-        """Other programs held the CPU for a noticeable share of the race: its outcome may be theirs."""
-        return (self.wait_s or 0.0) > max(DISTURBED_MIN_S, DISTURBED_SHARE * self.race_s)
+        return measured_cache.disturbed(self.wait_s, self.race_s)
 
     def words(self, path: FastPath) -> str:
         if self.note:
@@ -83,10 +86,8 @@ class Verdict:
         timing = f"{path.fast} {_ms(self.fast_ms)} ms vs {path.rival} {_ms(self.rival_ms)} ms {self.at}"
         where = "cached verdict" if self.cached else "measured now"
         if self.disturbed:
-            again = (f"raced again at the next load, try {self.tries} of {MAX_TRIES}" if self.tries < MAX_TRIES
-                     else f"the least disturbed of {self.tries} tries, kept")
             where += (f"; other programs held the CPU for {self.wait_s:.2f} s of the {self.race_s:.2f} s raced, so "
-                      f"the outcome may be theirs: {again}")
+                      f"the outcome may be theirs: {measured_cache.again('raced', self.tries)}")
         return (f"{path.name}: {'used' if self.use else 'not used'} ({timing}; {where}; building and checking took "
                 f"{self.setup_s:.1f} s)")
 
@@ -164,14 +165,10 @@ def decide(path: FastPath, lm, backends: Backends, folder: Path | None = None,
                               race_s=race_s, wait_s=wait)
             if earlier is not None:  # the earlier race was disturbed: the less disturbed of the two stands
                 verdict.tries = earlier.tries + 1
-                if _share(earlier) < _share(verdict):
+                if earlier.wait_share < verdict.wait_share:
                     verdict = replace(earlier, tries=verdict.tries, setup_s=setup, cached=False)
         measured_cache.remember(folder, key, {k: v for k, v in asdict(verdict).items() if k != "cached"})
         return (path.attach(backends, built) if verdict.use else backends), verdict
-
-
-def _share(verdict: Verdict) -> float:
-    return (verdict.wait_s or 0.0) / verdict.race_s if verdict.race_s > 0 else 0.0
 
 
 def _verdict(record: dict | None) -> Verdict | None:

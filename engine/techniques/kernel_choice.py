@@ -4,9 +4,8 @@ Which kernel streams weights best depends on the chip, so the first load on a ma
 phase (decode: one row; a batch's decode step: WIDE_PASS rows; prefill: PREFILL_ROWS rows; long prefill: LONG_ROWS
 rows), best of a few rounds with the candidates taking turns, and remembers the fastest in the model cache, keyed by
 the CPU's model and flags, the torch version, the threads, the dtype and the model's shapes. Plain F.linear is always
-a candidate and wins ties (within MARGIN), so "fast" is never slower than plain by construction. A measurement whose
-threads waited for a CPU a noticeable share of the time (engine/host/cpu_wait.py) is used and cached as disturbed,
-and the next loads measure again (up to MAX_TRIES in all), keeping the least disturbed. Why and what was measured:
+a candidate and wins ties (within MARGIN), so "fast" is never slower than plain by construction. A disturbed
+measurement is measured again as measured_cache.py says. Why and what was measured:
 docs/decisions/kernels-by-measurement.md.
 """
 from __future__ import annotations
@@ -34,9 +33,6 @@ MARGIN = 0.03  # a candidate must beat plain F.linear by more than this to be ch
 # streams one row well may repack or copy the weights for a few, 1.5x slower than another at 8 rows on an EPYC)
 ROWS = {"decode": 1, "decode_batch": WIDE_PASS, "prefill": PREFILL_ROWS, "prefill_long": LONG_ROWS}
 REPEATS = {"decode": 5, "decode_batch": 5, "prefill": 3, "prefill_long": 3}
-DISTURBED_SHARE = 0.05  # a measurement whose threads waited for a CPU more than this share of its time is disturbed
-DISTURBED_MIN_S = 0.05  # ... and more than this in all (a scheduler tick or two is not a disturbance)
-MAX_TRIES = 3  # measurements of one key, at most, while each was disturbed; then the least disturbed one stays
 WaitMeter = CpuWaitMeter  # what reads the measuring threads' run-queue wait (a test puts a fake one here)
 
 
@@ -64,13 +60,11 @@ class Choice:
 
     @property
     def wait_share(self) -> float:
-        """The share of the measuring time its threads waited for a CPU (0 where that was not measurable)."""
-        return (self.cpu_wait or 0.0) / self.seconds if self.seconds > 0 else 0.0
+        return measured_cache.wait_share(self.cpu_wait, self.seconds)
 
     @property
     def disturbed(self) -> bool:
-        """Other programs held the CPU for a noticeable share of the measuring: its ranking may be theirs."""
-        return (self.cpu_wait or 0.0) > max(DISTURBED_MIN_S, DISTURBED_SHARE * self.seconds)
+        return measured_cache.disturbed(self.cpu_wait, self.seconds)
 
     def label(self) -> str:
         """Short, for the sidebar and the Trace: what each phase runs."""
@@ -96,10 +90,9 @@ class Choice:
                 parts.append(f"{what}: " + " vs ".join(f"{name} {_ms(ms)} ms" for name, ms in times))
         how = "cached from an earlier measurement on this CPU" if self.cached else f"measured now in {self.seconds:.2f} s"
         if self.disturbed:
-            again = (f"measured again at the next load, try {self.tries} of {MAX_TRIES}" if self.tries < MAX_TRIES
-                     else f"the least disturbed of {self.tries} tries, kept")
             how += (f"; other programs held the CPU for {self.cpu_wait:.2f} s of the {self.seconds:.2f} s measured "
-                    f"({100 * self.wait_share:.0f} %), so the ranking may be theirs: {again}")
+                    f"({100 * self.wait_share:.0f} %), so the ranking may be theirs: "
+                    f"{measured_cache.again('measured', self.tries)}")
         return f"{'; '.join(parts)} ({how}{'; ' + self.note if self.note else ''})"
 
 
@@ -138,7 +131,7 @@ def choose(model: nn.Module, dtype: torch.dtype, cache_dir: Path | None = None, 
     key = measured_cache.machine_key(model, dtype) | {"what": "matmul kernels"}
     note = measured_cache.read_all(folder)[1]
     found = None if remeasure else _valid(measured_cache.recall(folder, key))
-    if found is not None and not (found.disturbed and found.tries < MAX_TRIES):
+    if found is not None and not (found.disturbed and found.tries < measured_cache.MAX_TRIES):
         found.cached = True
         return found
     choice = measure(model, dtype)

@@ -5,6 +5,10 @@ kernel_choice.py), and the outcome kept under a key that says what makes it vali
 instruction-set flags, the torch version, the threads, the dtype, the model's shapes, and whatever the path adds
 (its source, the context it was timed at). A key that differs in anything is measured again. The file sits beside
 the model cache (TWO_BENDS_CACHE); unreadable means empty, never a crash, and it is written aside and renamed.
+
+One rule for every measurement kept here: one whose threads waited for a CPU a noticeable share of its time
+(engine/host/cpu_wait.py) is used but kept as disturbed, the next loads measure again (up to MAX_TRIES in all), and
+the least disturbed one stands.
 """
 from __future__ import annotations
 
@@ -23,6 +27,25 @@ CACHE_FILE = "measured-fast-paths.json"
 # (ATEN_CPU_CAPABILITY=avx2 ONEDNN_MAX_CPU_ISA=AVX2 MKL_ENABLE_INSTRUCTIONS=AVX2), so a measurement made under a cap
 # is its own, never reused without it
 ISA_CAPS = ("ATEN_CPU_CAPABILITY", "ONEDNN_MAX_CPU_ISA", "DNNL_MAX_CPU_ISA", "MKL_ENABLE_INSTRUCTIONS")
+DISTURBED_SHARE = 0.05  # a measurement whose threads waited for a CPU more than this share of its time is disturbed
+DISTURBED_MIN_S = 0.05  # ... and more than this in all (a scheduler tick or two is not a disturbance)
+MAX_TRIES = 3  # measurements of one key, at most, while each was disturbed; then the least disturbed one stays
+
+
+def wait_share(wait_s: float | None, spent_s: float) -> float:
+    """The share of a measurement's `spent_s` its threads waited for a CPU (0 where that was not measurable)."""
+    return (wait_s or 0.0) / spent_s if spent_s > 0 else 0.0
+
+
+def disturbed(wait_s: float | None, spent_s: float) -> bool:
+    """Other programs held the CPU for a noticeable share of a measurement: its outcome may be theirs."""
+    return (wait_s or 0.0) > max(DISTURBED_MIN_S, DISTURBED_SHARE * spent_s)
+
+
+def again(verb: str, tries: int) -> str:
+    """What becomes of a disturbed measurement: '<verb> again at the next load', or kept once the tries are spent."""
+    return (f"{verb} again at the next load, try {tries} of {MAX_TRIES}" if tries < MAX_TRIES
+            else f"the least disturbed of {tries} tries, kept")
 
 
 def default_cache_dir() -> Path:
