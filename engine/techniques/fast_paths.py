@@ -29,7 +29,6 @@ from typing import Protocol
 from engine.core.backends import Backends
 from engine.techniques import kernel_choice, measured_cache
 from engine.techniques.kernel_choice import MARGIN
-from engine.techniques.measured_cache import MAX_TRIES
 
 SWITCH = "TWO_BENDS_BACKENDS"  # "plain": every model on the eager reference (engine/techniques/kernels.py)
 
@@ -134,7 +133,7 @@ def decide(path: FastPath, lm, backends: Backends, folder: Path | None = None,
     key = measured_cache.machine_key(lm.model, lm.dtype) | path.key(lm) | {"what": path.name}
     with _LOCK:
         found = None if remeasure else _verdict(measured_cache.recall(folder, key))
-        if found is not None and found.disturbed and found.tries < MAX_TRIES:  # raced again: kept to compare with
+        if found is not None and measured_cache.measure_again(found):  # raced again: kept to compare with
             earlier, found = found, None
         else:
             earlier = None

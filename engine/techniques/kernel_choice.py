@@ -131,7 +131,7 @@ def choose(model: nn.Module, dtype: torch.dtype, cache_dir: Path | None = None, 
     key = measured_cache.machine_key(model, dtype) | {"what": "matmul kernels"}
     note = measured_cache.read_all(folder)[1]
     found = None if remeasure else _valid(measured_cache.recall(folder, key))
-    if found is not None and not (found.disturbed and found.tries < measured_cache.MAX_TRIES):
+    if found is not None and not measured_cache.measure_again(found):
         found.cached = True
         return found
     choice = measure(model, dtype)

@@ -42,6 +42,11 @@ def disturbed(wait_s: float | None, spent_s: float) -> bool:
     return (wait_s or 0.0) > max(DISTURBED_MIN_S, DISTURBED_SHARE * spent_s)
 
 
+def measure_again(found) -> bool:
+    """Whether a kept measurement (a fast path's Verdict, the matmul Choice) is disturbed with tries left."""
+    return found.disturbed and found.tries < MAX_TRIES
+
+
 def again(verb: str, tries: int) -> str:
     """What becomes of a disturbed measurement: '<verb> again at the next load', or kept once the tries are spent."""
     return (f"{verb} again at the next load, try {tries} of {MAX_TRIES}" if tries < MAX_TRIES
