@@ -12,6 +12,7 @@ import pytest
 
 from tests import ROOT
 from tests.browser import appdriver, shared
+from ui.state import DECODE_NEXT, PREFILL_NEXT
 
 SHOTS = ROOT / "artifacts" / "screenshots"
 TRACE = "long-prompt-short-answer"  # 8 tokens: autoplay reaches the end quickly
@@ -40,6 +41,14 @@ def _wait_token(page, expected: int, timeout_s: float = 60.0) -> None:
     raise AssertionError(f"expected token {expected}, the page shows {_token(page)}")
 
 
+def _keys_ready(page, button: str) -> None:
+    """Wait until the page's run is over and its key listener reads this page's buttons (`button`: the Next one's key):
+    a key pressed before that finds no button and does nothing, as it would for a presenter."""
+    appdriver.settle(page)
+    page.wait_for_function("(key) => window.__twoBendsKeys && document.querySelector(`div.two-bends-keys[data-next='${key}']`)",
+                           arg=button, timeout=60_000)
+
+
 def test_presenter_keys_drive_decode_and_prefill(replay_server):
     page = shared.browser().new_page(viewport={"width": 1280, "height": 720})
     try:
@@ -52,6 +61,7 @@ def test_presenter_keys_drive_decode_and_prefill(replay_server):
         if SHOTS.exists():
             page.screenshot(path=str(SHOTS / "presenter-decode.png"))
 
+        _keys_ready(page, DECODE_NEXT)
         page.keyboard.press("ArrowRight")
         _wait_token(page, 2)
         page.keyboard.press("ArrowRight")
@@ -79,6 +89,7 @@ def test_presenter_keys_drive_decode_and_prefill(replay_server):
 
         page.locator("[data-testid='stPageLink'] a").filter(has_text="Prefill").first.click()
         page.get_by_text("Prefill: all 512 prompt rows").first.wait_for(timeout=120_000)
+        _keys_ready(page, PREFILL_NEXT)
         page.keyboard.press("ArrowRight")
         page.get_by_text("Decode step 1 of 7").first.wait_for(timeout=60_000)
         page.keyboard.press("ArrowLeft")
